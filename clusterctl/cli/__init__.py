@@ -1,0 +1,63 @@
+"""The command line: Typer apps split by noun, and the one place errors become exit codes.
+
+Exit codes: 0 success; 1 a check failed or a run failed; 2 bad input or environment (nothing was run
+on any host). No user error prints a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+import typer
+
+from clusterctl import __version__
+from clusterctl.cli import inventory as inventory_cli
+from clusterctl.cli import render as render_cli
+from clusterctl.cli.common import err_console
+from clusterctl.errors import ClusterctlError
+
+app = typer.Typer(
+    name="clusterctl",
+    help="Turn GPU + InfiniBand hosts described in one inventory into a Horovod/MPI benchmark cluster.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+app.add_typer(inventory_cli.app, name="inventory")
+app.add_typer(render_cli.app, name="render")
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        print(f"clusterctl {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_show_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """clusterctl: provision, start, run and report a containerised MPI benchmark cluster."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI with ``argv`` (default: the process arguments) and return the exit code."""
+    try:
+        result = app(args=argv, standalone_mode=False, prog_name="clusterctl")
+    except ClusterctlError as exc:
+        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        return exc.exit_code
+    except click.exceptions.Abort:
+        err_console.print("aborted")
+        return 130
+    except click.ClickException as exc:
+        exc.show()
+        return 2 if isinstance(exc, click.UsageError) else exc.exit_code
+    return result if isinstance(result, int) else 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

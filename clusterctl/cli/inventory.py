@@ -1,0 +1,67 @@
+"""`clusterctl inventory`: validate, show and describe inventory files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from clusterctl.cli.common import console, print_json
+from clusterctl.inventory import inventory_schema, load_inventory
+
+app = typer.Typer(help="Validate and show inventory files.", no_args_is_help=True)
+
+
+@app.command()
+def validate(file: Path = typer.Argument(..., help="Inventory file.")) -> None:
+    """Check an inventory: exit 0 when valid, 2 with a message naming file, line, field and fix."""
+    inv = load_inventory(file)
+    console.print(
+        f"[green]ok[/]: {file}: cluster {inv.cluster.name}, {len(inv.nodes)} nodes "
+        f"(primary {inv.primary.name}), image profile {inv.image.profile}",
+        highlight=False,
+    )
+
+
+@app.command()
+def show(
+    file: Path = typer.Argument(..., help="Inventory file."),
+    as_json: bool = typer.Option(False, "--json", help="Print the validated inventory as JSON."),
+) -> None:
+    """Print the nodes of an inventory with the values they inherit from the cluster defaults."""
+    inv = load_inventory(file)
+    if as_json:
+        print_json(inv.model_dump(mode="json"))
+        return
+    table = Table(title=f"cluster {inv.cluster.name} ({file})")
+    for column in ("node", "role", "address", "ssh", "GPUs", "ranks", "fabric", "fabric address", "HCA"):
+        table.add_column(column)
+    for n in inv.nodes:
+        table.add_row(
+            n.name,
+            n.role,
+            n.address,
+            f"{n.ssh.user}@:{n.ssh.port}",
+            f"{n.gpus.count} x {n.gpus.model}" if n.gpus.count else "none",
+            str(n.ranks),
+            f"{n.fabric.kind} {n.fabric.interface}"
+            + (f" {n.fabric.rate_gbps:g} Gb/s" if n.fabric.rate_gbps else ""),
+            str(n.fabric.address or "-"),
+            n.fabric.hca or "-",
+        )
+    console.print(table)
+    c, i = inv.container, inv.image
+    console.print(
+        f"container: image {c.image or '(built by clusterctl image build)'}, sshd port {c.sshd_port}, "
+        f"shm {c.shm_size}, {len(c.mounts)} mounts, privileged {c.privileged}",
+        highlight=False,
+    )
+    versions = ", ".join(f"{k} {v}" for k, v in i.versions.model_dump().items() if v)
+    console.print(f"image: profile {i.profile}, base {i.base}; {versions}", highlight=False)
+
+
+@app.command()
+def schema() -> None:
+    """Print the inventory's JSON schema (point your editor's YAML support at it)."""
+    print_json(inventory_schema())

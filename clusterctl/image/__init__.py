@@ -1,0 +1,1 @@
+"""The benchmark image: profiles, rendering of the Dockerfile and its build context."""

@@ -1,0 +1,481 @@
+"""The inventory: one YAML file describing the cluster, validated once at load by pydantic v2.
+
+Every string that will later reach a shell (hostnames, interfaces, paths, versions, image names) is
+checked here against a conservative pattern, so code downstream can trust the model. Unknown keys are
+errors everywhere. ``load_inventory`` turns every problem into an ``InventoryError`` whose message
+names the file, the line, the field and the fix.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    model_validator,
+)
+
+from clusterctl.errors import InventoryError
+from clusterctl.yamlio import line_of, load_yaml
+
+# --------------------------------------------------------------------------- value types
+
+
+def _pattern(regex: str, what: str, example: str) -> AfterValidator:
+    compiled = re.compile(regex)
+
+    def check(value: str) -> str:
+        if not compiled.fullmatch(value):
+            raise ValueError(
+                f"{value!r} cannot be {what} (it would reach a shell later); use only the characters "
+                f"such a value has, e.g. {example!r}"
+            )
+        return value
+
+    return AfterValidator(check)
+
+
+_LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+NodeName = Annotated[str, _pattern(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", "a hostname label", "node1")]
+DnsName = Annotated[str, _pattern(rf"(?=.{{1,253}}$){_LABEL}(\.{_LABEL})*", "a hostname", "gpu01.example.org")]
+InterfaceName = Annotated[str, _pattern(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,14}", "a network interface name", "ib0")]
+HcaName = Annotated[str, _pattern(r"[A-Za-z0-9_]{1,32}", "an HCA name", "mlx5_0")]
+UserName = Annotated[str, _pattern(r"[a-z_][a-z0-9_-]{0,31}", "a Unix user name", "root")]
+SafePath = Annotated[
+    str, _pattern(r"[A-Za-z0-9_./~@+=,:][A-Za-z0-9_./@+=,:-]*", "a path", "/home/dell/benchmarks")
+]
+Version = Annotated[str, _pattern(r"[0-9A-Za-z][0-9A-Za-z.+_~-]{0,63}", "a version", "4.7-3.2.9.0")]
+ImageRef = Annotated[
+    str,
+    _pattern(
+        r"[a-z0-9]+([._-]+[a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-]+[a-z0-9]+)*)*"
+        r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?",
+        "a container image reference",
+        "nvidia/cuda:12.4.1-devel-ubuntu22.04",
+    ),
+]
+Capability = Annotated[str, _pattern(r"[A-Z][A-Z_]{1,31}", "a Linux capability", "IPC_LOCK")]
+Size = Annotated[str, _pattern(r"[0-9]+[bkmgBKMG]?", "a size", "16g")]
+Port = Annotated[int, Field(ge=1, le=65535)]
+
+
+def _check_address(value: str) -> str:
+    try:
+        ipaddress.ip_address(value)
+        return value
+    except ValueError:
+        pass
+    if not re.fullmatch(rf"(?=.{{1,253}}$){_LABEL}(\.{_LABEL})*", value):
+        raise ValueError(f"{value!r} is neither an IP address nor a hostname; use e.g. '10.0.0.11' or 'gpu01'")
+    return value
+
+
+HostAddress = Annotated[str, AfterValidator(_check_address)]
+
+
+class Strict(BaseModel):
+    """Base of every model a person writes: unknown keys are errors, values are not coerced silently."""
+
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+# --------------------------------------------------------------------------- node parts
+
+
+class SshSettings(Strict):
+    """How clusterctl reaches a node's management address (the admin's access, not the containers')."""
+
+    user: UserName = Field("root", description="Login user on the node.")
+    port: Port = Field(22, description="SSH port of the node's sshd.")
+    identity_file: SafePath | None = Field(
+        None, description="Private key for the login; default: the SSH agent / ~/.ssh defaults."
+    )
+    known_hosts: SafePath | None = Field(
+        None,
+        description="Extra known_hosts file checked besides the system's (the sandbox writes its own).",
+    )
+    connect_timeout_s: float = Field(10.0, gt=0, le=300, description="Seconds to wait for a connection.")
+
+
+class GpuSpec(Strict):
+    """The GPUs of a node."""
+
+    count: int = Field(0, ge=0, le=64, description="Number of GPUs; 0 for a CPU-only node.")
+    model: str | None = Field(
+        None, max_length=64, pattern=r"^[A-Za-z0-9 ._()+-]*$", description="Model, e.g. V100-SXM2-16GB."
+    )
+
+
+class FabricSpec(Strict):
+    """The data fabric MPI and NCCL use between nodes."""
+
+    kind: Literal["infiniband", "roce", "ethernet"] = Field(
+        "ethernet", description="infiniband or roce enable NCCL's IB transport; ethernet uses sockets."
+    )
+    interface: InterfaceName = Field("eth0", description="IP interface on the fabric, e.g. ib0 (IPoIB).")
+    address: ipaddress.IPv4Interface | None = Field(
+        None, description="This node's fabric address in CIDR form, e.g. 192.168.11.1/24."
+    )
+    hca: HcaName | None = Field(None, description="RDMA device (HCA), e.g. mlx5_0.")
+    rate_gbps: float | None = Field(None, gt=0, description="Expected link rate in Gb/s, e.g. 100 for EDR.")
+
+
+class NodeDefaults(Strict):
+    """Settings every node inherits unless it sets its own (merged key by key)."""
+
+    ssh: SshSettings | None = None
+    gpus: GpuSpec | None = None
+    fabric: FabricSpec | None = None
+    slots: int | None = Field(None, ge=1, le=256, description="MPI ranks per node.")
+
+
+class Node(Strict):
+    """One host of the cluster."""
+
+    name: NodeName = Field(description="Unique name; becomes the hostname MPI sees.")
+    address: HostAddress = Field(description="Management address clusterctl reaches over SSH.")
+    role: Literal["primary", "secondary"] = Field(
+        "secondary", description="Exactly one node is the primary: it runs mpirun."
+    )
+    ssh: SshSettings = Field(default_factory=SshSettings)
+    gpus: GpuSpec = Field(default_factory=GpuSpec)
+    fabric: FabricSpec = Field(default_factory=FabricSpec)
+    slots: int | None = Field(
+        None, ge=1, le=256, description="MPI ranks on this node; default: the GPU count (1 on a CPU node)."
+    )
+
+    @property
+    def ranks(self) -> int:
+        """Ranks this node runs: ``slots`` if set, else its GPU count, else 1."""
+        return self.slots or self.gpus.count or 1
+
+    @property
+    def fabric_ip(self) -> str:
+        """The address MPI and NCCL use for this node: the fabric address, else the management one."""
+        return str(self.fabric.address.ip) if self.fabric.address else self.address
+
+    @property
+    def rdma(self) -> bool:
+        """Whether the node's fabric carries RDMA (InfiniBand or RoCE)."""
+        return self.fabric.kind in ("infiniband", "roce")
+
+
+# --------------------------------------------------------------------------- cluster-wide parts
+
+
+class Mount(Strict):
+    """A bind mount into the benchmark container."""
+
+    source: SafePath = Field(description="Path on the node.")
+    target: SafePath = Field(description="Absolute path in the container.")
+    read_only: bool = Field(False, description="Mount read-only.")
+
+    @model_validator(mode="after")
+    def _absolute_target(self) -> Mount:
+        if not self.target.startswith("/"):
+            raise ValueError(f"target {self.target!r} must be an absolute path in the container, e.g. /data")
+        return self
+
+
+class ContainerSpec(Strict):
+    """The benchmark container started on every node."""
+
+    image: ImageRef | None = Field(
+        None, description="Image to run; default: the image `clusterctl image build` made for this inventory."
+    )
+    sshd_port: Port = Field(50000, description="Port the container's sshd listens on (host network).")
+    shm_size: Size = Field("1g", description="Size of /dev/shm in the container.")
+    mounts: list[Mount] = Field(default_factory=list, description="Data set and benchmark mounts.")
+    devices: list[SafePath] = Field(default_factory=list, description="Extra device paths to pass through.")
+    cap_add: list[Capability] = Field(default_factory=list, description="Extra capabilities.")
+    privileged: bool = Field(False, description="Run privileged (off by default; rarely needed).")
+
+
+Profile = Literal["paper-2020", "modern", "cpu"]
+
+
+class ImageVersions(Strict):
+    """Software versions baked into the benchmark image. Unset fields take the profile's defaults."""
+
+    os_base: Version | None = Field(None, description="OS of the base image, e.g. ubuntu18.04.")
+    cuda: Version | None = Field(None, description="CUDA version (GPU profiles).")
+    mofed: Version | None = Field(
+        None, description="MLNX OFED user space; must match the hosts' driver. None: distro rdma-core."
+    )
+    openmpi: Version | None = Field(None, description="Open MPI version built from source; None: distro's.")
+    nccl: Version | None = Field(None, description="NCCL version; None: the one in the base image.")
+    framework: Literal["tensorflow", "pytorch"] | None = Field(None, description="Deep-learning framework.")
+    framework_version: Version | None = Field(None, description="Framework version.")
+    horovod: Version | None = Field(None, description="Horovod version; None: no Horovod.")
+    python: Version | None = Field(None, description="Python version of the image.")
+    nccl_tests: Version | None = Field(None, description="nccl-tests git tag built with MPI; None: not built.")
+    tf_benchmarks_branch: Version | None = Field(None, description="tensorflow/benchmarks branch.")
+
+
+class ImageSpec(Strict):
+    """How the benchmark image is built."""
+
+    profile: Profile = Field("cpu", description="paper-2020 (the whitepaper's stack), modern or cpu.")
+    base: ImageRef | None = Field(None, description="Base image; default: the profile's.")
+    versions: ImageVersions = Field(default_factory=ImageVersions)
+    wheelhouse: SafePath | None = Field(
+        None, description="Directory of wheels installed with pip --no-index (cpu profile: PyTorch, Horovod)."
+    )
+
+
+class RunDefaults(Strict):
+    """Defaults for `clusterctl run`; command-line options override them."""
+
+    framework: Literal["horovod", "ddp"] = Field("horovod", description="Data-parallel library.")
+    batch_size: int = Field(64, ge=1, le=4096, description="Batch size per device.")
+    precision: Literal["fp32", "fp16", "bf16"] = Field("fp32", description="Training precision.")
+    xla: bool = Field(False, description="Kernel fusion: XLA (TensorFlow) or torch.compile (PyTorch).")
+    data_format: Literal["NCHW", "NHWC"] = Field("NCHW", description="Memory layout (NHWC = channels-last).")
+    optimizer: Literal["sgd", "momentum"] = Field("sgd", description="Optimizer.")
+    warmup_steps: int = Field(10, ge=0, description="Steps run before measuring.")
+    steps: int = Field(100, ge=1, description="Measured steps.")
+    image_size: int = Field(224, ge=32, le=1024, description="Synthetic image side in pixels.")
+    gdr_level: int | None = Field(
+        None, ge=0, le=5, description="NCCL_NET_GDR_LEVEL for GPUDirect RDMA; None: NCCL's default."
+    )
+    data_dir: SafePath | None = Field(None, description="Data set path in the container; None: synthetic data.")
+    display_every: int = Field(10, ge=1, description="Print throughput every N steps.")
+
+
+class Cluster(Strict):
+    """The cluster's name and the defaults its nodes inherit."""
+
+    name: NodeName = Field(description="Cluster name; used in container names, labels and state paths.")
+    defaults: NodeDefaults = Field(default_factory=NodeDefaults)
+
+
+class Inventory(Strict):
+    """A whole inventory file."""
+
+    cluster: Cluster
+    nodes: list[Node] = Field(min_length=1, description="The hosts; exactly one has role: primary.")
+    container: ContainerSpec = Field(default_factory=ContainerSpec)
+    image: ImageSpec = Field(default_factory=ImageSpec)
+    run: RunDefaults = Field(default_factory=RunDefaults)
+
+    _source: Path | None = PrivateAttr(None)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _inherit_defaults(cls, data: Any) -> Any:
+        """Merge ``cluster.defaults`` into every node, key by key, before the nodes are validated."""
+        if not isinstance(data, dict):
+            return data
+        cluster = data.get("cluster")
+        nodes = data.get("nodes")
+        defaults = cluster.get("defaults") if isinstance(cluster, dict) else None
+        if not isinstance(defaults, dict) or not isinstance(nodes, list):
+            return data
+        merged_nodes = []
+        for node in nodes:
+            if not isinstance(node, dict):
+                merged_nodes.append(node)
+                continue
+            merged = dict(node)
+            for key, value in defaults.items():
+                if key not in merged:
+                    merged[key] = value
+                elif isinstance(value, dict) and isinstance(merged[key], dict):
+                    merged[key] = {**value, **merged[key]}
+            merged_nodes.append(merged)
+        return {**data, "nodes": merged_nodes}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _profile_defaults(cls, data: Any) -> Any:
+        """Fill the image's unset versions and base from its profile's defaults."""
+        from clusterctl.image.profiles import apply_profile_defaults
+
+        if isinstance(data, dict):
+            return {**data, "image": apply_profile_defaults(data.get("image"))}
+        return data
+
+    @model_validator(mode="after")
+    def _cross_field_rules(self) -> Inventory:
+        problems = cross_field_problems(self)
+        if problems:
+            raise InventoryRuleError(problems)
+        return self
+
+    @property
+    def primary(self) -> Node:
+        """The node that runs mpirun."""
+        return next(n for n in self.nodes if n.role == "primary")
+
+    @property
+    def secondaries(self) -> list[Node]:
+        """Every node but the primary, in file order."""
+        return [n for n in self.nodes if n.role != "primary"]
+
+    @property
+    def source(self) -> Path | None:
+        """The file this inventory was loaded from, if any."""
+        return self._source
+
+    def node(self, name: str) -> Node:
+        """The node called ``name``; raises InventoryError naming the known nodes otherwise."""
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        known = ", ".join(n.name for n in self.nodes)
+        raise InventoryError(f"no node named {name!r} in the inventory (nodes: {known}).")
+
+
+# --------------------------------------------------------------------------- cross-field rules
+
+Loc = tuple[str | int, ...]
+
+
+class InventoryRuleError(Exception):
+    """Raised from validation for rules that span fields; carries (location, message) pairs.
+
+    Not a ValueError on purpose: pydantic passes it through untouched, keeping the locations.
+    """
+
+    def __init__(self, problems: list[tuple[Loc, str]]):
+        super().__init__("; ".join(msg for _, msg in problems))
+        self.problems = problems
+
+
+def cross_field_problems(inv: Inventory) -> list[tuple[Loc, str]]:
+    """Every rule that spans fields, as (location, message-with-fix) pairs. Empty when all hold."""
+    problems: list[tuple[Loc, str]] = []
+    seen_names: dict[str, int] = {}
+    seen_addresses: dict[str, int] = {}
+    for i, node in enumerate(inv.nodes):
+        if node.name in seen_names:
+            problems.append(((("nodes", i, "name")), f"duplicate node name {node.name!r} (also nodes[{seen_names[node.name]}]); give every node a unique name"))
+        seen_names.setdefault(node.name, i)
+        if node.address in seen_addresses:
+            problems.append((("nodes", i, "address"), f"duplicate address {node.address!r} (also nodes[{seen_addresses[node.address]}]); every node needs its own management address"))
+        seen_addresses.setdefault(node.address, i)
+        if node.gpus.count and node.slots and node.slots > node.gpus.count:
+            problems.append((("nodes", i, "slots"), f"slots {node.slots} > {node.gpus.count} GPUs on {node.name}; set slots to at most the GPU count (one rank per GPU)"))
+        if node.rdma and node.fabric.address is None:
+            problems.append((("nodes", i, "fabric", "address"), f"{node.name} has a {node.fabric.kind} fabric but no fabric address; add e.g. address: 192.168.11.{i + 1}/24"))
+
+    primaries = [i for i, n in enumerate(inv.nodes) if n.role == "primary"]
+    if not primaries:
+        problems.append((("nodes",), "no node has role: primary; mark exactly one node (the one that runs mpirun) with role: primary"))
+    for i in primaries[1:]:
+        problems.append((("nodes", i, "role"), f"a second primary ({inv.nodes[primaries[0]].name} is already primary); set role: secondary on all nodes but one"))
+
+    fabric_nodes = [(i, n) for i, n in enumerate(inv.nodes) if n.fabric.address is not None]
+    if fabric_nodes:
+        first_i, first = fabric_nodes[0]
+        network = first.fabric.address.network  # type: ignore[union-attr]
+        seen_ips: dict[str, int] = {}
+        for i, node in fabric_nodes:
+            addr = node.fabric.address
+            assert addr is not None
+            if addr.network != network:
+                problems.append((("nodes", i, "fabric", "address"), f"{addr} is not in the subnet {network} of {first.name}; put every fabric address in one subnet"))
+            ip = str(addr.ip)
+            if ip in seen_ips:
+                problems.append((("nodes", i, "fabric", "address"), f"duplicate fabric address {ip} (also nodes[{seen_ips[ip]}]); give every node its own"))
+            seen_ips.setdefault(ip, i)
+        del first_i
+    kinds = {n.fabric.kind for n in inv.nodes}
+    if len(kinds) > 1:
+        problems.append((("nodes",), f"nodes mix fabric kinds {sorted(kinds)}; use one fabric kind for the whole cluster"))
+    targets = [m.target for m in inv.container.mounts]
+    for j, target in enumerate(targets):
+        if target in targets[:j]:
+            problems.append((("container", "mounts", j, "target"), f"two mounts share the target {target}; give each its own container path"))
+    return problems
+
+
+# --------------------------------------------------------------------------- loading
+
+
+_HINTS = {
+    "extra_forbidden": "remove the key or correct its spelling (`clusterctl inventory schema` lists the allowed keys)",
+    "missing": "add this field",
+    "literal_error": "use one of the allowed values",
+    "greater_than_equal": "use a larger value",
+    "less_than_equal": "use a smaller value",
+    "greater_than": "use a larger value",
+    "int_parsing": "write a whole number",
+    "int_type": "write a whole number",
+    "too_short": "add at least one entry",
+    "ip_v4_interface": "write an IPv4 address with its prefix, e.g. 192.168.11.1/24",
+}
+
+
+def format_loc(loc: Sequence[str | int]) -> str:
+    """``("nodes", 1, "fabric")`` as ``nodes[1].fabric``."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def _locate(document: Any, loc: Loc) -> tuple[Loc, int | None]:
+    """Where to point the user: a node value inherited from ``cluster.defaults`` points there."""
+    if len(loc) >= 3 and loc[0] == "nodes" and isinstance(loc[1], int):
+        nodes = document.get("nodes") if isinstance(document, dict) else None
+        node = nodes[loc[1]] if isinstance(nodes, list) and loc[1] < len(nodes) else None
+        if isinstance(node, dict) and loc[2] not in node:
+            defaults_loc: Loc = ("cluster", "defaults", *loc[2:])
+            return defaults_loc, line_of(document, defaults_loc)
+    return loc, line_of(document, loc)
+
+
+def _message(path: Path, document: Any, loc: Loc, msg: str, hint: str | None) -> str:
+    where_loc, line = _locate(document, loc)
+    where = f"{path}, line {line}" if line else str(path)
+    text = f"{where}, field {format_loc(where_loc)}: {msg}"
+    return f"{text}. Fix: {hint}." if hint else f"{text}."
+
+
+def validate_document(document: Any, path: Path) -> Inventory:
+    """Validate a parsed YAML document as an inventory from ``path``.
+
+    Raises:
+        InventoryError: with one line per problem, each naming file, line, field and fix.
+    """
+    if not isinstance(document, dict):
+        raise InventoryError(f"{path}: an inventory is a mapping with keys cluster, nodes, container, image, run.")
+    try:
+        inventory = Inventory.model_validate(document)
+    except InventoryRuleError as exc:
+        lines = [_message(path, document, loc, msg, None) for loc, msg in exc.problems]
+        raise InventoryError("\n".join(lines)) from None
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors(include_url=False):
+            msg = err["msg"].removeprefix("Value error, ")
+            lines.append(_message(path, document, tuple(err["loc"]), msg, _HINTS.get(err["type"])))
+        raise InventoryError("\n".join(lines)) from None
+    inventory._source = path
+    return inventory
+
+
+def load_inventory(path: Path | str) -> Inventory:
+    """Read and validate the inventory at ``path``.
+
+    Raises:
+        InputError: the file is missing or not YAML.
+        InventoryError: the content does not validate; the message names file, line, field and fix.
+    """
+    path = Path(path)
+    return validate_document(load_yaml(path), path)
+
+
+def inventory_schema() -> dict[str, Any]:
+    """The JSON schema of the inventory format, for editors and for documentation."""
+    return Inventory.model_json_schema()

@@ -1,0 +1,43 @@
+"""Where clusterctl finds its shipped data and keeps its state.
+
+Data (templates, playbooks, example inventories) sits at the repository's top level in a checkout
+and under ``clusterctl/_data/`` inside an installed wheel. State (sandbox keys, cluster keys) lives
+under one directory, ``$CLUSTERCTL_STATE_DIR`` or ``$XDG_STATE_HOME/clusterctl`` (default
+``~/.local/state/clusterctl``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+STATE_DIR_ENV = "CLUSTERCTL_STATE_DIR"
+_PACKAGE = Path(__file__).resolve().parent
+
+
+def data_dir(name: str) -> Path:
+    """The shipped data directory ``name`` (``templates``, ``playbooks`` or ``inventories``)."""
+    installed = _PACKAGE / "_data" / name
+    if installed.is_dir():
+        return installed
+    return _PACKAGE.parent / name
+
+
+def payload_dir() -> Path:
+    """The scripts copied into the benchmark image (``clusterctl/payload``)."""
+    return _PACKAGE / "payload"
+
+
+def state_dir() -> Path:
+    """The root of everything clusterctl writes outside a run directory."""
+    explicit = os.environ.get(STATE_DIR_ENV)
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_STATE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "state"
+    return base / "clusterctl"
+
+
+def cluster_state_dir(cluster_name: str) -> Path:
+    """Per-cluster state: the container SSH keys and known_hosts, accepted host keys."""
+    return state_dir() / "clusters" / cluster_name
