@@ -46,8 +46,12 @@ def _pattern(regex: str, what: str, example: str) -> AfterValidator:
 
 _LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 NodeName = Annotated[str, _pattern(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", "a hostname label", "node1")]
-DnsName = Annotated[str, _pattern(rf"(?=.{{1,253}}$){_LABEL}(\.{_LABEL})*", "a hostname", "gpu01.example.org")]
-InterfaceName = Annotated[str, _pattern(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,14}", "a network interface name", "ib0")]
+DnsName = Annotated[
+    str, _pattern(rf"(?=.{{1,253}}$){_LABEL}(\.{_LABEL})*", "a hostname", "gpu01.example.org")
+]
+InterfaceName = Annotated[
+    str, _pattern(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,14}", "a network interface name", "ib0")
+]
 HcaName = Annotated[str, _pattern(r"[A-Za-z0-9_]{1,32}", "an HCA name", "mlx5_0")]
 UserName = Annotated[str, _pattern(r"[a-z_][a-z0-9_-]{0,31}", "a Unix user name", "root")]
 SafePath = Annotated[
@@ -75,7 +79,9 @@ def _check_address(value: str) -> str:
     except ValueError:
         pass
     if not re.fullmatch(rf"(?=.{{1,253}}$){_LABEL}(\.{_LABEL})*", value):
-        raise ValueError(f"{value!r} is neither an IP address nor a hostname; use e.g. '10.0.0.11' or 'gpu01'")
+        raise ValueError(
+            f"{value!r} is neither an IP address nor a hostname; use e.g. '10.0.0.11' or 'gpu01'"
+        )
     return value
 
 
@@ -217,7 +223,9 @@ class ImageVersions(Strict):
     framework_version: Version | None = Field(None, description="Framework version.")
     horovod: Version | None = Field(None, description="Horovod version; None: no Horovod.")
     python: Version | None = Field(None, description="Python version of the image.")
-    nccl_tests: Version | None = Field(None, description="nccl-tests git tag built with MPI; None: not built.")
+    nccl_tests: Version | None = Field(
+        None, description="nccl-tests git tag built with MPI; None: not built."
+    )
     tf_benchmarks_branch: Version | None = Field(None, description="tensorflow/benchmarks branch.")
 
 
@@ -247,7 +255,9 @@ class RunDefaults(Strict):
     gdr_level: int | None = Field(
         None, ge=0, le=5, description="NCCL_NET_GDR_LEVEL for GPUDirect RDMA; None: NCCL's default."
     )
-    data_dir: SafePath | None = Field(None, description="Data set path in the container; None: synthetic data.")
+    data_dir: SafePath | None = Field(
+        None, description="Data set path in the container; None: synthetic data."
+    )
     display_every: int = Field(10, ge=1, description="Print throughput every N steps.")
 
 
@@ -358,21 +368,51 @@ def cross_field_problems(inv: Inventory) -> list[tuple[Loc, str]]:
     seen_addresses: dict[str, int] = {}
     for i, node in enumerate(inv.nodes):
         if node.name in seen_names:
-            problems.append(((("nodes", i, "name")), f"duplicate node name {node.name!r} (also nodes[{seen_names[node.name]}]); give every node a unique name"))
+            problems.append(
+                (
+                    (("nodes", i, "name")),
+                    f"duplicate node name {node.name!r} (also nodes[{seen_names[node.name]}]); give every node a unique name",
+                )
+            )
         seen_names.setdefault(node.name, i)
         if node.address in seen_addresses:
-            problems.append((("nodes", i, "address"), f"duplicate address {node.address!r} (also nodes[{seen_addresses[node.address]}]); every node needs its own management address"))
+            problems.append(
+                (
+                    ("nodes", i, "address"),
+                    f"duplicate address {node.address!r} (also nodes[{seen_addresses[node.address]}]); every node needs its own management address",
+                )
+            )
         seen_addresses.setdefault(node.address, i)
         if node.gpus.count and node.slots and node.slots > node.gpus.count:
-            problems.append((("nodes", i, "slots"), f"slots {node.slots} > {node.gpus.count} GPUs on {node.name}; set slots to at most the GPU count (one rank per GPU)"))
+            problems.append(
+                (
+                    ("nodes", i, "slots"),
+                    f"slots {node.slots} > {node.gpus.count} GPUs on {node.name}; set slots to at most the GPU count (one rank per GPU)",
+                )
+            )
         if node.rdma and node.fabric.address is None:
-            problems.append((("nodes", i, "fabric", "address"), f"{node.name} has a {node.fabric.kind} fabric but no fabric address; add e.g. address: 192.168.11.{i + 1}/24"))
+            problems.append(
+                (
+                    ("nodes", i, "fabric", "address"),
+                    f"{node.name} has a {node.fabric.kind} fabric but no fabric address; add e.g. address: 192.168.11.{i + 1}/24",
+                )
+            )
 
     primaries = [i for i, n in enumerate(inv.nodes) if n.role == "primary"]
     if not primaries:
-        problems.append((("nodes",), "no node has role: primary; mark exactly one node (the one that runs mpirun) with role: primary"))
+        problems.append(
+            (
+                ("nodes",),
+                "no node has role: primary; mark exactly one node (the one that runs mpirun) with role: primary",
+            )
+        )
     for i in primaries[1:]:
-        problems.append((("nodes", i, "role"), f"a second primary ({inv.nodes[primaries[0]].name} is already primary); set role: secondary on all nodes but one"))
+        problems.append(
+            (
+                ("nodes", i, "role"),
+                f"a second primary ({inv.nodes[primaries[0]].name} is already primary); set role: secondary on all nodes but one",
+            )
+        )
 
     fabric_nodes = [(i, n) for i, n in enumerate(inv.nodes) if n.fabric.address is not None]
     if fabric_nodes:
@@ -383,19 +423,36 @@ def cross_field_problems(inv: Inventory) -> list[tuple[Loc, str]]:
             addr = node.fabric.address
             assert addr is not None
             if addr.network != network:
-                problems.append((("nodes", i, "fabric", "address"), f"{addr} is not in the subnet {network} of {first.name}; put every fabric address in one subnet"))
+                problems.append(
+                    (
+                        ("nodes", i, "fabric", "address"),
+                        f"{addr} is not in the subnet {network} of {first.name}; put every fabric address in one subnet",
+                    )
+                )
             ip = str(addr.ip)
             if ip in seen_ips:
-                problems.append((("nodes", i, "fabric", "address"), f"duplicate fabric address {ip} (also nodes[{seen_ips[ip]}]); give every node its own"))
+                problems.append(
+                    (
+                        ("nodes", i, "fabric", "address"),
+                        f"duplicate fabric address {ip} (also nodes[{seen_ips[ip]}]); give every node its own",
+                    )
+                )
             seen_ips.setdefault(ip, i)
         del first_i
     kinds = {n.fabric.kind for n in inv.nodes}
     if len(kinds) > 1:
-        problems.append((("nodes",), f"nodes mix fabric kinds {sorted(kinds)}; use one fabric kind for the whole cluster"))
+        problems.append(
+            (("nodes",), f"nodes mix fabric kinds {sorted(kinds)}; use one fabric kind for the whole cluster")
+        )
     targets = [m.target for m in inv.container.mounts]
     for j, target in enumerate(targets):
         if target in targets[:j]:
-            problems.append((("container", "mounts", j, "target"), f"two mounts share the target {target}; give each its own container path"))
+            problems.append(
+                (
+                    ("container", "mounts", j, "target"),
+                    f"two mounts share the target {target}; give each its own container path",
+                )
+            )
     return problems
 
 
@@ -449,7 +506,9 @@ def validate_document(document: Any, path: Path) -> Inventory:
         InventoryError: with one line per problem, each naming file, line, field and fix.
     """
     if not isinstance(document, dict):
-        raise InventoryError(f"{path}: an inventory is a mapping with keys cluster, nodes, container, image, run.")
+        raise InventoryError(
+            f"{path}: an inventory is a mapping with keys cluster, nodes, container, image, run."
+        )
     try:
         inventory = Inventory.model_validate(document)
     except InventoryRuleError as exc:

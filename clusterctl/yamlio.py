@@ -22,7 +22,9 @@ def load_yaml(path: Path) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise InputError(f"{path}: no such file. Fix: check the path, or run `clusterctl sandbox up`.") from None
+        raise InputError(
+            f"{path}: no such file. Fix: check the path, or run `clusterctl sandbox up`."
+        ) from None
     except OSError as exc:
         raise InputError(f"{path}: cannot be read ({exc.strerror}).") from None
     try:
