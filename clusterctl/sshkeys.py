@@ -1,0 +1,76 @@
+"""SSH key material clusterctl generates: per-cluster and per-sandbox ed25519 keys, known_hosts lines.
+
+Keys are made here (never copied from the admin's ``~/.ssh``); private keys are created 0600 and
+never rewritten; known_hosts files are appended to, never rewritten (pyinfra#1209 lost entries that way).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import (
+    Encoding,
+    NoEncryption,
+    PrivateFormat,
+    PublicFormat,
+    load_ssh_private_key,
+)
+
+
+def ensure_keypair(private_path: Path, comment: str) -> str:
+    """Create an ed25519 key pair at ``private_path`` (+ ``.pub``) unless one exists; return the public line.
+
+    The private key file is created with mode 0600 before any byte is written to it.
+    """
+    pub_path = private_path.with_name(private_path.name + ".pub")
+    if private_path.exists():
+        return public_key_of(private_path, comment)
+    private_path.parent.mkdir(parents=True, exist_ok=True)
+    key = Ed25519PrivateKey.generate()
+    pem = key.private_bytes(Encoding.PEM, PrivateFormat.OpenSSH, NoEncryption())
+    fd = os.open(private_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(pem)
+    public = key.public_key().public_bytes(Encoding.OpenSSH, PublicFormat.OpenSSH).decode()
+    line = f"{public} {comment}"
+    pub_path.write_text(line + "\n")
+    return line
+
+
+def public_key_of(private_path: Path, comment: str = "") -> str:
+    """The OpenSSH public key line of the private key at ``private_path``."""
+    key = load_ssh_private_key(private_path.read_bytes(), password=None)
+    public = key.public_key().public_bytes(Encoding.OpenSSH, PublicFormat.OpenSSH).decode()
+    return f"{public} {comment}".strip()
+
+
+def known_hosts_line(names: Iterable[str], port: int, public_key: str) -> str:
+    """A known_hosts line for ``names`` on ``port`` (``[name]:port`` when the port is not 22).
+
+    ``public_key`` is ``"TYPE BASE64 [comment]"``; the comment is dropped.
+    """
+    key_type, key_b64 = public_key.split()[:2]
+    hosts = ",".join(n if port == 22 else f"[{n}]:{port}" for n in names)
+    return f"{hosts} {key_type} {key_b64}"
+
+
+def fingerprint(public_key: str) -> str:
+    """OpenSSH's SHA256 fingerprint of ``"TYPE BASE64 ..."``, as ssh-keygen -l prints it."""
+    blob = base64.b64decode(public_key.split()[1])
+    return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
+
+
+def append_known_hosts(path: Path, lines: Iterable[str]) -> list[str]:
+    """Append the ``lines`` not already in ``path`` (created 0644 if missing); return those added."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    existing = set(path.read_text().splitlines()) if path.exists() else set()
+    added = [line for line in lines if line not in existing]
+    if added:
+        with path.open("a") as fh:
+            fh.writelines(line + "\n" for line in added)
+    return added
