@@ -1,0 +1,313 @@
+"""ResNet-50 synthetic-data training benchmark, data parallel through Horovod or PyTorch DDP.
+
+Shipped inside the benchmark image and launched by mpirun on every rank; it imports only torch,
+the standard library and (for --framework horovod) horovod, never clusterctl. The model is
+written here because no CPU build of torchvision exists: it is torchvision's ResNet-50 v1.5
+(Bottleneck blocks [3, 4, 6, 3], stride on the 3x3 convolution), 25,557,032 parameters at 1000
+classes.
+
+Ranks come from Open MPI's environment (OMPI_COMM_WORLD_RANK / _SIZE / _LOCAL_RANK). Rank 0 prints
+one line of throughput every --display-every steps and, at the end, one machine-readable line:
+
+    CLUSTERCTL_RESULT {"total_images_per_sec": ..., "world_size": ..., ...}
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+RESULT_PREFIX = "CLUSTERCTL_RESULT "
+MODEL_NAME = "resnet50"
+
+# --------------------------------------------------------------------------- the model
+
+
+def _conv3x3(in_planes: int, out_planes: int, stride: int = 1) -> nn.Conv2d:
+    return nn.Conv2d(in_planes, out_planes, kernel_size=3, stride=stride, padding=1, bias=False)
+
+
+def _conv1x1(in_planes: int, out_planes: int, stride: int = 1) -> nn.Conv2d:
+    return nn.Conv2d(in_planes, out_planes, kernel_size=1, stride=stride, bias=False)
+
+
+class Bottleneck(nn.Module):
+    """torchvision's v1.5 bottleneck: 1x1 reduce, 3x3 (carrying the stride), 1x1 expand x4."""
+
+    expansion = 4
+
+    def __init__(self, in_planes: int, planes: int, stride: int = 1, downsample: nn.Module | None = None):
+        super().__init__()
+        self.conv1 = _conv1x1(in_planes, planes)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.conv2 = _conv3x3(planes, planes, stride)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.conv3 = _conv1x1(planes, planes * self.expansion)
+        self.bn3 = nn.BatchNorm2d(planes * self.expansion)
+        self.relu = nn.ReLU(inplace=True)
+        self.downsample = downsample
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Residual block forward pass."""
+        identity = x if self.downsample is None else self.downsample(x)
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.relu(self.bn2(self.conv2(out)))
+        out = self.bn3(self.conv3(out))
+        return self.relu(out + identity)
+
+
+class ResNet50(nn.Module):
+    """ResNet-50 v1.5 with the same layers, names and parameter count as torchvision's resnet50."""
+
+    def __init__(self, num_classes: int = 1000):
+        super().__init__()
+        self.in_planes = 64
+        self.conv1 = nn.Conv2d(3, 64, kernel_size=7, stride=2, padding=3, bias=False)
+        self.bn1 = nn.BatchNorm2d(64)
+        self.relu = nn.ReLU(inplace=True)
+        self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
+        self.layer1 = self._make_layer(64, 3)
+        self.layer2 = self._make_layer(128, 4, stride=2)
+        self.layer3 = self._make_layer(256, 6, stride=2)
+        self.layer4 = self._make_layer(512, 3, stride=2)
+        self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+        self.fc = nn.Linear(512 * Bottleneck.expansion, num_classes)
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+
+    def _make_layer(self, planes: int, blocks: int, stride: int = 1) -> nn.Sequential:
+        out_planes = planes * Bottleneck.expansion
+        downsample = None
+        if stride != 1 or self.in_planes != out_planes:
+            downsample = nn.Sequential(
+                _conv1x1(self.in_planes, out_planes, stride), nn.BatchNorm2d(out_planes)
+            )
+        layers = [Bottleneck(self.in_planes, planes, stride, downsample)]
+        self.in_planes = out_planes
+        layers += [Bottleneck(self.in_planes, planes) for _ in range(1, blocks)]
+        return nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Logits for a batch of NCHW images."""
+        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+        return self.fc(torch.flatten(self.avgpool(x), 1))
+
+
+def parameter_count(model: nn.Module) -> int:
+    """Number of trainable parameters of ``model``."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+# --------------------------------------------------------------------------- ranks and frameworks
+
+
+def mpi_env(name: str, default: int) -> int:
+    """An integer from Open MPI's environment (``OMPI_COMM_WORLD_<name>``), else ``default``."""
+    return int(os.environ.get(f"OMPI_COMM_WORLD_{name}", default))
+
+
+class Trainer:
+    """What differs between Horovod and DDP: initialisation, wrapping, and the optimizer step."""
+
+    def __init__(self, args: argparse.Namespace):
+        self.framework: str = args.framework
+        self.horovod_version: str | None = None
+        if self.framework == "horovod":
+            import horovod
+            import horovod.torch as hvd
+
+            hvd.init()
+            self.hvd = hvd
+            self.rank, self.world_size, self.local_rank = hvd.rank(), hvd.size(), hvd.local_rank()
+            self.horovod_version = horovod.__version__
+        else:
+            import torch.distributed as dist
+
+            self.rank = mpi_env("RANK", 0)
+            self.world_size = mpi_env("SIZE", 1)
+            self.local_rank = mpi_env("LOCAL_RANK", 0)
+            backend = "nccl" if torch.cuda.is_available() else "gloo"
+            dist.init_process_group(
+                backend,
+                init_method=f"tcp://{args.master_addr}:{args.master_port}",
+                rank=self.rank,
+                world_size=self.world_size,
+            )
+            self.dist = dist
+        self.device = (
+            torch.device("cuda", self.local_rank) if torch.cuda.is_available() else torch.device("cpu")
+        )
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
+
+    def wrap(self, model: nn.Module, lr: float) -> tuple[nn.Module, torch.optim.Optimizer]:
+        """The model and optimizer made data parallel, with identical initial weights on every rank."""
+        if self.framework == "horovod":
+            optimizer = torch.optim.SGD(model.parameters(), lr=lr * self.world_size)
+            optimizer = self.hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
+            self.hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+            return model, optimizer
+        from torch.nn.parallel import DistributedDataParallel
+
+        ids = [self.local_rank] if self.device.type == "cuda" else None
+        ddp = DistributedDataParallel(model, device_ids=ids)
+        return ddp, torch.optim.SGD(ddp.parameters(), lr=lr * self.world_size)
+
+    def step(self, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None) -> None:
+        """Apply the (already all-reduced, or about to be) gradients."""
+        if scaler is None:
+            optimizer.step()
+            return
+        if self.framework == "horovod":
+            optimizer.synchronize()  # type: ignore[attr-defined]
+            with optimizer.skip_synchronize():  # type: ignore[attr-defined]
+                scaler.step(optimizer)
+        else:
+            scaler.step(optimizer)
+        scaler.update()
+
+    def shutdown(self) -> None:
+        """Leave the communicator cleanly."""
+        if self.framework == "horovod":
+            self.hvd.shutdown()
+        else:
+            self.dist.destroy_process_group()
+
+
+# --------------------------------------------------------------------------- the benchmark
+
+
+def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype for ``precision`` on ``device``; None for fp32.
+
+    Raises:
+        SystemExit: fp16 asked for on a CPU, where PyTorch's autocast does not support it.
+    """
+    if precision == "fp32":
+        return None
+    if precision == "fp16" and device.type == "cpu":
+        raise SystemExit(
+            "resnet50_bench: --precision fp16 is not supported on CPU (PyTorch CPU autocast has no "
+            "float16); use --precision bf16 or fp32."
+        )
+    return torch.float16 if precision == "fp16" else torch.bfloat16
+
+
+def timed_steps(
+    train_step: Callable[[], None], steps: int, sync: Callable[[], None]
+) -> Iterator[tuple[int, float]]:
+    """Run ``steps`` training steps, yielding (step number, seconds since the start) after each."""
+    sync()
+    start = time.perf_counter()
+    for step in range(1, steps + 1):
+        train_step()
+        sync()
+        yield step, time.perf_counter() - start
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The benchmark's command-line options."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--framework", choices=["horovod", "ddp"], default="horovod")
+    p.add_argument("--batch-size", type=int, default=64, help="images per device per step")
+    p.add_argument("--precision", choices=["fp32", "fp16", "bf16"], default="fp32")
+    p.add_argument("--channels-last", action="store_true", help="NHWC memory format")
+    p.add_argument("--compile", action="store_true", help="torch.compile the model (kernel fusion)")
+    p.add_argument("--warmup-steps", type=int, default=10)
+    p.add_argument("--steps", type=int, default=100, help="measured steps")
+    p.add_argument("--image-size", type=int, default=224)
+    p.add_argument("--num-classes", type=int, default=1000)
+    p.add_argument("--display-every", type=int, default=10)
+    p.add_argument("--master-addr", default="127.0.0.1", help="rank 0's address (DDP rendezvous)")
+    p.add_argument("--master-port", type=int, default=29500, help="rank 0's port (DDP rendezvous)")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Train on synthetic data and report throughput from rank 0."""
+    args = parse_args(argv)
+    trainer = Trainer(args)
+    device = trainer.device
+    dtype = autocast_dtype(args.precision, device)
+    memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
+
+    torch.manual_seed(0)
+    model = ResNet50(args.num_classes).to(device, memory_format=memory_format)
+    model, optimizer = trainer.wrap(model, lr=0.01)
+    if args.compile:
+        model = torch.compile(model)
+    scaler = torch.amp.GradScaler("cuda") if dtype == torch.float16 else None
+
+    images = torch.randn(args.batch_size, 3, args.image_size, args.image_size, device=device)
+    images = images.contiguous(memory_format=memory_format)
+    labels = torch.randint(0, args.num_classes, (args.batch_size,), device=device)
+    autocast = torch.autocast(device.type, dtype=dtype) if dtype is not None else contextlib.nullcontext()
+
+    def train_step() -> None:
+        optimizer.zero_grad()
+        with autocast:
+            loss = F.cross_entropy(model(images), labels)
+        (scaler.scale(loss) if scaler else loss).backward()
+        trainer.step(optimizer, scaler)
+
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    leader = trainer.rank == 0
+    global_batch = args.batch_size * trainer.world_size
+    if leader:
+        print(
+            f"Model: {MODEL_NAME}  framework: {args.framework}  world size: {trainer.world_size}  "
+            f"batch size per device: {args.batch_size}  precision: {args.precision}  device: {device.type}",
+            flush=True,
+        )
+    for _ in timed_steps(train_step, args.warmup_steps, sync):
+        pass
+    if leader:
+        print(f"Warm-up done ({args.warmup_steps} steps).", flush=True)
+
+    elapsed, last_step, last_time = 0.0, 0, 0.0
+    for step, elapsed in timed_steps(train_step, args.steps, sync):
+        if leader and (step % args.display_every == 0 or step == args.steps):
+            rate = global_batch * (step - last_step) / (elapsed - last_time)
+            print(f"Step {step}/{args.steps}: {rate:.2f} img/s total", flush=True)
+            last_step, last_time = step, elapsed
+
+    if leader:
+        total = global_batch * args.steps / elapsed
+        result = {
+            "model": MODEL_NAME,
+            "framework": args.framework,
+            "total_images_per_sec": round(total, 3),
+            "images_per_sec_per_device": round(total / trainer.world_size, 3),
+            "steps": args.steps,
+            "warmup_steps": args.warmup_steps,
+            "batch_size": args.batch_size,
+            "image_size": args.image_size,
+            "world_size": trainer.world_size,
+            "precision": args.precision,
+            "channels_last": args.channels_last,
+            "compile": args.compile,
+            "device": device.type,
+            "torch_version": torch.__version__,
+            "horovod_version": trainer.horovod_version,
+        }
+        print(RESULT_PREFIX + json.dumps(result, sort_keys=True), flush=True)
+    trainer.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,39 @@
+"""The payload's ResNet-50 is torchvision's: same parameter count, same output shape."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+
+PAYLOAD = Path(__file__).resolve().parents[1] / "clusterctl" / "payload" / "resnet50_bench.py"
+
+
+def _load_payload():
+    spec = importlib.util.spec_from_file_location("resnet50_bench", PAYLOAD)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+bench = _load_payload()
+
+
+def test_resnet50_has_torchvision_parameter_count() -> None:
+    assert bench.parameter_count(bench.ResNet50(num_classes=1000)) == 25_557_032
+
+
+def test_resnet50_forward_gives_one_logit_per_class() -> None:
+    model = bench.ResNet50(num_classes=10).eval()
+    with torch.no_grad():
+        out = model(torch.randn(2, 3, 32, 32))
+    assert out.shape == (2, 10)
+
+
+def test_fp16_on_cpu_is_refused_with_a_clear_message() -> None:
+    with pytest.raises(SystemExit, match="fp16 is not supported on CPU"):
+        bench.autocast_dtype("fp16", torch.device("cpu"))
+    assert bench.autocast_dtype("bf16", torch.device("cpu")) == torch.bfloat16
