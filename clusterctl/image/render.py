@@ -7,6 +7,7 @@ a missing value is an error, never an empty string in a Dockerfile.
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,6 +82,14 @@ def _hash_tree(directory: Path) -> str:
     return digest.hexdigest()
 
 
+def _link_or_copy(source: Path, target: Path) -> None:
+    """Hard-link ``source`` to ``target`` (wheels are hundreds of MB); copy across filesystems."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+
+
 def write_context(inventory: Inventory, out: Path) -> RenderedContext:
     """Write the Dockerfile and its build context into ``out`` (created or emptied of our files).
 
@@ -112,5 +121,5 @@ def write_context(inventory: Inventory, out: Path) -> RenderedContext:
             )
         (out / "wheelhouse").mkdir()
         for wheel in wheels:
-            shutil.copy2(wheel, out / "wheelhouse" / wheel.name)
+            _link_or_copy(wheel, out / "wheelhouse" / wheel.name)
     return RenderedContext(out, dockerfile, _hash_tree(out))
