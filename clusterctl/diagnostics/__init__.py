@@ -1,0 +1,43 @@
+"""Diagnostics: parse real command outputs into models, detect which command printed a text, and turn
+the facts into findings.
+
+``parse(kind, text)`` is the one entry point that maps a kind name to its parser.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from clusterctl.diagnostics.detect import KINDS, detect_kind
+from clusterctl.diagnostics.model import Parsed
+from clusterctl.diagnostics.parsers.horovod_synthetic import parse_horovod_synthetic
+from clusterctl.diagnostics.parsers.mpi_error import parse_mpi_error
+from clusterctl.diagnostics.parsers.nccl_log import parse_nccl_log
+from clusterctl.diagnostics.parsers.nccl_tests import parse_nccl_tests
+from clusterctl.diagnostics.parsers.nvidia_smi_topo import parse_nvidia_smi_topo
+from clusterctl.diagnostics.parsers.tf_cnn_benchmarks import parse_tf_cnn_benchmarks
+from clusterctl.errors import InputError
+
+PARSERS: dict[str, Callable[[str], Parsed]] = {
+    "nvidia-smi-topo": parse_nvidia_smi_topo,
+    "tf-cnn-benchmarks": parse_tf_cnn_benchmarks,
+    "horovod-synthetic": parse_horovod_synthetic,
+    "nccl-tests": parse_nccl_tests,
+    "mpi-error": parse_mpi_error,
+    "nccl-log": parse_nccl_log,
+}
+
+
+def parse(kind: str, text: str) -> Parsed:
+    """Parse ``text`` as output of ``kind``.
+
+    Raises:
+        InputError: ``kind`` is not a known kind (the message lists them).
+    """
+    parser = PARSERS.get(kind)
+    if parser is None:
+        raise InputError(f"unknown output kind {kind!r}. Fix: use one of {', '.join(sorted(PARSERS))}.")
+    return parser(text)
+
+
+__all__ = ["KINDS", "PARSERS", "detect_kind", "parse"]

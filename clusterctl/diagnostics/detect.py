@@ -1,0 +1,71 @@
+"""Which kind of output a text is: the first kind whose signature matches.
+
+Order matters: a signature that is a strict sign of one tool comes before the looser ones (an
+nccl-tests table can carry NCCL INFO lines; a benchmark log can carry NCCL lines and MPI errors).
+"""
+
+from __future__ import annotations
+
+import re
+
+# (kind, signature). Each signature is a line-anchored pattern that only that tool prints.
+_SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (
+        "nvidia-smi-topo",
+        re.compile(r"^\s*GPU0\s+X\b|^\s*X\s+=\s+Self|must be used in conjunction with -n or -p", re.M),
+    ),
+    ("nvidia-smi", re.compile(r"NVIDIA-SMI \d+\.\d+")),
+    ("ibstat", re.compile(r"^CA '[^']+'\s*$|^\s+CA type:", re.M)),
+    ("ibstatus", re.compile(r"^Infiniband device '[^']+' port \d+ status:", re.M)),
+    ("ibv-devinfo", re.compile(r"^hca_id:\s*\S+", re.M)),
+    (
+        "ofed-info",
+        re.compile(
+            r"MLNX_OFED_LINUX-|ofed_info: (?:command )?not found|^OFED-internal-|"
+            r"^\d+\.\d+-\d+\.\d+\.\d+(?:\.\d+)?\s*$",
+            re.M,
+        ),
+    ),
+    (
+        "nccl-tests",
+        re.compile(r"^#?\s*nThread \d+ nGpus|^#\s*Avg bus bandwidth|^#\s*Out of bounds values", re.M),
+    ),
+    ("horovod-synthetic", re.compile(r"img/sec per (?:GPU|device)|Total img/sec on \d+", re.M)),
+    ("tf-cnn-benchmarks", re.compile(r"total images/sec:|^\S*\s*\d+\s+images/sec:|tf_cnn_benchmarks", re.M)),
+    (
+        "mpi-error",
+        re.compile(
+            r"(?:ORTE|PRRTE|PRTE) was unable to reliably start|not enough slots available|"
+            r"mpirun (?:noticed|detected|was unable)|Primary job\s+terminated|"
+            r"no active ports detected|orted: command not found",
+            re.M,
+        ),
+    ),
+    ("nccl-log", re.compile(r"\bNCCL (?:INFO|WARN)\b|NCCL failure|NCCL version", re.M)),
+    (
+        "nvidia-smi-csv",
+        re.compile(
+            r"^(?:name|index|pci\.bus(?:_id)?|uuid|compute_cap|timestamp|driver_version|"
+            r"power\.\w+|memory\.\w+)(?:\s*\[[^\]]*\])?(?:,\s*[\w.]+(?:\s*\[[^\]]*\])?)*\s*$|"
+            r"is not a valid field to query|^[^,\n]+(?:,\s*[^,\n]+){3,}\s*$",
+            re.M,
+        ),
+    ),
+)
+
+KINDS: tuple[str, ...] = tuple(kind for kind, _ in _SIGNATURES)
+
+
+def detect_kind(text: str) -> str | None:
+    """The kind of diagnostic output ``text`` is, or None when no signature matches.
+
+    Args:
+        text: Command output, with any fixture/comment header already removed.
+
+    Returns:
+        One of :data:`KINDS`, or None.
+    """
+    for kind, signature in _SIGNATURES:
+        if signature.search(text):
+            return kind
+    return None

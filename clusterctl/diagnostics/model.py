@@ -1,0 +1,53 @@
+"""The base of every parsed diagnostic, and the line helpers all parsers share.
+
+Parsers are pure: ``str`` in, a model out. They never raise on odd input; what they could not read
+goes into ``unparsed_lines`` so a person can see what was skipped.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel, Field
+
+# Open MPI `--tag-output` writes `[jobid,rank]<stdout>:`; horovodrun writes `[rank]<stdout>:`.
+_TAG = re.compile(r"^\[(?:\d+,)?(\d+)\]<(?:stdout|stderr)>:\s?")
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+class Parsed(BaseModel):
+    """Fields every parse result has."""
+
+    unparsed_lines: list[str] = Field(
+        default_factory=list, description="Non-blank lines the parser did not recognise, verbatim."
+    )
+
+
+def split_tag(line: str) -> tuple[int | None, str]:
+    """Split an MPI/horovodrun rank tag off ``line``: ``(rank, rest)``, rank None when untagged."""
+    match = _TAG.match(line)
+    if match is None:
+        return None, line
+    return int(match.group(1)), line[match.end() :]
+
+
+def strip_ansi(text: str) -> str:
+    """``text`` without terminal colour/underline escape sequences (some tools print them)."""
+    return _ANSI.sub("", text)
+
+
+def to_float(text: str) -> float | None:
+    """``text`` as a float, or None for N/A, blanks and anything else that is not a number."""
+    try:
+        return float(text.strip().rstrip("%"))
+    except ValueError:
+        return None
+
+
+def to_int(text: str) -> int | None:
+    """``text`` as an int (decimal or 0x hex), or None when it is not one."""
+    value = text.strip()
+    try:
+        return int(value, 16) if value.lower().startswith("0x") else int(value)
+    except ValueError:
+        return None

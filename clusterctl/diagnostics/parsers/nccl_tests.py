@@ -1,0 +1,131 @@
+"""nccl-tests (all_reduce_perf and friends) output: the result table and its summary lines.
+
+Handles the current format (``redop root ... #wrong``), the older one (``redop ... error``) and the
+NCCL 1.x one (``bytes N type op ... res``); NCCL INFO lines interleaved in the table are skipped.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel, Field
+
+from clusterctl.diagnostics.model import Parsed, split_tag, to_float, to_int
+
+_AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*([\d.eE+-]+)")
+_OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?")
+_VERSION = re.compile(r"NCCL(?: Tests compiled with NCCL| version)\s+v?([\d.]+(?:\+\S+)?)")
+_RANK = re.compile(r"^#\s*Rank\s+\d+\s")
+_FAILURE = re.compile(r"(?:NCCL failure|Test failure|NCCL error|CUDA failure)")
+_NCCL_LOG = re.compile(r"\bNCCL (?:INFO|WARN)\b")
+# Header names of the table per format, mapped to our field names; the second occurrence of the
+# timing columns is the in-place half.
+_NAMES = {"size": "size", "bytes": "size", "count": "count", "n": "count", "type": "type",
+          "redop": "redop", "op": "redop", "root": "root", "time": "time_us", "algbw": "algbw",
+          "busbw": "busbw", "error": "error", "#wrong": "error", "wrong": "error", "res": "error"}  # fmt: skip
+
+
+class NcclRow(BaseModel):
+    """One message size: out-of-place timings, and in-place ones prefixed ``in_place_``."""
+
+    size: int = Field(description="Message size in bytes.")
+    count: int | None = None
+    type: str | None = None
+    redop: str | None = None
+    root: int | None = None
+    time_us: float | None = None
+    algbw: float | None = Field(None, description="Algorithm bandwidth, GB/s.")
+    busbw: float | None = Field(None, description="Bus bandwidth, GB/s.")
+    error: str | None = Field(None, description="Error/#wrong column as printed (N/A kept).")
+    in_place_time_us: float | None = None
+    in_place_algbw: float | None = None
+    in_place_busbw: float | None = None
+    in_place_error: str | None = None
+
+
+class NcclTests(Parsed):
+    """What an nccl-tests binary printed."""
+
+    avg_bus_bandwidth_gb_per_s: float | None = Field(None, description="`# Avg bus bandwidth` (GB/s).")
+    out_of_bounds: int | None = Field(None, description="`# Out of bounds values` count.")
+    out_of_bounds_ok: bool | None = Field(None, description="True for OK, False for FAILED, None if absent.")
+    rows: list[NcclRow] = Field(default_factory=list)
+    peak_bus_bandwidth_gb_per_s: float | None = Field(None, description="Highest busbw of any row.")
+    nccl_version: str | None = None
+    ranks: int = Field(0, description="`# Rank N` device lines seen.")
+    errors: list[str] = Field(default_factory=list, description="NCCL/CUDA failure lines.")
+
+
+def parse_nccl_tests(text: str) -> NcclTests:
+    """Parse nccl-tests stdout (optionally rank-tagged).
+
+    Args:
+        text: The output, as printed.
+
+    Returns:
+        Rows, averages and failures; ``unparsed_lines`` lists what was not recognised.
+    """
+    result = NcclTests()
+    columns: list[str] = []
+    for raw in text.splitlines():
+        _, line = split_tag(raw)
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if m := _AVG.match(stripped):
+            result.avg_bus_bandwidth_gb_per_s = to_float(m.group(1))
+        elif m := _OOB.match(stripped):
+            result.out_of_bounds = int(m.group(1))
+            result.out_of_bounds_ok = None if m.group(2) is None else m.group(2) == "OK"
+        elif _is_header(stripped):
+            columns = _columns(stripped)
+        elif _FAILURE.search(stripped):
+            result.errors.append(stripped)
+        elif m := _VERSION.search(stripped):
+            result.nccl_version = m.group(1)
+        elif _RANK.match(stripped):
+            result.ranks += 1
+        elif stripped.startswith("#") or _NCCL_LOG.search(stripped) or stripped.startswith("nThread"):
+            continue
+        elif (row := _row(stripped.split(), columns)) is not None:
+            result.rows.append(row)
+        else:
+            result.unparsed_lines.append(raw)
+    busbws = [bw for row in result.rows for bw in (row.busbw, row.in_place_busbw) if bw is not None]
+    result.peak_bus_bandwidth_gb_per_s = max(busbws, default=None)
+    return result
+
+
+def _is_header(line: str) -> bool:
+    words = line.lstrip("#").split()
+    return bool(words) and words[0] in ("size", "bytes") and "time" in words
+
+
+def _columns(line: str) -> list[str]:
+    names: list[str] = []
+    for word in line.lstrip("#").split():
+        name = _NAMES.get(word.lower(), word.lower())
+        names.append(f"in_place_{name}" if name in names else name)
+    return names
+
+
+def _row(cells: list[str], columns: list[str]) -> NcclRow | None:
+    """A table row, or None when the cells do not fit the header (or there is no header)."""
+    if not columns or len(cells) != len(columns) or to_int(cells[0]) is None:
+        return None
+    values = dict(zip(columns, cells, strict=True))
+    return NcclRow(
+        size=to_int(values["size"]) or 0,
+        count=to_int(values.get("count", "")),
+        type=values.get("type"),
+        redop=values.get("redop"),
+        root=to_int(values.get("root", "")),
+        time_us=to_float(values.get("time_us", "")),
+        algbw=to_float(values.get("algbw", "")),
+        busbw=to_float(values.get("busbw", "")),
+        error=values.get("error"),
+        in_place_time_us=to_float(values.get("in_place_time_us", "")),
+        in_place_algbw=to_float(values.get("in_place_algbw", "")),
+        in_place_busbw=to_float(values.get("in_place_busbw", "")),
+        in_place_error=values.get("in_place_error"),
+    )

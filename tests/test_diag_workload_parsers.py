@@ -1,0 +1,186 @@
+"""Parsers the workloads import: tf_cnn_benchmarks, Horovod synthetic, nccl-tests, NCCL log, MPI errors."""
+
+from __future__ import annotations
+
+import pytest
+from fixtures import fixture_text
+
+from clusterctl.diagnostics.parsers.horovod_synthetic import parse_horovod_synthetic
+from clusterctl.diagnostics.parsers.mpi_error import parse_mpi_error
+from clusterctl.diagnostics.parsers.nccl_log import parse_nccl_log
+from clusterctl.diagnostics.parsers.nccl_tests import parse_nccl_tests
+from clusterctl.diagnostics.parsers.tf_cnn_benchmarks import parse_tf_cnn_benchmarks
+
+
+def test_tf_cnn_settings_and_total_from_lambda_log() -> None:
+    result = parse_tf_cnn_benchmarks(
+        fixture_text("tf_cnn_benchmarks/lambda-4xa100-pcie-tf1.15-resnet50-fp32.txt")
+    )
+    assert result.model == "resnet50"
+    assert result.batch_size_per_device == 224
+    assert result.batch_size_global == 896
+    assert result.num_gpus == 4
+    assert result.total_images_per_sec == pytest.approx(3665.99)
+    assert result.steps[-1].step == 100
+
+
+def test_tf_cnn_interleaved_ranks_total_is_not_summed() -> None:
+    result = parse_tf_cnn_benchmarks(
+        fixture_text(
+            "tf_cnn_benchmarks/horovod-issue693-4x1080ti-horovod-interleaved-accuracy-cols-partial.txt"
+        )
+    )
+    assert result.total_images_per_sec == pytest.approx(608.38)
+    assert result.unparsed_lines == []
+
+
+def test_tf_cnn_prefers_rank0_tagged_total() -> None:
+    text = (
+        "[1,1]<stdout>:total images/sec: 900.00\n"
+        "[1,0]<stdout>:Model:       resnet50\n"
+        "[1,0]<stdout>:total images/sec: 1000.50\n"
+        "[1,2]<stdout>:total images/sec: 800.00\n"
+    )
+    result = parse_tf_cnn_benchmarks(text)
+    assert result.total_images_per_sec == pytest.approx(1000.50)
+    assert result.total_lines == 3
+    assert result.model == "resnet50"
+
+
+def test_tf_cnn_header_with_devices_list() -> None:
+    result = parse_tf_cnn_benchmarks(
+        fixture_text("tf_cnn_benchmarks/kubeflow-mpi-operator-horovod-2gpu-resnet101-elided.txt")
+    )
+    assert (result.model, result.batch_size_per_device, result.num_gpus) == ("resnet101", 64, 2)
+    assert result.variable_update == "horovod"
+    assert result.total_images_per_sec == pytest.approx(308.27)
+
+
+def test_horovod_synthetic_rank_prefixed() -> None:
+    result = parse_horovod_synthetic(
+        fixture_text("horovod_synthetic/horovod-issue2686-pytorch-synthetic-1gpu-gloo-rank-prefix.txt")
+    )
+    assert (result.model, result.batch_size, result.num_gpus) == ("resnet50", 32, 1)
+    assert result.total_images_per_sec == pytest.approx(124.7)
+    assert len(result.iterations) == 10
+
+
+def test_horovod_synthetic_partial_takes_gpu_count_from_total_line() -> None:
+    result = parse_horovod_synthetic(
+        fixture_text("horovod_synthetic/deepops-k8s-sriov-roce-16gpu-tf-synthetic-from-running-benchmark.txt")
+    )
+    assert result.model is None
+    assert result.num_gpus == 16
+    assert result.total_images_per_sec == pytest.approx(3756.0)
+    assert result.images_per_sec_per_device == pytest.approx(234.8)
+
+
+def test_horovod_synthetic_ignores_other_ranks() -> None:
+    text = "[1]<stdout>:Total img/sec on 2 GPU(s): 1.0 +-0.1\n[0]<stdout>:Total img/sec on 2 GPU(s): 200.0 +-3.0\n"
+    assert parse_horovod_synthetic(text).total_images_per_sec == pytest.approx(200.0)
+
+
+def test_nccl_tests_new_format() -> None:
+    result = parse_nccl_tests(
+        fixture_text("nccl_tests/oci-bm-gpu-h100-8-2node-16gpu-roce-all_reduce_perf-1G-16G.txt")
+    )
+    assert result.avg_bus_bandwidth_gb_per_s == pytest.approx(458.452)
+    assert result.out_of_bounds == 0 and result.out_of_bounds_ok is True
+    assert len(result.rows) == 5
+    assert result.rows[0].size == 1073741824
+    assert result.rows[0].busbw == pytest.approx(446.28)
+    assert result.rows[-1].in_place_busbw == pytest.approx(464.79)
+    assert result.ranks == 16
+
+
+def test_nccl_tests_old_error_column_and_interleaved_info() -> None:
+    result = parse_nccl_tests(
+        fixture_text("nccl_tests/superbench-testdata-8xa100-sxm4-single-node-g8-validation0.txt")
+    )
+    assert result.avg_bus_bandwidth_gb_per_s == pytest.approx(68.4048)
+    assert result.rows[0].error == "N/A"
+    assert result.peak_bus_bandwidth_gb_per_s == pytest.approx(235.26)
+    assert result.unparsed_lines == []
+
+
+def test_nccl_tests_failure_without_table() -> None:
+    result = parse_nccl_tests(
+        fixture_text("nccl_tests/nccl-tests-issue5-nccl1-8xp100-pcie-old-format-then-failure.txt")
+    )
+    assert result.rows == []
+    assert result.avg_bus_bandwidth_gb_per_s is None
+    assert result.errors == ["NCCL failure all_reduce.cu:95 'unhandled cuda error'"]
+    assert result.nccl_version == "1.0"
+
+
+def test_nccl_log_ib_with_gdr_and_tags() -> None:
+    text = (
+        "[1,0]<stdout>:node1:123:456 [0] NCCL INFO NCCL version 2.7.8+cuda10.2\n"
+        "[1,0]<stdout>:node1:123:456 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:192.168.11.1<0>\n"
+        "node1:123:456 [0] NCCL INFO Channel 00 : 0[3000] -> 1[3000] [send] via NET/IB/0/GDRDMA\n"
+    )
+    result = parse_nccl_log(text)
+    assert result.transport == "IB"
+    assert result.gdr is True
+    assert result.hcas == ["mlx5_0:1"]
+    assert result.nccl_version == "2.7.8+cuda10.2"
+
+
+def test_nccl_log_socket_fallback() -> None:
+    text = (
+        "node1:1:2 [0] NCCL INFO NET/IB : No device found.\n"
+        "node1:1:2 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>\n"
+        "node1:1:2 [0] NCCL INFO Channel 00 : 0 -> 1 [send] via NET/Socket/0\n"
+    )
+    result = parse_nccl_log(text)
+    assert result.transport == "Socket"
+    assert result.ib_no_device is True
+    assert result.gdr is False
+    assert result.socket_interfaces == ["eth0"]
+
+
+def test_nccl_log_warnings_are_errors() -> None:
+    result = parse_nccl_log(
+        fixture_text("nccl_errors/nccl-issue1405-net-ib-status12-vendor-err-129-roce.txt")
+    )
+    assert len(result.errors) == 2
+    assert "status=12" in result.errors[0]
+    assert result.transport is None
+
+
+@pytest.mark.parametrize(
+    ("relative", "category"),
+    [
+        ("mpi_errors/covizu-issue350-orte-unable-to-start-daemons-full.txt", "daemons-failed-to-start"),
+        ("mpi_errors/deepbench-issue97-nccl-failure-abort-primary-job-terminated.txt", "rank-crashed"),
+        ("mpi_errors/nccl-tests-issue218-mpirun-noticed-rank3-signal11-partial.txt", "rank-crashed"),
+        ("mpi_errors/nccl-tests-issue322-test-nccl-failure-mpirun-detected-nonzero.txt", "nonzero-exit"),
+        (
+            "mpi_errors/ompi-issue11063-openib-no-active-ports-warning-then-hello.txt",
+            "openib-no-active-ports",
+        ),
+        ("mpi_errors/ompi-issue7413-prrte-not-enough-slots-7-partial.txt", "not-enough-slots"),
+    ],
+)
+def test_mpi_error_categories(relative: str, category: str) -> None:
+    assert parse_mpi_error(fixture_text(relative)).category == category
+
+
+def test_mpi_error_details() -> None:
+    crashed = parse_mpi_error(
+        fixture_text("mpi_errors/nccl-tests-issue218-mpirun-noticed-rank3-signal11-partial.txt")
+    )
+    assert (crashed.rank, crashed.signal, crashed.hosts) == (3, 11, ["10.10.21.2"])
+    nonzero = parse_mpi_error(
+        fixture_text("mpi_errors/nccl-tests-issue322-test-nccl-failure-mpirun-detected-nonzero.txt")
+    )
+    assert nonzero.exit_code == 3
+    slots = parse_mpi_error(fixture_text("mpi_errors/ompi-issue7413-prrte-not-enough-slots-7-partial.txt"))
+    assert slots.requested_slots == 7
+
+
+def test_mpi_error_ssh_and_unknown() -> None:
+    ssh = parse_mpi_error("ssh: connect to host node2 port 50000: Connection refused\n")
+    assert ssh.category == "ssh-connect-failed"
+    assert ssh.hosts == ["node2"]
+    assert parse_mpi_error("all good\n").category == "unknown"
