@@ -1,0 +1,79 @@
+"""What every workload is: its argv, how fast it ran (metrics) and whether it ran what was asked (sanity).
+
+Sanity and metrics are separate questions (ReFrame's split): ``metrics(log)`` only reads numbers, each
+with a unit; ``sanity(log, plan)`` returns findings when the output does not show the model, batch
+size or world size that the plan asked for. Parsing is done by ``clusterctl.diagnostics.parsers``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from clusterctl.findings import Finding
+
+if TYPE_CHECKING:
+    from clusterctl.inventory import Inventory, RunDefaults
+    from clusterctl.launch import LaunchPlan
+
+
+class Metric(BaseModel):
+    """One measured number and its unit."""
+
+    model_config = ConfigDict(frozen=True)
+
+    value: float
+    unit: str
+
+
+class Workload(ABC):
+    """A benchmark clusterctl can launch. Subclasses are stateless; the registry holds one of each."""
+
+    name: ClassVar[str]
+    model: ClassVar[str]
+    primary_metric: ClassVar[str]
+    description: ClassVar[str]
+
+    @abstractmethod
+    def argv(self, settings: RunDefaults, *, gpu: bool, master_addr: str) -> list[str]:
+        """The command every rank runs (after mpirun's own flags)."""
+
+    @abstractmethod
+    def metrics(self, log: str) -> dict[str, Metric]:
+        """The numbers in ``log``; empty when the run printed none."""
+
+    @abstractmethod
+    def sanity(self, log: str, plan: LaunchPlan) -> list[Finding]:
+        """Findings when ``log`` does not show the run ``plan`` asked for."""
+
+    def forwarded_env(self, inventory: Inventory) -> list[str]:
+        """Extra variables of the launching shell mpirun must pass to the ranks (-x NAME)."""
+        del inventory
+        return []
+
+
+def expect(code: str, seen: object, wanted: object, what: str) -> list[Finding]:
+    """One error finding when ``seen`` (echoed in the output) differs from ``wanted`` (asked for)."""
+    if seen == wanted:
+        return []
+    shown = "nothing" if seen is None else repr(seen)
+    return [
+        Finding(
+            severity="error",
+            code=code,
+            message=f"the output shows {what} {shown}, the run asked for {wanted!r}",
+            advice="check the command in command.txt and the raw log; the numbers are not for this configuration",
+        )
+    ]
+
+
+def missing_result(workload: str, what: str) -> Finding:
+    """The error finding for a run whose output lacks its result line."""
+    return Finding(
+        severity="error",
+        code="no-result",
+        message=f"{workload}: no {what} in the output",
+        advice="read output.log in the run directory: the run failed or was stopped before the end",
+    )

@@ -1,0 +1,68 @@
+"""nccl-tests' all_reduce_perf across the cluster: the fabric's bus bandwidth, without a model."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from clusterctl.diagnostics.parsers.nccl_tests import parse_nccl_tests
+from clusterctl.errors import InputError
+from clusterctl.findings import Finding
+from clusterctl.workloads.base import Metric, Workload, expect, missing_result
+
+if TYPE_CHECKING:
+    from clusterctl.inventory import RunDefaults
+    from clusterctl.launch import LaunchPlan
+
+# Where the GPU profiles of the image build nccl-tests (templates/Dockerfile.j2).
+BINARY = "/opt/nccl-tests/build/all_reduce_perf"
+
+
+class NcclTests(Workload):
+    """all_reduce_perf from 8 B to 1 GiB, one GPU per rank."""
+
+    name = "nccl-tests"
+    model = "all_reduce_perf"
+    primary_metric = "avg_bus_bandwidth"
+    description = "NVIDIA nccl-tests all_reduce_perf (needs GPUs and an image built with nccl-tests)"
+
+    def argv(self, settings: RunDefaults, *, gpu: bool, master_addr: str) -> list[str]:
+        """all_reduce_perf over doubling sizes, one GPU per rank.
+
+        Raises:
+            InputError: the run has no GPUs.
+        """
+        del settings, master_addr
+        if not gpu:
+            raise InputError("nccl-tests needs GPUs; this inventory's nodes have none.")
+        return [BINARY, "-b", "8", "-e", "1G", "-f", "2", "-g", "1"]
+
+    def metrics(self, log: str) -> dict[str, Metric]:
+        """Average and peak bus bandwidth (GB/s) and the out-of-bounds count."""
+        parsed = parse_nccl_tests(log)
+        metrics: dict[str, Metric] = {}
+        if parsed.avg_bus_bandwidth_gb_per_s is not None:
+            metrics["avg_bus_bandwidth"] = Metric(value=parsed.avg_bus_bandwidth_gb_per_s, unit="GB/s")
+        if parsed.peak_bus_bandwidth_gb_per_s is not None:
+            metrics["peak_bus_bandwidth"] = Metric(value=parsed.peak_bus_bandwidth_gb_per_s, unit="GB/s")
+        if parsed.out_of_bounds is not None:
+            metrics["out_of_bounds"] = Metric(value=parsed.out_of_bounds, unit="values")
+        return metrics
+
+    def sanity(self, log: str, plan: LaunchPlan) -> list[Finding]:
+        """The average was printed, no value was out of bounds and every rank listed its device."""
+        parsed = parse_nccl_tests(log)
+        if parsed.avg_bus_bandwidth_gb_per_s is None:
+            return [missing_result(self.name, "`# Avg bus bandwidth` line")]
+        findings: list[Finding] = []
+        if parsed.out_of_bounds or parsed.out_of_bounds_ok is False:
+            findings.append(
+                Finding(
+                    severity="error",
+                    code="nccl-out-of-bounds",
+                    message=f"all_reduce_perf found {parsed.out_of_bounds} out-of-bounds values",
+                    advice="the reduction gave wrong results: suspect a GPU, the driver or GPUDirect; rerun per node",
+                )
+            )
+        if parsed.ranks:
+            findings += expect("wrong-world-size", parsed.ranks, plan.world_size, "ranks")
+        return findings

@@ -1,0 +1,99 @@
+"""The payload's ResNet-50 synthetic benchmark (PyTorch, Horovod or DDP) and its result line."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from clusterctl.diagnostics.model import split_tag
+from clusterctl.findings import Finding
+from clusterctl.image.render import CONTAINER_PAYLOAD_DIR
+from clusterctl.workloads.base import Metric, Workload, expect, missing_result
+
+if TYPE_CHECKING:
+    from clusterctl.inventory import RunDefaults
+    from clusterctl.launch import LaunchPlan
+
+RESULT_PREFIX = "CLUSTERCTL_RESULT "
+SCRIPT = f"{CONTAINER_PAYLOAD_DIR}/resnet50_bench.py"
+# DDP rendezvous port on rank 0's fabric address; torch's customary default.
+DDP_MASTER_PORT = 29500
+
+
+def parse_result_line(log: str) -> dict[str, Any] | None:
+    """Rank 0's ``CLUSTERCTL_RESULT {json}`` line from ``log`` (tagged or not), or None.
+
+    mpirun --tag-output can glue a tag to the end of a line; the JSON object is read from the
+    prefix onwards and anything after it is ignored.
+    """
+    found: dict[str, Any] | None = None
+    decoder = json.JSONDecoder()
+    for raw in log.splitlines():
+        rank, line = split_tag(raw)
+        start = line.find(RESULT_PREFIX)
+        if start < 0 or rank not in (None, 0):
+            continue
+        try:
+            value, _ = decoder.raw_decode(line, start + len(RESULT_PREFIX))
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            found = value
+    return found
+
+
+class ResNet50(Workload):
+    """ResNet-50 v1.5 on synthetic images, data parallel through Horovod or PyTorch DDP."""
+
+    name = "resnet50"
+    model = "resnet50"
+    primary_metric = "total_images_per_sec"
+    description = "clusterctl's PyTorch ResNet-50 synthetic benchmark (the image's payload)"
+
+    def argv(self, settings: RunDefaults, *, gpu: bool, master_addr: str) -> list[str]:
+        """``python resnet50_bench.py`` with the run's settings."""
+        del gpu
+        argv = [
+            "python",
+            SCRIPT,
+            f"--framework={settings.framework}",
+            f"--batch-size={settings.batch_size}",
+            f"--precision={settings.precision}",
+            f"--warmup-steps={settings.warmup_steps}",
+            f"--steps={settings.steps}",
+            f"--image-size={settings.image_size}",
+            f"--display-every={settings.display_every}",
+        ]
+        if settings.data_format == "NHWC":
+            argv.append("--channels-last")
+        if settings.xla:
+            argv.append("--compile")
+        if settings.framework == "ddp":
+            argv += [f"--master-addr={master_addr}", f"--master-port={DDP_MASTER_PORT}"]
+        return argv
+
+    def metrics(self, log: str) -> dict[str, Metric]:
+        """Total and per-device img/s from rank 0's result line."""
+        result = parse_result_line(log)
+        if result is None:
+            return {}
+        return {
+            "total_images_per_sec": Metric(value=float(result["total_images_per_sec"]), unit="img/s"),
+            "images_per_sec_per_device": Metric(
+                value=float(result["images_per_sec_per_device"]), unit="img/s"
+            ),
+        }
+
+    def sanity(self, log: str, plan: LaunchPlan) -> list[Finding]:
+        """The result line is there and echoes the model, batch, world size and precision asked for."""
+        result = parse_result_line(log)
+        if result is None:
+            return [missing_result(self.name, "CLUSTERCTL_RESULT line from rank 0")]
+        s = plan.options.settings
+        return [
+            *expect("wrong-model", result.get("model"), self.model, "model"),
+            *expect("wrong-batch-size", result.get("batch_size"), s.batch_size, "batch size per device"),
+            *expect("wrong-world-size", result.get("world_size"), plan.world_size, "world size"),
+            *expect("wrong-precision", result.get("precision"), s.precision, "precision"),
+            *expect("wrong-framework", result.get("framework"), s.framework, "framework"),
+        ]

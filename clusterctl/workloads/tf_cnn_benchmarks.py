@@ -1,0 +1,101 @@
+"""The whitepaper's own benchmark: tensorflow/benchmarks' tf_cnn_benchmarks.py under Horovod.
+
+For users with the paper-2020 image (TensorFlow 1.14, the script cloned to /benchmarks). The flags
+are the whitepaper's multi-node command's, derived from the run settings; the total is rank 0's
+``total images/sec`` (already cluster-wide; ranks are never summed).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from clusterctl.diagnostics.parsers.tf_cnn_benchmarks import parse_tf_cnn_benchmarks
+from clusterctl.errors import InputError
+from clusterctl.findings import Finding
+from clusterctl.workloads.base import Metric, Workload, expect, missing_result
+
+if TYPE_CHECKING:
+    from clusterctl.inventory import Inventory, RunDefaults
+    from clusterctl.launch import LaunchPlan
+
+SCRIPT = "/benchmarks/scripts/tf_cnn_benchmarks/tf_cnn_benchmarks.py"
+# tf_cnn_benchmarks' model registry name (the whitepaper's prose calls it ResNet-50).
+MODEL = "resnet50"
+
+
+class TfCnnBenchmarks(Workload):
+    """tf_cnn_benchmarks ResNet-50 with --variable_update=horovod, as in the whitepaper."""
+
+    name = "tf_cnn_benchmarks"
+    model = MODEL
+    primary_metric = "total_images_per_sec"
+    description = "tensorflow/benchmarks tf_cnn_benchmarks.py (the whitepaper's script; paper-2020 image)"
+
+    def argv(self, settings: RunDefaults, *, gpu: bool, master_addr: str) -> list[str]:
+        """The whitepaper's tf_cnn_benchmarks flags for these settings.
+
+        Raises:
+            InputError: settings tf_cnn_benchmarks cannot run (DDP, bf16).
+        """
+        del master_addr
+        if settings.framework != "horovod":
+            raise InputError("tf_cnn_benchmarks runs under Horovod only; drop --framework ddp.")
+        if settings.precision == "bf16":
+            raise InputError("tf_cnn_benchmarks has no bf16 mode; use --precision fp16 or fp32.")
+        device = "gpu" if gpu else "cpu"
+        argv = [
+            "python",
+            SCRIPT,
+            f"--device={device}",
+            f"--data_format={settings.data_format}",
+            f"--optimizer={settings.optimizer}",
+            "--distortions=false",
+            f"--use_fp16={settings.precision == 'fp16'}",
+            f"--local_parameter_device={device}",
+            "--variable_update=horovod",
+            f"--horovod_device={device}",
+            "--datasets_num_private_threads=4",
+        ]
+        if settings.data_dir:
+            argv += [f"--data_dir={settings.data_dir}", "--data_name=imagenet"]
+        argv += [
+            f"--display_every={settings.display_every}",
+            f"--model={MODEL}",
+            f"--batch_size={settings.batch_size}",
+            f"--xla={settings.xla}",
+            f"--num_warmup_batches={settings.warmup_steps}",
+            f"--num_batches={settings.steps}",
+        ]
+        return argv
+
+    def metrics(self, log: str) -> dict[str, Metric]:
+        """Rank 0's total img/s and the per-device share of it."""
+        parsed = parse_tf_cnn_benchmarks(log)
+        if parsed.total_images_per_sec is None:
+            return {}
+        metrics = {"total_images_per_sec": Metric(value=parsed.total_images_per_sec, unit="img/s")}
+        if parsed.total_lines:
+            per_device = parsed.total_images_per_sec / parsed.total_lines
+            metrics["images_per_sec_per_device"] = Metric(value=per_device, unit="img/s")
+        return metrics
+
+    def sanity(self, log: str, plan: LaunchPlan) -> list[Finding]:
+        """A total was printed, for the model and batch asked, by one rank per device."""
+        parsed = parse_tf_cnn_benchmarks(log)
+        if parsed.total_images_per_sec is None:
+            return [missing_result(self.name, "`total images/sec` line")]
+        return [
+            *expect("wrong-model", parsed.model, MODEL, "model"),
+            *expect(
+                "wrong-batch-size",
+                parsed.batch_size_per_device,
+                plan.options.settings.batch_size,
+                "batch size per device",
+            ),
+            # Under Horovod every rank prints its own total line.
+            *expect("wrong-world-size", parsed.total_lines, plan.world_size, "ranks printing a total"),
+        ]
+
+    def forwarded_env(self, inventory: Inventory) -> list[str]:
+        """LD_PRELOAD on the paper-2020 image: TF 1.14 + Horovod need libhwloc preloaded (horovod#1123)."""
+        return ["LD_PRELOAD"] if inventory.image.profile == "paper-2020" else []
