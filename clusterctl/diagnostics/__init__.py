@@ -11,15 +11,27 @@ from collections.abc import Callable
 from clusterctl.diagnostics.detect import KINDS, detect_kind
 from clusterctl.diagnostics.model import Parsed
 from clusterctl.diagnostics.parsers.horovod_synthetic import parse_horovod_synthetic
+from clusterctl.diagnostics.parsers.ibstat import parse_ibstat
+from clusterctl.diagnostics.parsers.ibstatus import parse_ibstatus
+from clusterctl.diagnostics.parsers.ibv_devinfo import parse_ibv_devinfo
 from clusterctl.diagnostics.parsers.mpi_error import parse_mpi_error
 from clusterctl.diagnostics.parsers.nccl_log import parse_nccl_log
 from clusterctl.diagnostics.parsers.nccl_tests import parse_nccl_tests
+from clusterctl.diagnostics.parsers.nvidia_smi import parse_nvidia_smi
+from clusterctl.diagnostics.parsers.nvidia_smi_csv import parse_nvidia_smi_csv
 from clusterctl.diagnostics.parsers.nvidia_smi_topo import parse_nvidia_smi_topo
+from clusterctl.diagnostics.parsers.ofed_info import parse_ofed_info
 from clusterctl.diagnostics.parsers.tf_cnn_benchmarks import parse_tf_cnn_benchmarks
 from clusterctl.errors import InputError
 
 PARSERS: dict[str, Callable[[str], Parsed]] = {
     "nvidia-smi-topo": parse_nvidia_smi_topo,
+    "nvidia-smi": parse_nvidia_smi,
+    "nvidia-smi-csv": parse_nvidia_smi_csv,
+    "ibstat": parse_ibstat,
+    "ibstatus": parse_ibstatus,
+    "ibv-devinfo": parse_ibv_devinfo,
+    "ofed-info": parse_ofed_info,
     "tf-cnn-benchmarks": parse_tf_cnn_benchmarks,
     "horovod-synthetic": parse_horovod_synthetic,
     "nccl-tests": parse_nccl_tests,
