@@ -1,0 +1,597 @@
+"""The benchmark containers: their spec from the inventory (pure), then up, down, status and exec.
+
+The whitepaper's appendix starts one container per node by hand: secondaries first, running
+``sshd -p 50000; sleep infinity``, then the primary, which runs mpirun. ``container_spec`` turns the
+inventory into the same settings (GPUs, host network, IPC_LOCK, data and benchmark mounts, localtime)
+with the admin-key mount replaced by the cluster's own SSH material. The image's default command is a
+long-lived ``sshd -D -e`` (never ``sshd -d``, which serves one connection: horovod#1226).
+
+``up`` starts the secondaries in parallel, waits until each one's sshd accepts a login with the
+cluster key (verified container host key, bounded by a deadline), then starts and gates the primary.
+If anything fails, or the user presses Ctrl-C or sends SIGTERM, every container this ``up`` started is
+removed before the error propagates. Containers are found again by their labels, never by image.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+import docker
+import docker.errors
+import paramiko
+from docker.models.containers import Container
+from docker.types import DeviceRequest, Mount, Ulimit
+from pydantic import BaseModel, Field
+
+from clusterctl.cluster_keys import ClusterKeys, ensure_cluster_keys, node_ssh_dir, push_ssh_dir
+from clusterctl.errors import ClusterctlError, RunFailed, StepError
+from clusterctl.hosts.docker_remote import docker_client
+from clusterctl.hosts.ssh import CommandResult, connect, fan_out
+from clusterctl.image.render import CONTAINER_SSH_DIR
+from clusterctl.inventory import Inventory, Node
+
+CLUSTER_LABEL = "io.clusterctl.cluster"
+NODE_LABEL = "io.clusterctl.node"
+ROLE_LABEL = "io.clusterctl.role"
+# The user mpirun logs in as between containers (the image's sshd permits key-only root login).
+CONTAINER_USER = "root"
+# Seconds one docker API call on a node may take (create, start, remove, inspect).
+DOCKER_CALL_TIMEOUT_S = 60
+# One SSH login attempt at a container's sshd: connect, banner, auth, `true`.
+LOGIN_ATTEMPT_TIMEOUT_S = 5.0
+# Backoff between readiness attempts: first wait, growth factor, longest wait.
+BACKOFF_FIRST_S, BACKOFF_FACTOR, BACKOFF_MAX_S = 0.25, 2.0, 4.0
+
+
+# --------------------------------------------------------------------------- the spec (pure)
+
+
+class BindMount(BaseModel):
+    """A host path bind-mounted into the container."""
+
+    source: str = Field(description="Path on the node.")
+    target: str = Field(description="Path in the container.")
+    read_only: bool = Field(description="Mounted read-only.")
+
+
+class ContainerPlan(BaseModel):
+    """Everything ``docker run`` needs for one node's benchmark container, derived from the inventory."""
+
+    name: str = Field(description="clusterctl-<cluster>-<node>.")
+    node: str = Field(description="The node it runs on.")
+    image: str = Field(description="Image reference.")
+    labels: dict[str, str] = Field(description="Labels that let down and status find exactly it.")
+    network_mode: str = Field("host", description="Host network: MPI and NCCL see the node's interfaces.")
+    cap_add: list[str] = Field(description="Capabilities: IPC_LOCK (pinned memory) and the inventory's.")
+    privileged: bool = Field(description="Privileged only when the inventory asks.")
+    gpus: bool = Field(description="All GPUs passed through (--gpus all).")
+    devices: list[str] = Field(description="Device paths passed through (/dev/infiniband on RDMA).")
+    memlock_unlimited: bool = Field(description="ulimit memlock -1 (RDMA registers pinned memory).")
+    shm_size: str = Field(description="Size of /dev/shm.")
+    mounts: list[BindMount] = Field(description="Data, benchmark, localtime and cluster SSH mounts.")
+
+
+def container_name(inventory: Inventory, node: Node) -> str:
+    """The benchmark container's name on ``node``."""
+    return f"clusterctl-{inventory.cluster.name}-{node.name}"
+
+
+def container_spec(inventory: Inventory, node: Node, image_ref: str) -> ContainerPlan:
+    """The benchmark container of ``node``, from the inventory alone."""
+    spec = inventory.container
+    cap_add = list(dict.fromkeys(["IPC_LOCK", *spec.cap_add]))
+    devices = list(dict.fromkeys([*(["/dev/infiniband"] if node.rdma else []), *spec.devices]))
+    mounts = [BindMount(source=m.source, target=m.target, read_only=m.read_only) for m in spec.mounts]
+    mounts += [
+        BindMount(source="/etc/localtime", target="/etc/localtime", read_only=True),
+        BindMount(source=node_ssh_dir(inventory), target=CONTAINER_SSH_DIR, read_only=True),
+    ]
+    return ContainerPlan(
+        name=container_name(inventory, node),
+        node=node.name,
+        image=image_ref,
+        labels={CLUSTER_LABEL: inventory.cluster.name, NODE_LABEL: node.name, ROLE_LABEL: node.role},
+        cap_add=cap_add,
+        privileged=spec.privileged,
+        gpus=node.gpus.count > 0,
+        devices=devices,
+        memlock_unlimited=node.rdma,
+        shm_size=spec.shm_size,
+        mounts=mounts,
+    )
+
+
+def docker_run_kwargs(plan: ContainerPlan) -> dict[str, object]:
+    """``plan`` as keyword arguments of the docker SDK's ``containers.create``."""
+    return {
+        "image": plan.image,
+        "name": plan.name,
+        "labels": plan.labels,
+        "network_mode": plan.network_mode,
+        "cap_add": plan.cap_add,
+        "privileged": plan.privileged,
+        "device_requests": [DeviceRequest(count=-1, capabilities=[["gpu"]])] if plan.gpus else [],
+        "devices": [f"{d}:{d}:rwm" for d in plan.devices],
+        "ulimits": [Ulimit(name="memlock", soft=-1, hard=-1)] if plan.memlock_unlimited else [],
+        "shm_size": plan.shm_size,
+        "mounts": [Mount(m.target, m.source, type="bind", read_only=m.read_only) for m in plan.mounts],
+        "detach": True,
+    }
+
+
+def docker_run_argv(plan: ContainerPlan) -> list[str]:
+    """The ``docker run`` command line equivalent to ``plan`` (for --dry-run and for people)."""
+    argv = ["docker", "run", "-d", "--name", plan.name, f"--network={plan.network_mode}"]
+    argv += [f"--label={k}={v}" for k, v in plan.labels.items()]
+    argv += ["--gpus", "all"] if plan.gpus else []
+    argv += [f"--cap-add={c}" for c in plan.cap_add]
+    argv += [f"--device={d}" for d in plan.devices]
+    argv += ["--ulimit", "memlock=-1:-1"] if plan.memlock_unlimited else []
+    argv += [f"--shm-size={plan.shm_size}"]
+    argv += [a for m in plan.mounts for a in ("-v", _volume_arg(m))]
+    argv += ["--privileged"] if plan.privileged else []
+    return [*argv, plan.image]
+
+
+def _volume_arg(mount: BindMount) -> str:
+    return f"{mount.source}:{mount.target}{':ro' if mount.read_only else ''}"
+
+
+# --------------------------------------------------------------------------- per-node outcomes
+
+
+@dataclass
+class NodeOutcome:
+    """What one lifecycle step did on one node; ``error`` is set when it failed."""
+
+    node: str
+    detail: str = ""
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """The step succeeded on this node."""
+        return self.error is None
+
+
+def _outcomes(results: dict[str, NodeOutcome | CommandResult]) -> dict[str, NodeOutcome]:
+    """fan_out's results as outcomes (a node past the deadline comes back as a CommandResult)."""
+    return {
+        name: r if isinstance(r, NodeOutcome) else NodeOutcome(name, error=r.error)
+        for name, r in results.items()
+    }
+
+
+def _failed(outcomes: dict[str, NodeOutcome]) -> dict[str, NodeOutcome]:
+    return {name: o for name, o in outcomes.items() if not o.ok}
+
+
+def _describe(failed: dict[str, NodeOutcome]) -> str:
+    return "; ".join(f"{name}: {o.error}" for name, o in failed.items())
+
+
+@contextlib.contextmanager
+def _node_client(
+    inventory: Inventory, node: Node, timeout_s: int = DOCKER_CALL_TIMEOUT_S
+) -> Iterator[docker.DockerClient]:
+    client = docker_client(inventory, node, timeout_s=timeout_s)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def _ours(client: docker.DockerClient, inventory: Inventory, node: Node | None = None) -> list[Container]:
+    """This cluster's containers on a node's engine (of one node only, when given)."""
+    labels = [f"{CLUSTER_LABEL}={inventory.cluster.name}"]
+    if node is not None:
+        labels.append(f"{NODE_LABEL}={node.name}")
+    return client.containers.list(all=True, filters={"label": labels})
+
+
+def _remove_ours(inventory: Inventory, node: Node) -> NodeOutcome:
+    try:
+        with _node_client(inventory, node) as client:
+            removed = []
+            for container in _ours(client, inventory, node):
+                container.remove(force=True)
+                removed.append(container.name)
+    except (ClusterctlError, docker.errors.DockerException, OSError) as exc:
+        return NodeOutcome(node.name, error=str(exc))
+    return NodeOutcome(node.name, f"removed {', '.join(removed)}" if removed else "nothing to remove")
+
+
+# --------------------------------------------------------------------------- readiness
+
+
+def sshd_login(inventory: Inventory, keys: ClusterKeys, node: Node) -> str | None:
+    """One SSH login at ``node``'s container sshd with the cluster key, running ``true``.
+
+    The container host key is checked against the cluster's known_hosts (unknown keys are refused).
+    Returns None when the login worked, else the reason it did not.
+    """
+    client = paramiko.SSHClient()
+    client.load_host_keys(str(keys.known_hosts))
+    client.set_missing_host_key_policy(paramiko.RejectPolicy())
+    try:
+        client.connect(
+            node.address,
+            port=inventory.container.sshd_port,
+            username=CONTAINER_USER,
+            key_filename=str(keys.client_key),
+            look_for_keys=False,
+            allow_agent=False,
+            timeout=LOGIN_ATTEMPT_TIMEOUT_S,
+            banner_timeout=LOGIN_ATTEMPT_TIMEOUT_S,
+            auth_timeout=LOGIN_ATTEMPT_TIMEOUT_S,
+        )
+        _, stdout, _ = client.exec_command("true", timeout=LOGIN_ATTEMPT_TIMEOUT_S)
+        code = stdout.channel.recv_exit_status()
+        return None if code == 0 else f"`true` exited {code}"
+    except (paramiko.SSHException, OSError, EOFError) as exc:
+        return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    finally:
+        client.close()
+
+
+def _exited_reason(container: Container) -> str | None:
+    """Why the container is no longer running (its state and log tail), or None while it runs."""
+    container.reload()
+    if container.status in ("created", "running", "restarting"):
+        return None
+    logs = container.logs(tail=5).decode(errors="replace").strip().replace("\n", " | ")
+    return f"container {container.status} (exit {container.attrs['State'].get('ExitCode')}): {logs or 'no output'}"
+
+
+def wait_ready(
+    inventory: Inventory,
+    keys: ClusterKeys,
+    node: Node,
+    container: Container,
+    *,
+    deadline: float,
+    abort: threading.Event,
+) -> NodeOutcome:
+    """Retry an SSH login at ``node``'s container sshd with exponential backoff until ``deadline``.
+
+    Stops early when the container has exited (its log tail is the reason) or ``abort`` is set.
+    """
+    where = f"{node.address}:{inventory.container.sshd_port}"
+    start, delay, attempts = time.monotonic(), BACKOFF_FIRST_S, 0
+    while True:
+        attempts += 1
+        reason = sshd_login(inventory, keys, node)
+        if reason is None:
+            return NodeOutcome(node.name, f"sshd answered on {where} after {time.monotonic() - start:.1f} s")
+        exited = _exited_reason(container)
+        if exited:
+            return NodeOutcome(node.name, error=f"sshd on {where} cannot answer: {exited}")
+        if abort.is_set() or time.monotonic() + delay > deadline:
+            return NodeOutcome(
+                node.name,
+                error=f"sshd on {where} did not answer an SSH login with the cluster key within "
+                f"{time.monotonic() - start:.0f} s ({attempts} attempts; last: {reason})",
+            )
+        abort.wait(delay)
+        delay = min(delay * BACKOFF_FACTOR, BACKOFF_MAX_S)
+
+
+# --------------------------------------------------------------------------- up / down / status
+
+
+@dataclass
+class _UpRun:
+    """State of one ``up``: what it started, so that a failure or an interrupt removes exactly that."""
+
+    inventory: Inventory
+    keys: ClusterKeys
+    image_ref: str
+    ready_timeout_s: float
+    on_event: Callable[[str, str], None]
+    abort: threading.Event = field(default_factory=threading.Event)
+    started: dict[str, Container] = field(default_factory=dict)
+
+    def prepare(self, node: Node) -> NodeOutcome:
+        """Push the node's container SSH files, check the image, remove a previous container."""
+        try:
+            with connect(self.inventory, node) as conn:
+                push_ssh_dir(conn, self.inventory, self.keys, node)
+            with _node_client(self.inventory, node) as client:
+                try:
+                    client.images.get(self.image_ref)
+                except docker.errors.ImageNotFound:
+                    return NodeOutcome(
+                        node.name,
+                        error=f"image {self.image_ref} is not there. Fix: run `clusterctl image push`.",
+                    )
+                old = _ours(client, self.inventory, node)
+                for container in old:
+                    container.remove(force=True)
+        except (ClusterctlError, docker.errors.DockerException, OSError) as exc:
+            return NodeOutcome(node.name, error=str(exc))
+        self.on_event(
+            node.name,
+            f"ssh files in {node_ssh_dir(self.inventory)}" + (", old container removed" if old else ""),
+        )
+        return NodeOutcome(node.name, "prepared")
+
+    def start_and_gate(self, node: Node, deadline: float) -> NodeOutcome:
+        """Create and start the node's container, then wait until its sshd answers."""
+        if self.abort.is_set():
+            return NodeOutcome(node.name, error="not started: up was aborted")
+        plan = container_spec(self.inventory, node, self.image_ref)
+        try:
+            client = docker_client(self.inventory, node, timeout_s=DOCKER_CALL_TIMEOUT_S)
+        except ClusterctlError as exc:
+            return NodeOutcome(node.name, error=str(exc))
+        with contextlib.closing(client):
+            try:
+                container = client.containers.create(**docker_run_kwargs(plan))
+                self.started[node.name] = container
+                if self.abort.is_set():
+                    container.remove(force=True)
+                    return NodeOutcome(node.name, error="removed: up was aborted")
+                container.start()
+            except docker.errors.DockerException as exc:
+                return NodeOutcome(node.name, error=f"cannot start {plan.name}: {exc}")
+            self.on_event(node.name, f"{plan.name} started; waiting for its sshd")
+            outcome = wait_ready(
+                self.inventory, self.keys, node, container, deadline=deadline, abort=self.abort
+            )
+        self.on_event(node.name, outcome.detail if outcome.ok else f"FAILED: {outcome.error}")
+        return outcome
+
+    def stage(self, nodes: Sequence[Node], what: str) -> dict[str, NodeOutcome]:
+        """Start and gate ``nodes`` in parallel; raise StepError naming every node that failed."""
+        deadline = time.monotonic() + self.ready_timeout_s
+        outcomes = _outcomes(
+            fan_out(
+                nodes,
+                lambda n: self.start_and_gate(n, deadline),
+                deadline_s=self.ready_timeout_s + DOCKER_CALL_TIMEOUT_S,
+            )
+        )
+        failed = _failed(outcomes)
+        if failed:
+            raise StepError(f"up: {what} not ready on {', '.join(failed)}: {_describe(failed)}")
+        return outcomes
+
+    def teardown(self) -> dict[str, NodeOutcome]:
+        """Remove every container of this cluster on every node this ``up`` touched."""
+        self.abort.set()
+        return _outcomes(
+            fan_out(
+                self.inventory.nodes,
+                lambda n: _remove_ours(self.inventory, n),
+                deadline_s=DOCKER_CALL_TIMEOUT_S * 2,
+            )
+        )
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """Turn SIGTERM into KeyboardInterrupt while inside (main thread only), so cleanup runs for both."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def up(
+    inventory: Inventory,
+    image_ref: str,
+    *,
+    ready_timeout_s: float = 60.0,
+    on_event: Callable[[str, str], None] = lambda node, message: None,
+) -> dict[str, NodeOutcome]:
+    """Start the benchmark containers: every secondary, a readiness gate, then the primary.
+
+    Args:
+        inventory: the cluster.
+        image_ref: the image to run (see ``clusterctl.image.build.effective_image_ref``).
+        ready_timeout_s: deadline for each stage's sshd to answer a login with the cluster key.
+        on_event: called with (node, message) as the start progresses.
+
+    Returns:
+        Each node's outcome, all ok.
+
+    Raises:
+        StepError: a node could not be prepared or started, or its sshd did not answer in time; the
+            message names those hosts. No container of the cluster is left on any node.
+        KeyboardInterrupt: Ctrl-C or SIGTERM; no container of the cluster is left on any node.
+    """
+    run = _UpRun(inventory, ensure_cluster_keys(inventory), image_ref, ready_timeout_s, on_event)
+    with _sigterm_interrupts():
+        try:
+            prepared = _outcomes(
+                fan_out(inventory.nodes, run.prepare, deadline_s=DOCKER_CALL_TIMEOUT_S * 2 + 30)
+            )
+            failed = _failed(prepared)
+            if failed:
+                raise StepError(f"up: cannot prepare {', '.join(failed)}: {_describe(failed)}")
+            outcomes = (
+                run.stage(inventory.secondaries, "secondary containers") if inventory.secondaries else {}
+            )
+            outcomes |= run.stage([inventory.primary], "primary container")
+        except BaseException:
+            removed = run.teardown()
+            for name, outcome in removed.items():
+                on_event(
+                    name, f"cleanup: {outcome.detail}" if outcome.ok else f"cleanup FAILED: {outcome.error}"
+                )
+            raise
+    return outcomes
+
+
+def down(inventory: Inventory) -> dict[str, NodeOutcome]:
+    """Remove this cluster's benchmark containers on every node (idempotent); each node's outcome."""
+    return _outcomes(
+        fan_out(inventory.nodes, lambda n: _remove_ours(inventory, n), deadline_s=DOCKER_CALL_TIMEOUT_S * 2)
+    )
+
+
+@dataclass
+class NodeStatus:
+    """One node as ``clusterctl status`` sees it. ``error`` is set when the node could not be asked."""
+
+    node: str
+    role: str
+    image_id: str | None = None
+    container: str | None = None
+    state: str | None = None
+    sshd: str | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """The image is there, the container runs and its sshd answered."""
+        return (
+            self.error is None
+            and self.image_id is not None
+            and self.state == "running"
+            and self.sshd == "answering"
+        )
+
+
+def status(inventory: Inventory, image_ref: str) -> dict[str, NodeStatus]:
+    """Per node: image present (its ID), container state, whether its sshd answers a cluster-key login."""
+    keys = ensure_cluster_keys(inventory)
+
+    def one(node: Node) -> NodeStatus:
+        result = NodeStatus(node.name, node.role)
+        try:
+            with _node_client(inventory, node) as client:
+                with contextlib.suppress(docker.errors.ImageNotFound):
+                    result.image_id = client.images.get(image_ref).id
+                containers = _ours(client, inventory, node)
+        except (ClusterctlError, docker.errors.DockerException, OSError) as exc:
+            result.error = str(exc)
+            return result
+        if containers:
+            result.container, result.state = containers[0].name, containers[0].status
+        if result.state == "running":
+            reason = sshd_login(inventory, keys, node)
+            result.sshd = "answering" if reason is None else f"not answering ({reason})"
+        return result
+
+    results = fan_out(inventory.nodes, one, deadline_s=DOCKER_CALL_TIMEOUT_S + LOGIN_ATTEMPT_TIMEOUT_S * 4)
+    return {
+        name: r if isinstance(r, NodeStatus) else NodeStatus(name, inventory.node(name).role, error=r.error)
+        for name, r in results.items()
+    }
+
+
+# --------------------------------------------------------------------------- exec in a container
+
+
+# The in-container `timeout` fires this long after the controller's own deadline (which normally wins).
+BACKSTOP_GRACE_S = 30
+
+
+class ExecTimedOut(RunFailed):
+    """A command run with ``exec_in_container`` passed its timeout and was killed."""
+
+
+def _exec_wrapper(argv: Sequence[str], pid_file: str, timeout_s: float) -> list[str]:
+    """``argv`` in its own session (so one kill reaches all its children), with its pid recorded and
+    ``timeout`` as a backstop in the container should the controller vanish."""
+    script = 'echo $$ > "$0"; exec timeout -k 10 "$1" "${@:2}"'
+    return ["setsid", "--wait", "bash", "-c", script, pid_file, f"{timeout_s + BACKSTOP_GRACE_S:g}", *argv]
+
+
+def _kill_session(container: Container, pid_file: str) -> None:
+    """TERM, then KILL after 5 s, the process group whose leader's pid is in ``pid_file``."""
+    script = (
+        f'p=$(cat {shlex.quote(pid_file)} 2>/dev/null) || exit 0; kill -TERM -- -"$p" 2>/dev/null; '
+        f'for _ in 1 2 3 4 5; do kill -0 -- -"$p" 2>/dev/null || exit 0; sleep 1; done; kill -KILL -- -"$p"'
+    )
+    with contextlib.suppress(docker.errors.DockerException, OSError):
+        container.exec_run(["bash", "-c", script])
+
+
+def exec_in_container(
+    inventory: Inventory,
+    node: Node,
+    argv: list[str],
+    *,
+    env: dict[str, str] | None,
+    timeout_s: float,
+    on_line: Callable[[str], None],
+) -> int:
+    """Run ``argv`` in ``node``'s benchmark container, streaming its output lines; return its exit code.
+
+    stdout and stderr arrive interleaved, one ``on_line`` call per line (without the newline). The
+    command runs in its own session in the container; on timeout or Ctrl-C that whole session is
+    killed (TERM, then KILL) before this returns.
+
+    Raises:
+        ExecTimedOut: the command ran past ``timeout_s`` (it has been killed).
+        StepError: the node's benchmark container is not there (run ``clusterctl up``).
+        ConnectError: the node's engine is not reachable.
+        KeyboardInterrupt: re-raised after the command was killed.
+    """
+    pid_file = f"/tmp/clusterctl-exec-{uuid.uuid4().hex}.pid"
+    client = docker_client(inventory, node, timeout_s=int(timeout_s) + DOCKER_CALL_TIMEOUT_S)
+    with contextlib.closing(client):
+        try:
+            container = client.containers.get(container_name(inventory, node))
+        except docker.errors.NotFound:
+            raise StepError(
+                f"{node.name}: no benchmark container {container_name(inventory, node)}. Fix: run `clusterctl up`."
+            ) from None
+        exec_id = client.api.exec_create(
+            container.id,
+            _exec_wrapper(argv, pid_file, timeout_s),
+            environment=env or {},
+            stdout=True,
+            stderr=True,
+        )["Id"]
+        stream = client.api.exec_start(exec_id, stream=True)
+        failure: list[BaseException] = []
+
+        def pump() -> None:
+            buffer = b""
+            try:
+                for chunk in stream:
+                    buffer += chunk
+                    *lines, buffer = buffer.split(b"\n")
+                    for line in lines:
+                        on_line(line.decode(errors="replace").rstrip("\r"))
+                if buffer:
+                    on_line(buffer.decode(errors="replace"))
+            except Exception as exc:
+                failure.append(exc)
+
+        reader = threading.Thread(target=pump, name=f"clusterctl-exec-{node.name}", daemon=True)
+        reader.start()
+        deadline = time.monotonic() + timeout_s
+        try:
+            while reader.is_alive() and time.monotonic() < deadline:
+                reader.join(min(0.5, max(deadline - time.monotonic(), 0)))
+        except KeyboardInterrupt:
+            _kill_session(container, pid_file)
+            raise
+        if reader.is_alive():
+            _kill_session(container, pid_file)
+            raise ExecTimedOut(f"{node.name}: {shlex.join(argv)} ran past {timeout_s:g} s and was killed.")
+        if failure:
+            raise StepError(f"{node.name}: output stream of {shlex.join(argv)} broke: {failure[0]}")
+        with contextlib.suppress(docker.errors.DockerException):
+            container.exec_run(["rm", "-f", pid_file])
+        code = client.api.exec_inspect(exec_id)["ExitCode"]
+    return int(code) if code is not None else -1

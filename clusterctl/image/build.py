@@ -1,0 +1,186 @@
+"""Build the benchmark image once, on one builder engine, and record what was built.
+
+The tag carries the content hash of the rendered build context, so an unchanged inventory (same
+Dockerfile, configs, payload, wheels) maps to the same tag and the build is skipped; the engine's layer
+cache keeps changed rebuilds fast. The tag is ``clusterctl/<cluster>:<profile>-<hash[:12]>`` unless
+``container.image`` names one explicitly.
+
+``up``, ``status`` and ``image push`` must know the image without rebuilding: the build writes an
+``ImageRecord`` (reference, image ID, context hash, builder) to ``<cluster state>/image.json``;
+``effective_image_ref`` reads ``container.image`` first, then that record.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import docker
+import docker.errors
+from docker.models.images import Image
+from pydantic import BaseModel, Field
+
+from clusterctl.errors import EnvironmentProblem, InputError, StepError
+from clusterctl.hosts.docker_remote import API_VERSION, docker_client
+from clusterctl.image.render import write_context
+from clusterctl.inventory import Inventory
+from clusterctl.paths import cluster_state_dir
+
+CLUSTER_LABEL = "io.clusterctl.cluster"
+# The build context's content hash, so a tag named in container.image is rebuilt when the content changes.
+CONTEXT_LABEL = "io.clusterctl.context"
+# Lines of build output kept for the error message when a step fails.
+ERROR_TAIL_LINES = 30
+# Seconds the engine may stay silent during a build step (the cpu profile's torch install is quiet
+# for minutes on a slow disk).
+BUILD_READ_TIMEOUT_S = 1800
+
+
+class ImageRecord(BaseModel):
+    """What ``clusterctl image build`` made: read back by ``up``, ``status`` and ``image push``."""
+
+    reference: str = Field(description="The image's tag, e.g. clusterctl/sandbox:cpu-0123456789ab.")
+    image_id: str = Field(description="The image ID (sha256:...) on the builder.")
+    content_hash: str = Field(description="SHA-256 of the rendered build context.")
+    builder: str | None = Field(description="Node the image was built on; None: the local engine.")
+    built_at: datetime = Field(description="When the build (or the skip) finished, UTC.")
+
+
+def record_path(inventory: Inventory) -> Path:
+    """Where the image record of this cluster lives."""
+    return cluster_state_dir(inventory.cluster.name) / "image.json"
+
+
+def build_dir(inventory: Inventory) -> Path:
+    """The build context directory of this cluster (wheels are hard-linked into it)."""
+    return cluster_state_dir(inventory.cluster.name) / "build"
+
+
+def image_tag(inventory: Inventory, content_hash: str) -> str:
+    """The tag a build of ``content_hash`` gets: ``container.image`` if set, else a hash-carrying tag."""
+    if inventory.container.image:
+        return inventory.container.image
+    return f"clusterctl/{inventory.cluster.name}:{inventory.image.profile}-{content_hash[:12]}"
+
+
+def read_record(inventory: Inventory) -> ImageRecord | None:
+    """The recorded build of this cluster, or None when nothing was built yet."""
+    path = record_path(inventory)
+    if not path.is_file():
+        return None
+    return ImageRecord.model_validate_json(path.read_text())
+
+
+def effective_image_ref(inventory: Inventory) -> str:
+    """The image the containers run: ``container.image`` if set, else the last build's tag.
+
+    Raises:
+        InputError: neither is there; the message says to build first.
+    """
+    if inventory.container.image:
+        return inventory.container.image
+    record = read_record(inventory)
+    if record is None:
+        raise InputError(
+            f"cluster {inventory.cluster.name}: no image built yet ({record_path(inventory)} is missing). "
+            "Fix: run `clusterctl image build`, or set container.image in the inventory."
+        )
+    return record.reference
+
+
+def builder_client(inventory: Inventory, builder: str | None) -> docker.DockerClient:
+    """The docker client of the builder: the local engine (``None``) or a node's engine over SSH.
+
+    Raises:
+        EnvironmentProblem: the local engine is not reachable.
+        ConnectError: the builder node is not reachable.
+    """
+    if builder is not None:
+        return docker_client(inventory, inventory.node(builder), timeout_s=BUILD_READ_TIMEOUT_S)
+    try:
+        client = docker.from_env(version=API_VERSION, timeout=BUILD_READ_TIMEOUT_S)
+        client.ping()
+    except docker.errors.DockerException as exc:
+        raise EnvironmentProblem(
+            f"the local Docker engine is not reachable ({exc}). Fix: start it, or build on a node with "
+            "--builder NODE."
+        ) from None
+    return client
+
+
+def _existing(client: docker.DockerClient, tag: str, content_hash: str) -> Image | None:
+    """The image tagged ``tag`` if it was built from this very context (its label says so), else None."""
+    try:
+        image = client.images.get(tag)
+    except docker.errors.ImageNotFound:
+        return None
+    return image if image.labels.get(CONTEXT_LABEL) == content_hash else None
+
+
+def _stream_lines(events: Iterator[dict[str, object]], tail: list[str]) -> Iterator[str]:
+    """Text lines of a decoded build stream; raises StepError with the output tail on an error event."""
+    for event in events:
+        error = event.get("error") or (event.get("errorDetail") or {}).get("message")  # type: ignore[union-attr]
+        if error:
+            shown = "\n".join(tail[-ERROR_TAIL_LINES:])
+            raise StepError(f"image build failed: {str(error).strip()}\n--- last build output ---\n{shown}")
+        text = event.get("stream")
+        if isinstance(text, str):
+            for line in text.splitlines():
+                if line.strip():
+                    tail.append(line)
+                    del tail[:-ERROR_TAIL_LINES]
+                    yield line
+
+
+def build_image(
+    inventory: Inventory,
+    *,
+    builder: str | None = None,
+    on_line: Callable[[str], None] = lambda line: None,
+) -> tuple[ImageRecord, bool]:
+    """Render the context, build it on the builder unless the tag is already there, record the result.
+
+    Args:
+        inventory: the cluster.
+        builder: node to build on; None builds on the local engine.
+        on_line: called with every line of build output (for a progress display).
+
+    Returns:
+        The image record and whether a build ran (False: the tag was already on the builder).
+
+    Raises:
+        StepError: a build step failed; the message carries the step's output tail.
+        InputError: the wheelhouse is missing.
+    """
+    context = write_context(inventory, build_dir(inventory))
+    tag = image_tag(inventory, context.content_hash)
+    client = builder_client(inventory, builder)
+    image = _existing(client, tag, context.content_hash)
+    built = image is None
+    if image is None:
+        tail: list[str] = []
+        events = client.api.build(
+            path=str(context.directory),
+            tag=tag,
+            rm=True,
+            forcerm=True,
+            decode=True,
+            labels={CLUSTER_LABEL: inventory.cluster.name, CONTEXT_LABEL: context.content_hash},
+        )
+        for line in _stream_lines(events, tail):
+            on_line(line)
+        image = client.images.get(tag)
+    record = ImageRecord(
+        reference=tag,
+        image_id=image.id,
+        content_hash=context.content_hash,
+        builder=builder,
+        built_at=datetime.now(UTC),
+    )
+    path = record_path(inventory)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record.model_dump(mode="json"), indent=2) + "\n")
+    return record, built
