@@ -1,0 +1,1 @@
+"""Run records, the run history, references, reports and plots."""

@@ -1,0 +1,58 @@
+"""The report as a PNG, in the style of the whitepaper's scale-up vs scale-out figure.
+
+One panel per configuration: bars of median throughput per device count (single-node bars and
+multi-node bars coloured apart), min-max whiskers, and the ideal-scaling line from the 1-device run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+from clusterctl.errors import InputError
+from clusterctl.results.report import ReportRow
+
+
+def plot_report(rows: list[ReportRow], path: Path) -> Path:
+    """Write the scaling figure for ``rows`` to ``path`` (PNG) and return it.
+
+    Raises:
+        InputError: no row has a number to plot.
+    """
+    groups: dict[str, list[ReportRow]] = {}
+    for row in rows:
+        if row.median is not None:
+            groups.setdefault(row.config.model_dump_json(), []).append(row)
+    if not groups:
+        raise InputError("nothing to plot: the history has no valid run with a result.")
+    fig, axes = plt.subplots(1, len(groups), figsize=(6 * len(groups), 4.5), squeeze=False)
+    for ax, group in zip(axes[0], groups.values(), strict=True):
+        group.sort(key=lambda r: r.devices)
+        labels = [str(r.devices) for r in group]
+        medians = [r.median or 0.0 for r in group]
+        errors = [
+            [(r.median or 0) - (r.minimum or 0) for r in group],
+            [(r.maximum or 0) - (r.median or 0) for r in group],
+        ]
+        colours = ["#1f77b4" if max(r.nodes) == 1 else "#ff7f0e" for r in group]
+        ax.bar(labels, medians, yerr=errors, color=colours, capsize=4)
+        for x, row in enumerate(group):
+            note = f"{row.median:,.0f}" + (f"\n{row.speedup:.2f}x" if row.speedup else "")
+            ax.annotate(note, (x, row.median or 0), ha="center", va="bottom", fontsize=8)
+        base = next((r.median for r in group if r.devices == 1), None)
+        if base:
+            ax.plot(labels, [base * r.devices for r in group], "k--", marker=".", label="ideal scaling")
+            ax.legend(loc="upper left")
+        c = group[0].config
+        ax.set_title(f"{c.workload} {c.model} {c.precision} bs{c.batch_size} ({c.framework}, {c.device})")
+        ax.set_xlabel("devices (blue: one node, orange: several nodes)")
+        ax.set_ylabel(f"{group[0].metric} [{group[0].unit}]")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -1,0 +1,172 @@
+"""Run records: one run judged (metrics, sanity, fabric) and written to its run directory.
+
+A run directory (``runs/<UTC time>_<workload>_<nodes>n/``) is a contract:
+
+- ``spec.json``    the run options, the hosts and slots, the inventory file and image profile
+- ``command.txt``  the exact mpirun command, shell-quoted, as it was run
+- ``output.log``   the raw output of mpirun (every rank, tagged)
+- ``topology/``    the topology snapshot bundle, when the caller collected one
+- ``result.json``  this module's ``RunRecord``: metrics, findings, fabric proof, validity
+
+``result.json`` is derived from the other files: ``judge_run`` over ``output.log`` rebuilds it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from clusterctl.diagnostics.parsers.mpi_error import parse_mpi_error
+from clusterctl.findings import Finding
+from clusterctl.inventory import Inventory
+from clusterctl.launch import LaunchPlan
+from clusterctl.results.fabric import FabricProof, fabric_findings, prove_fabric
+from clusterctl.workloads import Metric, Workload
+
+RESULT_FILE = "result.json"
+
+
+class RunConfig(BaseModel):
+    """What makes two runs comparable; the report groups by it."""
+
+    workload: str
+    model: str
+    framework: str
+    precision: str
+    batch_size: int
+    image_size: int
+    image_profile: str
+    device: str = Field(description="GPU model, or 'cpu'.")
+
+
+class RunRecord(BaseModel):
+    """One run, judged."""
+
+    run_id: str = Field(description="The run directory's name.")
+    started_at: datetime
+    config: RunConfig
+    nodes: int
+    world_size: int
+    exit_code: int
+    primary_metric: str
+    metrics: dict[str, Metric]
+    fabric: FabricProof
+    findings: list[Finding]
+    valid: bool = Field(description="Exit 0, sane output, fabric as the inventory says.")
+
+    @property
+    def value(self) -> float | None:
+        """The primary metric's value, None when the run printed none."""
+        metric = self.metrics.get(self.primary_metric)
+        return metric.value if metric else None
+
+
+def judge_run(
+    inventory: Inventory,
+    plan: LaunchPlan,
+    workload: Workload,
+    output: str,
+    exit_code: int,
+    *,
+    run_id: str,
+    started_at: datetime,
+) -> RunRecord:
+    """Judge one run's raw output: its metrics, sanity findings and fabric proof. Pure."""
+    s = plan.options.settings
+    primary = inventory.primary
+    config = RunConfig(
+        workload=workload.name,
+        model=workload.model,
+        framework=s.framework,
+        precision=s.precision,
+        batch_size=s.batch_size,
+        image_size=s.image_size,
+        image_profile=inventory.image.profile,
+        device=(primary.gpus.model or "gpu") if plan.gpu else "cpu",
+    )
+    fabric = prove_fabric(output, fabric_kind=primary.fabric.kind, gpu=plan.gpu, nodes=len(plan.hosts))
+    findings = [*_exit_findings(output, exit_code), *workload.sanity(output, plan), *fabric_findings(fabric)]
+    return RunRecord(
+        run_id=run_id,
+        started_at=started_at,
+        config=config,
+        nodes=len(plan.hosts),
+        world_size=plan.world_size,
+        exit_code=exit_code,
+        primary_metric=workload.primary_metric,
+        metrics=workload.metrics(output),
+        fabric=fabric,
+        findings=findings,
+        valid=exit_code == 0 and fabric.valid and not any(f.severity == "error" for f in findings),
+    )
+
+
+def _exit_findings(output: str, exit_code: int) -> list[Finding]:
+    if exit_code == 0:
+        return []
+    error = parse_mpi_error(output)
+    summary = error.summary or "no MPI error block in the output"
+    return [
+        Finding(
+            severity="error",
+            code="run-failed",
+            message=f"mpirun exited {exit_code} ({error.category}): {summary}",
+            advice="read output.log in the run directory; `clusterctl check` probes the nodes",
+        )
+    ]
+
+
+def new_run_id(workload: str, nodes: int, now: datetime | None = None) -> str:
+    """``<UTC time>_<workload>_<nodes>n``, e.g. ``20250101T120000Z_resnet50_2n``."""
+    stamp = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")
+    return f"{stamp}_{workload}_{nodes}n"
+
+
+def write_run_dir(
+    runs_dir: Path,
+    inventory: Inventory,
+    plan: LaunchPlan,
+    output: str,
+    record: RunRecord,
+    topology_dir: Path | None = None,
+) -> Path:
+    """Write the run directory for ``record`` under ``runs_dir`` and return its path.
+
+    A second run in the same second gets a ``-2``, ``-3``... suffix; nothing is overwritten. The
+    record's ``run_id`` is updated to the directory's name.
+    """
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    directory = runs_dir / record.run_id
+    n = 1
+    while True:
+        try:
+            directory.mkdir()
+            break
+        except FileExistsError:
+            n += 1
+            directory = runs_dir / f"{record.run_id}-{n}"
+    record.run_id = directory.name
+    spec = {
+        "options": plan.options.model_dump(mode="json"),
+        "hosts": [h.model_dump() for h in plan.hosts],
+        "env": plan.env,
+        "inventory": str(inventory.source) if inventory.source else None,
+        "cluster": inventory.cluster.name,
+        "image": inventory.image.model_dump(mode="json"),
+    }
+    (directory / "spec.json").write_text(json.dumps(spec, indent=2) + "\n")
+    (directory / "command.txt").write_text(plan.shell_command() + "\n")
+    (directory / "output.log").write_text(output)
+    if topology_dir is not None:
+        shutil.copytree(topology_dir, directory / "topology")
+    (directory / RESULT_FILE).write_text(record.model_dump_json(indent=2) + "\n")
+    return directory
+
+
+def read_record(directory: Path) -> RunRecord:
+    """The ``RunRecord`` in a run directory's result.json."""
+    return RunRecord.model_validate_json((directory / RESULT_FILE).read_text())

@@ -1,0 +1,124 @@
+"""The report: per configuration and device count, median throughput, spread, speedup, efficiency.
+
+Pure: records in, rows out. Only valid runs count; invalid ones are counted separately so a report
+never silently mixes a socket-fallback run into an InfiniBand figure. Speedup is against the median
+of the 1-device runs of the same configuration; efficiency is speedup / devices.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import statistics
+from collections import defaultdict
+
+from pydantic import BaseModel, Field
+
+from clusterctl.results.record import RunConfig, RunRecord
+from clusterctl.results.references import Comparison, Reference, compare
+
+
+class ReportRow(BaseModel):
+    """One configuration at one device count."""
+
+    config: RunConfig
+    devices: int
+    nodes: list[int] = Field(description="Node counts seen among the runs.")
+    runs: int = Field(description="Valid runs with a number.")
+    invalid_runs: int
+    metric: str
+    unit: str
+    median: float | None
+    minimum: float | None
+    maximum: float | None
+    spread_pct: float | None = Field(description="(max - min) / median, in percent.")
+    speedup: float | None = Field(description="Against the 1-device median of the configuration.")
+    efficiency: float | None = Field(description="speedup / devices.")
+    comparisons: list[Comparison] = Field(default_factory=list)
+
+
+def build_report(records: list[RunRecord], references: list[Reference]) -> list[ReportRow]:
+    """Group ``records`` by configuration and devices, and compare with matching ``references``."""
+    groups: dict[tuple[str, int], list[RunRecord]] = defaultdict(list)
+    for record in records:
+        groups[(record.config.model_dump_json(), record.world_size)].append(record)
+    rows = [_row(group) for _, group in sorted(groups.items(), key=lambda kv: kv[0])]
+    baselines = {r.config.model_dump_json(): r.median for r in rows if r.devices == 1}
+    for row in rows:
+        base = baselines.get(row.config.model_dump_json())
+        if base and row.median is not None:
+            row.speedup = row.median / base
+            row.efficiency = row.speedup / row.devices
+        row.comparisons = _compare(row, references)
+    return rows
+
+
+def _row(group: list[RunRecord]) -> ReportRow:
+    first = group[0]
+    values = [r.value for r in group if r.valid and r.value is not None]
+    unit = next((r.metrics[r.primary_metric].unit for r in group if r.primary_metric in r.metrics), "")
+    median = statistics.median(values) if values else None
+    low, high = (min(values), max(values)) if values else (None, None)
+    return ReportRow(
+        config=first.config,
+        devices=first.world_size,
+        nodes=sorted({r.nodes for r in group}),
+        runs=len(values),
+        invalid_runs=sum(not r.valid for r in group),
+        metric=first.primary_metric,
+        unit=unit,
+        median=median,
+        minimum=low,
+        maximum=high,
+        spread_pct=100 * (high - low) / median if median else None,
+        speedup=None,
+        efficiency=None,
+    )
+
+
+def _compare(row: ReportRow, references: list[Reference]) -> list[Comparison]:
+    config = row.config.model_dump()
+    observed = {"speedup": row.speedup, "efficiency": row.efficiency, "total_images_per_sec": row.median}
+    out = []
+    for ref in references:
+        if any(config.get(key) != value for key, value in ref.match.items()):
+            continue
+        for point in ref.points:
+            value = observed.get(point.metric)
+            if point.devices == row.devices and value is not None:
+                out.append(compare(ref, point, value))
+    return out
+
+
+CSV_COLUMNS = [
+    "workload",
+    "model",
+    "framework",
+    "precision",
+    "batch_size",
+    "image_size",
+    "image_profile",
+    "device",
+    "devices",
+    "runs",
+    "invalid_runs",
+    "metric",
+    "unit",
+    "median",
+    "minimum",
+    "maximum",
+    "spread_pct",
+    "speedup",
+    "efficiency",
+]
+
+
+def report_csv(rows: list[ReportRow]) -> str:
+    """The report as CSV text, one line per row (comparisons are in the JSON form)."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        flat = {**row.config.model_dump(), **row.model_dump(exclude={"config", "comparisons", "nodes"})}
+        writer.writerow({k: flat[k] for k in CSV_COLUMNS})
+    return buffer.getvalue()

@@ -1,0 +1,106 @@
+"""Running a launch plan: exec mpirun in the primary container, then judge, record and remember it.
+
+``execute_plan`` is the one effectful seam (the container's exec, through ``clusterctl.containers``);
+``run_benchmark`` repeats it, judges every run (pure), writes each run directory and history row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Protocol
+
+from clusterctl.inventory import Inventory
+from clusterctl.launch import LaunchPlan
+from clusterctl.results.history import add_run, history_path
+from clusterctl.results.record import RunRecord, judge_run, new_run_id, write_run_dir
+from clusterctl.workloads import Workload
+
+# Exit code recorded for a run killed at its timeout (what coreutils' timeout uses).
+TIMEOUT_EXIT_CODE = 124
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """What one execution of a plan left: its exit code and its whole output (every rank, tagged)."""
+
+    exit_code: int
+    output: str
+    timed_out: bool = False
+
+
+class Executor(Protocol):
+    """Runs a plan's argv somewhere and returns what it printed."""
+
+    def __call__(
+        self, inventory: Inventory, plan: LaunchPlan, *, timeout_s: float, on_line: Callable[[str], None]
+    ) -> ExecResult: ...
+
+
+def execute_plan(
+    inventory: Inventory, plan: LaunchPlan, *, timeout_s: float, on_line: Callable[[str], None]
+) -> ExecResult:
+    """Run ``plan`` in the primary node's benchmark container, streaming each line to ``on_line``.
+
+    A run past ``timeout_s`` is killed in the container and returned with exit code 124 and the
+    output it printed; Ctrl-C kills the remote mpirun too and re-raises.
+
+    Raises:
+        StepError: the primary's container is not running (`clusterctl up`).
+        ConnectError: the primary's Docker engine cannot be reached.
+    """
+    # Imported on use: only real runs need the Docker client.
+    from clusterctl.containers import ExecTimedOut, exec_in_container
+
+    lines: list[str] = []
+
+    def collect(line: str) -> None:
+        lines.append(line)
+        on_line(line)
+
+    try:
+        code = exec_in_container(
+            inventory, inventory.primary, plan.argv, env=None, timeout_s=timeout_s, on_line=collect
+        )
+    except ExecTimedOut as exc:
+        lines.append(f"clusterctl: {exc}")
+        return ExecResult(TIMEOUT_EXIT_CODE, "\n".join(lines) + "\n", timed_out=True)
+    return ExecResult(code, "\n".join(lines) + "\n")
+
+
+def run_benchmark(
+    inventory: Inventory,
+    plan: LaunchPlan,
+    workload: Workload,
+    *,
+    repeats: int,
+    timeout_s: float,
+    runs_dir: Path,
+    on_line: Callable[[str], None],
+    topology_dir: Path | None = None,
+    execute: Executor = execute_plan,
+) -> list[tuple[RunRecord, Path]]:
+    """Run ``plan`` ``repeats`` times; judge, write a run directory and a history row for each.
+
+    Returns:
+        One (record, run directory) per repeat, in order.
+    """
+    done = []
+    for _ in range(repeats):
+        started = datetime.now(UTC)
+        result = execute(inventory, plan, timeout_s=timeout_s, on_line=on_line)
+        record = judge_run(
+            inventory,
+            plan,
+            workload,
+            result.output,
+            result.exit_code,
+            run_id=new_run_id(workload.name, len(plan.hosts), started),
+            started_at=started,
+        )
+        directory = write_run_dir(runs_dir, inventory, plan, result.output, record, topology_dir)
+        add_run(history_path(runs_dir), record, directory)
+        done.append((record, directory))
+    return done
