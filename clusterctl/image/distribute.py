@@ -1,0 +1,165 @@
+"""Bring the built image to every node, in parallel, and prove each node holds the same image ID.
+
+A node that already holds the image ID is skipped. Otherwise a ``Transport`` delivers it; afterwards
+the ID on the node is compared with the builder's. The one transport today, ``StreamTransport``,
+streams ``docker save`` from the builder's engine into ``docker load`` on the node's engine (over SSH,
+no registry, the whole image each time). A registry transport (push once from the builder, ``pull``
+on each node: layer reuse, many nodes) fits the same ``deliver(node, on_bytes)`` seam and leaves the
+skip and verify around it unchanged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+import docker
+import docker.errors
+
+from clusterctl.errors import ClusterctlError, InputError
+from clusterctl.hosts.docker_remote import docker_client
+from clusterctl.hosts.ssh import fan_out
+from clusterctl.image.build import builder_client, read_record
+from clusterctl.inventory import Inventory, Node
+
+# Seconds a node's engine may stay silent while it loads a streamed image (it unpacks layers at the end).
+LOAD_TIMEOUT_S = 1800
+# Bytes per chunk read from the builder's `docker save` stream.
+CHUNK_BYTES = 1 << 20
+
+
+@dataclass
+class DeliveryResult:
+    """What delivery did on one node."""
+
+    node: str
+    status: Literal["skipped", "delivered", "failed"]
+    image_id: str | None = None
+    bytes_sent: int = 0
+    duration_s: float = 0.0
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """The node holds the builder's image ID."""
+        return self.status != "failed"
+
+
+class Transport(Protocol):
+    """A way to put the image on one node's engine; skip and verify are done around it."""
+
+    def deliver(self, node: Node, client: docker.DockerClient, on_bytes: Callable[[int], None]) -> int:
+        """Put the image on ``node`` (reached through ``client``); return the bytes moved."""
+        ...
+
+
+@dataclass
+class StreamTransport:
+    """``docker save`` on the builder streamed into ``docker load`` on the node, counted as it goes."""
+
+    source: docker.DockerClient
+    reference: str
+
+    def deliver(self, node: Node, client: docker.DockerClient, on_bytes: Callable[[int], None]) -> int:
+        """Stream the image tar to the node's engine; ``on_bytes`` gets every chunk's size."""
+        sent = 0
+
+        def counted(chunks: Iterable[bytes]) -> Iterator[bytes]:
+            nonlocal sent
+            for chunk in chunks:
+                sent += len(chunk)
+                on_bytes(len(chunk))
+                yield chunk
+
+        for event in client.api.load_image(counted(self.source.api.get_image(self.reference, CHUNK_BYTES))):
+            error = event.get("error") or (event.get("errorDetail") or {}).get("message")
+            if error:
+                raise docker.errors.APIError(f"docker load on {node.name}: {error}")
+        return sent
+
+
+def _image_id(client: docker.DockerClient, reference: str) -> str | None:
+    try:
+        return client.images.get(reference).id
+    except docker.errors.ImageNotFound:
+        return None
+
+
+def deliver_to(
+    inventory: Inventory,
+    node: Node,
+    reference: str,
+    image_id: str,
+    transport: Transport,
+    on_bytes: Callable[[int], None],
+) -> DeliveryResult:
+    """Skip when ``node`` holds ``image_id`` already; else deliver and verify the ID on the node."""
+    start = time.monotonic()
+    try:
+        with contextlib.closing(docker_client(inventory, node, timeout_s=LOAD_TIMEOUT_S)) as client:
+            if _image_id(client, reference) == image_id:
+                return DeliveryResult(node.name, "skipped", image_id, duration_s=time.monotonic() - start)
+            sent = transport.deliver(node, client, on_bytes)
+            found = _image_id(client, reference)
+    except (ClusterctlError, docker.errors.DockerException, OSError) as exc:
+        return DeliveryResult(node.name, "failed", duration_s=time.monotonic() - start, error=str(exc))
+    result = DeliveryResult(node.name, "delivered", found, sent, time.monotonic() - start)
+    if found != image_id:
+        result.status = "failed"
+        result.error = (
+            f"after delivery {reference} is {found or 'missing'} on {node.name}, expected {image_id}"
+        )
+    return result
+
+
+def distribute(
+    inventory: Inventory,
+    *,
+    on_bytes: Callable[[str, int], None] = lambda node, n: None,
+    deadline_s: float = LOAD_TIMEOUT_S,
+) -> tuple[str, dict[str, DeliveryResult]]:
+    """Deliver the cluster's built image to every node in parallel.
+
+    Args:
+        inventory: the cluster.
+        on_bytes: called with (node, bytes) for every chunk sent (for per-node progress).
+        deadline_s: deadline for the whole fan-out.
+
+    Returns:
+        The image ID delivered, and each node's result.
+
+    Raises:
+        InputError: nothing was built yet, or the recorded image is no longer on the builder.
+    """
+    record = read_record(inventory)
+    if record is None:
+        raise InputError(
+            f"cluster {inventory.cluster.name}: no image built yet. Fix: run `clusterctl image build` first."
+        )
+    source = builder_client(inventory, record.builder)
+    with contextlib.closing(source):
+        if _image_id(source, record.reference) != record.image_id:
+            raise InputError(
+                f"{record.reference} ({record.image_id[:19]}) is no longer on the builder "
+                f"{record.builder or 'local engine'}. Fix: run `clusterctl image build` again."
+            )
+        transport = StreamTransport(source, record.reference)
+        results = fan_out(
+            inventory.nodes,
+            lambda node: deliver_to(
+                inventory,
+                node,
+                record.reference,
+                record.image_id,
+                transport,
+                lambda n: on_bytes(node.name, n),
+            ),
+            deadline_s=deadline_s,
+        )
+    return record.image_id, {
+        name: r if isinstance(r, DeliveryResult) else DeliveryResult(name, "failed", error=r.error)
+        for name, r in results.items()
+    }
