@@ -15,6 +15,7 @@ from clusterctl import __version__
 from clusterctl.cli import inventory as inventory_cli
 from clusterctl.cli import render as render_cli
 from clusterctl.cli.common import err_console
+from clusterctl.cli.inspect import inspect as inspect_command
 from clusterctl.errors import ClusterctlError
 
 app = typer.Typer(
@@ -25,6 +26,7 @@ app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(inventory_cli.app, name="inventory")
+app.command("inspect")(inspect_command)
 app.add_typer(render_cli.app, name="render")
 
 

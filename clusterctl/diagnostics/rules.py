@@ -1,0 +1,304 @@
+"""Rules: facts from parsed outputs in, findings a user can act on out. Pure; no I/O.
+
+``Expectation`` carries what the inventory says a node should have, so the same rules serve
+`inspect` (expectations from options, or none) and `check topology` (from each node).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pydantic import BaseModel, Field
+
+from clusterctl.diagnostics.model import Parsed
+from clusterctl.diagnostics.parsers.horovod_synthetic import HorovodSynthetic
+from clusterctl.diagnostics.parsers.ibstat import IbStat
+from clusterctl.diagnostics.parsers.ibv_devinfo import IbvDevinfo
+from clusterctl.diagnostics.parsers.mpi_error import MpiError
+from clusterctl.diagnostics.parsers.nccl_log import NcclLog
+from clusterctl.diagnostics.parsers.nccl_tests import NcclTests
+from clusterctl.diagnostics.parsers.nvidia_smi_topo import NvidiaSmiTopo
+from clusterctl.diagnostics.parsers.ofed_info import OfedInfo
+from clusterctl.diagnostics.parsers.tf_cnn_benchmarks import TfCnnBenchmarks
+from clusterctl.findings import Finding
+from clusterctl.inventory import Inventory, Node
+
+# NCCL_NET_GDR_LEVEL: GPUDirect RDMA is used when the GPU-NIC path is at most this far. Legacy integer
+# values 0..4 = LOC, PIX, PXB, PHB, SYS (source: NCCL user guide, "Environment Variables",
+# NCCL_NET_GDR_LEVEL; the `search` tool returned nothing useful, so this is from that page as known).
+# nvidia-smi's NODE (across host bridges inside one NUMA node) is a PHB path in NCCL's topology (both
+# go through the CPU of the same NUMA node); SOC is the pre-2017 name of SYS.
+GDR_LEVEL_NAMES = ("LOC", "PIX", "PXB", "PHB", "SYS")
+_PATH_GDR_LEVEL = {"PIX": 1, "PXB": 2, "PHB": 3, "NODE": 3, "SYS": 4, "SOC": 4}
+NCCL_DEFAULT_GDR_LEVEL = 2  # PXB: NCCL's default on most releases when NCCL_NET_GDR_LEVEL is unset
+
+
+class Expectation(BaseModel):
+    """What a node is expected to have; None fields are not checked."""
+
+    node: str | None = None
+    hca: str | None = Field(None, description="The HCA the benchmark uses, e.g. mlx5_0.")
+    rate_gbps: float | None = Field(None, description="Expected link rate.")
+    link_layer: str | None = Field(None, description="InfiniBand or Ethernet.")
+    gdr_level: int | None = Field(None, description="Configured NCCL_NET_GDR_LEVEL; None: NCCL's default.")
+
+
+def expectation_for(inventory: Inventory, node: Node) -> Expectation:
+    """The expectation the inventory sets for ``node``."""
+    layer = {"infiniband": "InfiniBand", "roce": "Ethernet", "ethernet": None}[node.fabric.kind]
+    return Expectation(
+        node=node.name,
+        hca=node.fabric.hca,
+        rate_gbps=node.fabric.rate_gbps,
+        link_layer=layer,
+        gdr_level=inventory.run.gdr_level,
+    )
+
+
+def ib_rules(report: IbStat, expect: Expectation) -> list[Finding]:
+    """Ports down, slower than expected, or on the wrong link layer (ibstat and ibstatus)."""
+    findings: list[Finding] = []
+    if report.error:
+        findings.append(_missing("ibstat", report.error, expect))
+    for ca in report.cas:
+        used = expect.hca is None or ca.name == expect.hca
+        for port in ca.ports:
+            where = f"{ca.name} port {port.port}"
+            if port.state != "Active" or (port.physical_state and port.physical_state != "LinkUp"):
+                findings.append(_port_down(where, f"{port.state}/{port.physical_state}", used, expect))
+                continue
+            if used and expect.rate_gbps and port.rate is not None and port.rate < expect.rate_gbps:
+                findings.append(
+                    Finding(
+                        severity="error",
+                        code="ib-rate-below-expected",
+                        message=f"{where} runs at {port.rate:g} Gb/s; {expect.rate_gbps:g} Gb/s expected",
+                        advice="Check the cable, the switch port and `ibportstate`; a link that trained at a "
+                        "lower width or speed caps every allreduce at that rate.",
+                        node=expect.node,
+                    )
+                )
+            if used and expect.link_layer and port.link_layer and port.link_layer != expect.link_layer:
+                findings.append(_link_layer(where, port.link_layer, expect))
+    return findings
+
+
+def devinfo_rules(info: IbvDevinfo, expect: Expectation) -> list[Finding]:
+    """The same port checks from `ibv_devinfo` (states PORT_ACTIVE, PORT_DOWN, ...)."""
+    findings: list[Finding] = []
+    if info.error:
+        findings.append(_missing("ibv_devinfo", info.error, expect))
+    for device in info.devices:
+        used = expect.hca is None or device.name == expect.hca
+        for port in device.ports:
+            where = f"{device.name} port {port.port}"
+            if port.state and port.state != "PORT_ACTIVE":
+                findings.append(_port_down(where, port.state, used, expect))
+            elif used and expect.link_layer and port.link_layer and port.link_layer != expect.link_layer:
+                findings.append(_link_layer(where, port.link_layer, expect))
+    return findings
+
+
+def topology_rules(topo: NvidiaSmiTopo, expect: Expectation) -> list[Finding]:
+    """For each GPU: its nearest NIC, the path, and whether GPUDirect RDMA is used at the GDR level."""
+    if topo.error:
+        return [_missing("nvidia-smi topo -m", topo.error, expect)]
+    level = NCCL_DEFAULT_GDR_LEVEL if expect.gdr_level is None else expect.gdr_level
+    level_text = f"{level} ({GDR_LEVEL_NAMES[min(level, 4)]})" + (
+        " [NCCL default]" if expect.gdr_level is None else ""
+    )
+    findings: list[Finding] = []
+    for gpu in topo.gpus:
+        nearest = topo.nearest_nic(gpu)
+        if nearest is None:
+            continue
+        nic, path = nearest
+        needed = _PATH_GDR_LEVEL.get(path)
+        if needed is None:
+            continue
+        if needed <= level:
+            findings.append(
+                Finding(
+                    severity="info",
+                    code="gdr-usable",
+                    message=f"{gpu}: nearest NIC {nic} via {path}; GPUDirect RDMA is used at NCCL_NET_GDR_LEVEL={level_text}",
+                    node=expect.node,
+                )
+            )
+            continue
+        cross_socket = needed == 4
+        cost = (
+            " Enabling it costs: the RDMA traffic then crosses the inter-socket link (QPI/UPI), which is often "
+            "slower than staging through host memory, so measure both before keeping it."
+            if cross_socket
+            else " Check with an nccl-tests run that the change helps."
+        )
+        findings.append(
+            Finding(
+                severity="warning",
+                code="gdr-not-used-topology",
+                message=f"{gpu}: nearest NIC {nic} is {path} away; at NCCL_NET_GDR_LEVEL={level_text} NCCL stages "
+                "through host memory instead of using GPUDirect RDMA, so enabling GDR gains nothing here",
+                advice=f"NCCL_NET_GDR_LEVEL={needed} ({GDR_LEVEL_NAMES[needed]}) would enable it.{cost} "
+                "Better: put the HCA on the same PCIe switch or socket as the GPUs.",
+                node=expect.node,
+            )
+        )
+    return findings
+
+
+def ofed_rules(info: OfedInfo, expect: Expectation) -> list[Finding]:
+    """MLNX_OFED missing where an RDMA fabric is expected."""
+    if info.installed is False and expect.link_layer is not None:
+        return [
+            Finding(
+                severity="warning",
+                code="ofed-not-installed",
+                message=f"ofed_info is not installed: {info.error}",
+                advice="Inbox rdma-core works for verbs, but nv_peer_mem needs MLNX_OFED; install it or use "
+                "nvidia_peermem (driver R470+).",
+                node=expect.node,
+            )
+        ]
+    return []
+
+
+def nccl_log_rules(log: NcclLog, expect: Expectation) -> list[Finding]:
+    """NCCL on sockets instead of IB, and NCCL warnings."""
+    findings = [
+        Finding(severity="error", code="nccl-error", message=error, node=expect.node)
+        for error in log.errors[:20]
+    ]
+    if log.transport == "Socket" and expect.link_layer != "Ethernet":
+        findings.append(
+            Finding(
+                severity="error",
+                code="nccl-socket-fallback",
+                message=f"NCCL used TCP sockets ({', '.join(log.socket_interfaces)}), not InfiniBand verbs",
+                advice="Pass /dev/infiniband and IPC_LOCK to the container and install libibverbs there; "
+                "sockets are often 4-5x slower (horovod#288).",
+                node=expect.node,
+            )
+        )
+    return findings
+
+
+def mpi_error_rules(error: MpiError, expect: Expectation) -> list[Finding]:
+    """One finding naming the MPI failure category."""
+    severity = "warning" if error.category in ("openib-no-active-ports", "unknown") else "error"
+    return [Finding(severity=severity, code=f"mpi-{error.category}", message=error.summary, node=expect.node)]
+
+
+def nccl_tests_rules(result: NcclTests, expect: Expectation) -> list[Finding]:
+    """Wrong values, failures, or no result."""
+    findings = [
+        Finding(severity="error", code="nccl-tests-failure", message=e, node=expect.node)
+        for e in result.errors
+    ]
+    if result.out_of_bounds_ok is False or (result.out_of_bounds or 0) > 0:
+        findings.append(
+            Finding(
+                severity="error",
+                code="nccl-tests-wrong-values",
+                message=f"{result.out_of_bounds} values out of bounds",
+            )
+        )
+    if result.avg_bus_bandwidth_gb_per_s is None:
+        findings.append(
+            Finding(severity="error", code="nccl-tests-no-result", message="no `# Avg bus bandwidth` line")
+        )
+    return findings
+
+
+def throughput_rules(result: TfCnnBenchmarks | HorovodSynthetic, expect: Expectation) -> list[Finding]:
+    """A benchmark log without its total throughput line did not finish."""
+    if result.total_images_per_sec is None:
+        return [
+            Finding(
+                severity="error",
+                code="no-total-throughput",
+                message="the log has no total images/sec line: the run did not finish",
+                node=expect.node,
+            )
+        ]
+    return []
+
+
+def version_rules(label: str, versions: dict[str, str | None], expected: str | None = None) -> list[Finding]:
+    """Nodes whose ``label`` version differs from the others or from ``expected``."""
+    seen = {node: version for node, version in versions.items() if version}
+    distinct = sorted(set(seen.values()))
+    findings: list[Finding] = []
+    if len(distinct) > 1:
+        detail = ", ".join(f"{node}={version}" for node, version in sorted(seen.items()))
+        findings.append(
+            Finding(
+                severity="error",
+                code=f"{label}-version-mismatch",
+                message=f"{label} versions differ between nodes: {detail}",
+                advice="Install the same version on every node; mismatched stacks fail or slow down at run time.",
+            )
+        )
+    if expected:
+        findings.extend(
+            Finding(
+                severity="warning",
+                code=f"{label}-version-unexpected",
+                message=f"{label} {version} on {node}; the inventory expects {expected}",
+                node=node,
+            )
+            for node, version in sorted(seen.items())
+            if not version.startswith(expected)
+        )
+    return findings
+
+
+def _port_down(where: str, state: str, used: bool, expect: Expectation) -> Finding:
+    return Finding(
+        severity="error" if used else "info",
+        code="ib-port-down",
+        message=f"{where} is not up ({state})",
+        advice="Check the cable and the subnet manager (`sminfo`); a port in Polling has no link, Disabled was "
+        "turned off." + ("" if used else " This port is not the inventory's HCA."),
+        node=expect.node,
+    )
+
+
+def _link_layer(where: str, layer: str, expect: Expectation) -> Finding:
+    return Finding(
+        severity="error",
+        code="ib-link-layer-unexpected",
+        message=f"{where} link layer is {layer}; {expect.link_layer} expected",
+        advice="Set the port type with `mlxconfig ... LINK_TYPE_P1` or fix fabric.kind in the inventory.",
+        node=expect.node,
+    )
+
+
+def _missing(command: str, error: str, expect: Expectation) -> Finding:
+    return Finding(
+        severity="warning",
+        code="diagnostic-unavailable",
+        message=f"{command} gave no data: {error}",
+        advice="Install the tool on the host (or run it without wrong arguments) to check this.",
+        node=expect.node,
+    )
+
+
+RULES: dict[str, Callable[..., list[Finding]]] = {
+    "ibstat": ib_rules,
+    "ibstatus": ib_rules,
+    "ibv-devinfo": devinfo_rules,
+    "nvidia-smi-topo": topology_rules,
+    "ofed-info": ofed_rules,
+    "nccl-log": nccl_log_rules,
+    "mpi-error": mpi_error_rules,
+    "nccl-tests": nccl_tests_rules,
+    "tf-cnn-benchmarks": throughput_rules,
+    "horovod-synthetic": throughput_rules,
+}
+
+
+def apply_rules(kind: str, parsed: Parsed, expect: Expectation | None = None) -> list[Finding]:
+    """The findings for one parsed output of ``kind`` (none for kinds without rules)."""
+    rule = RULES.get(kind)
+    return rule(parsed, expect or Expectation()) if rule else []
