@@ -12,7 +12,9 @@ import click
 import typer
 
 from clusterctl import __version__
+from clusterctl.cli import image as image_cli
 from clusterctl.cli import inventory as inventory_cli
+from clusterctl.cli import lifecycle as lifecycle_cli
 from clusterctl.cli import render as render_cli
 from clusterctl.cli import run as run_cli
 from clusterctl.cli.common import err_console
@@ -27,6 +29,8 @@ app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(inventory_cli.app, name="inventory")
+app.add_typer(image_cli.app, name="image")
+lifecycle_cli.register(app)
 app.command("inspect")(inspect_command)
 app.add_typer(render_cli.app, name="render")
 app.command("run")(run_cli.run)

@@ -1,0 +1,85 @@
+"""`clusterctl up`, `down` and `status`: the benchmark containers on every node."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import asdict
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from clusterctl import containers
+from clusterctl.cli.common import InventoryOption, console, err_console, load, print_json
+from clusterctl.image.build import effective_image_ref
+
+
+def up(
+    inventory: Path | None = InventoryOption,
+    timeout: float = typer.Option(
+        60.0, "--timeout", min=1, help="Seconds each stage's sshd may take to answer a login."
+    ),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Print each node's docker run line; start nothing."
+    ),
+) -> None:
+    """Start the benchmark containers: secondaries, a readiness gate, then the primary."""
+    inv = load(inventory)
+    image_ref = effective_image_ref(inv)
+    if dry_run:
+        for node in [*inv.secondaries, inv.primary]:
+            plan = containers.container_spec(inv, node, image_ref)
+            console.print(
+                f"[bold]{node.name}[/] ({node.role}): {shlex.join(containers.docker_run_argv(plan))}"
+            )
+        return
+    outcomes = containers.up(
+        inv,
+        image_ref,
+        ready_timeout_s=timeout,
+        on_event=lambda node, message: err_console.print(f"{node}: {message}", highlight=False),
+    )
+    console.print(f"up: {len(outcomes)} containers running {image_ref}; sshd answering on every node")
+
+
+def down(inventory: Path | None = InventoryOption) -> None:
+    """Remove the benchmark containers on every node (also after a half-failed up)."""
+    inv = load(inventory)
+    outcomes = containers.down(inv)
+    for name, outcome in outcomes.items():
+        console.print(f"{name}: {outcome.detail if outcome.ok else f'[red]FAILED[/] {outcome.error}'}")
+    if any(not o.ok for o in outcomes.values()):
+        raise typer.Exit(1)
+
+
+def status(
+    inventory: Path | None = InventoryOption,
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Per node: image present, container state, sshd answering. Exit 1 if a node could not be asked."""
+    inv = load(inventory)
+    image_ref = effective_image_ref(inv)
+    statuses = containers.status(inv, image_ref)
+    if as_json:
+        print_json({"image": image_ref, "nodes": [asdict(s) | {"ok": s.ok} for s in statuses.values()]})
+    else:
+        table = Table("node", "role", "image", "container", "state", "sshd", title=image_ref)
+        for s in statuses.values():
+            table.add_row(
+                s.node,
+                s.role,
+                s.image_id[:19] if s.image_id else "[red]missing[/]",
+                s.container or "-",
+                s.state or "-",
+                f"[red]{s.error}[/]" if s.error else (s.sshd or "-"),
+            )
+        console.print(table)
+    if any(s.error for s in statuses.values()):
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    """Add up, down and status as top-level commands of ``app``."""
+    app.command()(up)
+    app.command()(down)
+    app.command()(status)
