@@ -188,7 +188,9 @@ class Mount(Strict):
     @model_validator(mode="after")
     def _absolute_target(self) -> Mount:
         if not self.target.startswith("/"):
-            raise ValueError(f"target {self.target!r} must be an absolute path in the container, e.g. /data")
+            raise ValueError(
+                f"target {self.target!r} is not an absolute path; use a container path such as /data"
+            )
         return self
 
 
@@ -481,18 +483,32 @@ def format_loc(loc: Sequence[str | int]) -> str:
     return out or "(top level)"
 
 
+def _has_path(document: Any, loc: Loc) -> bool:
+    node = document
+    for key in loc:
+        if isinstance(node, dict) and isinstance(key, str) and key in node:
+            node = node[key]
+        elif isinstance(node, list) and isinstance(key, int) and 0 <= key < len(node):
+            node = node[key]
+        else:
+            return False
+    return True
+
+
 def _locate(document: Any, loc: Loc) -> tuple[Loc, int | None]:
     """Where to point the user: a node value inherited from ``cluster.defaults`` points there."""
     if len(loc) >= 3 and loc[0] == "nodes" and isinstance(loc[1], int):
         nodes = document.get("nodes") if isinstance(document, dict) else None
         node = nodes[loc[1]] if isinstance(nodes, list) and loc[1] < len(nodes) else None
-        if isinstance(node, dict) and loc[2] not in node:
-            defaults_loc: Loc = ("cluster", "defaults", *loc[2:])
+        defaults_loc: Loc = ("cluster", "defaults", *loc[2:])
+        if isinstance(node, dict) and loc[2] not in node and _has_path(document, defaults_loc):
             return defaults_loc, line_of(document, defaults_loc)
     return loc, line_of(document, loc)
 
 
 def _message(path: Path, document: Any, loc: Loc, msg: str, hint: str | None) -> str:
+    if hint is None and "; " in msg:  # rule messages read "what is wrong; what to do"
+        msg, hint = msg.rsplit("; ", 1)
     where_loc, line = _locate(document, loc)
     where = f"{path}, line {line}" if line else str(path)
     text = f"{where}, field {format_loc(where_loc)}: {msg}"

@@ -12,7 +12,7 @@ from rich.console import Console
 
 from clusterctl.errors import InputError
 from clusterctl.inventory import Inventory, load_inventory
-from clusterctl.paths import state_dir
+from clusterctl.paths import data_dir, state_dir
 
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
@@ -33,6 +33,14 @@ def sandbox_inventory_path() -> Path:
     return state_dir() / "sandbox" / "inventory.yml"
 
 
+def _shipped_example(given: Path) -> Path:
+    """``inventories/NAME.yml`` (or ``NAME.yml``) names a shipped example when no such file is here."""
+    shipped = data_dir("inventories") / given.name
+    if given.parent in (Path("."), Path("inventories")) and shipped.is_file():
+        return shipped
+    return given
+
+
 def resolve_inventory_path(given: Path | None) -> Path:
     """The inventory a command uses: the option, else $CLUSTERCTL_INVENTORY, else the sandbox's.
 
@@ -40,7 +48,7 @@ def resolve_inventory_path(given: Path | None) -> Path:
         InputError: none of them exists; the message says how to get one.
     """
     if given is not None:
-        return given
+        return given if given.exists() else _shipped_example(given)
     from_env = os.environ.get(INVENTORY_ENV)
     if from_env:
         return Path(from_env)

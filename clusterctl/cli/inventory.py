@@ -7,8 +7,8 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from clusterctl.cli.common import console, print_json
-from clusterctl.inventory import inventory_schema, load_inventory
+from clusterctl.cli.common import console, load, print_json
+from clusterctl.inventory import inventory_schema
 
 app = typer.Typer(help="Validate and show inventory files.", no_args_is_help=True)
 
@@ -16,7 +16,7 @@ app = typer.Typer(help="Validate and show inventory files.", no_args_is_help=Tru
 @app.command()
 def validate(file: Path = typer.Argument(..., help="Inventory file.")) -> None:
     """Check an inventory: exit 0 when valid, 2 with a message naming file, line, field and fix."""
-    inv = load_inventory(file)
+    inv = load(file)
     console.print(
         f"[green]ok[/]: {file}: cluster {inv.cluster.name}, {len(inv.nodes)} nodes "
         f"(primary {inv.primary.name}), image profile {inv.image.profile}",
@@ -30,7 +30,7 @@ def show(
     as_json: bool = typer.Option(False, "--json", help="Print the validated inventory as JSON."),
 ) -> None:
     """Print the nodes of an inventory with the values they inherit from the cluster defaults."""
-    inv = load_inventory(file)
+    inv = load(file)
     if as_json:
         print_json(inv.model_dump(mode="json"))
         return

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Create (or update) the project's virtual environment .venv with clusterctl, its test tools, and the
+# wheelhouse's PyTorch + Horovod (the payload tests run real ranks on this machine).
+# Run scripts/setup-env.sh first: it provides Docker, the base image and the wheelhouse.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+WHEELHOUSE="${CLUSTERCTL_WHEELHOUSE:-$HOME/.cache/clusterctl/wheelhouse}"
+PYTHON="${PYTHON:-python3}"
+
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv 2>/dev/null || {
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+    "$PYTHON" -m venv .venv
+  }
+fi
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e '.[dev]'
+.venv/bin/python -m pip install -q --no-index --find-links "$WHEELHOUSE" torch numpy horovod
+echo "[dev-env] ready: .venv ($(.venv/bin/python -c 'import torch, horovod; print("torch", torch.__version__, "horovod", horovod.__version__)'))" >&2

@@ -1,0 +1,83 @@
+"""Foundation checks on real tools: the cpu image builds on a real engine and its sshd config is
+valid; a non-editable install works from outside the repository."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import docker
+import pytest
+
+from clusterctl.image.render import CONTAINER_SSH_DIR, write_context
+from clusterctl.inventory import load_inventory
+from clusterctl.paths import data_dir
+from clusterctl.sshkeys import ensure_keypair
+
+pytestmark = pytest.mark.integration
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_cpu_profile_builds_and_sshd_config_is_valid(tmp_path: Path) -> None:
+    client = docker.from_env()
+    ctx = write_context(load_inventory(data_dir("inventories") / "sandbox-example.yml"), tmp_path / "ctx")
+    tag = f"clusterctl-test/foundation:{ctx.content_hash[:12]}"
+    client.images.build(path=str(ctx.directory), tag=tag, rm=True, forcerm=True)
+    keys = tmp_path / "keys"
+    public = ensure_keypair(keys / "ssh_host_ed25519_key", "test-host")
+    (keys / "authorized_keys").write_text(public + "\n")
+    output = client.containers.run(
+        tag,
+        [
+            "bash",
+            "-c",
+            "/usr/sbin/sshd -t && echo sshd-config-ok && python -c 'import torch, horovod.torch; print(torch.__version__)'",
+        ],
+        volumes={str(keys): {"bind": CONTAINER_SSH_DIR, "mode": "ro"}},
+        remove=True,
+    ).decode()
+    assert "sshd-config-ok" in output
+    assert "2.13.0" in output
+    # no host key is baked into the image
+    listing = client.containers.run(
+        tag, ["bash", "-c", "ls /etc/ssh/ | grep -c ssh_host_ || true"], remove=True
+    )
+    assert listing.decode().strip() == "0"
+
+
+def test_non_editable_install_renders_from_outside_the_repo(tmp_path: Path) -> None:
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=True).create(env_dir)
+    pip = [str(env_dir / "bin" / "python"), "-m", "pip", "install", "-q"]
+    subprocess.run([*pip, str(REPO)], check=True, cwd=tmp_path, timeout=900)
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    result = subprocess.run(
+        [
+            str(env_dir / "bin" / "clusterctl"),
+            "render",
+            "dockerfile",
+            "-i",
+            "inventories/paper-c4140.yml",
+            "-o",
+            "ctx",
+        ],
+        cwd=outside,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "FROM nvidia/cuda:10.0-devel-ubuntu18.04" in (outside / "ctx" / "Dockerfile").read_text()
+    # the data directories travel inside the wheel, not from the checkout
+    site = subprocess.run(
+        [str(env_dir / "bin" / "python"), "-c", "import clusterctl.paths as p; print(p.data_dir('templates'))"],
+        cwd=outside, capture_output=True, text=True, check=True, env=env,
+    ).stdout.strip()  # fmt: skip
+    assert "site-packages" in site and sys.prefix not in site
