@@ -486,12 +486,11 @@ def format_loc(loc: Sequence[str | int]) -> str:
 def _has_path(document: Any, loc: Loc) -> bool:
     node = document
     for key in loc:
-        if isinstance(node, dict) and isinstance(key, str) and key in node:
-            node = node[key]
-        elif isinstance(node, list) and isinstance(key, int) and 0 <= key < len(node):
-            node = node[key]
-        else:
+        in_map = isinstance(node, dict) and isinstance(key, str) and key in node
+        in_list = isinstance(node, list) and isinstance(key, int) and 0 <= key < len(node)
+        if not (in_map or in_list):
             return False
+        node = node[key]
     return True
 
 
