@@ -1,0 +1,85 @@
+"""`clusterctl sandbox`: a local cluster of node containers (sshd + Docker engine each), like kind."""
+
+from __future__ import annotations
+
+import typer
+from rich.table import Table
+
+from clusterctl.cli.common import console, err_console, print_json
+from clusterctl.sandbox import cluster
+from clusterctl.sandbox.cluster import SandboxStatus
+from clusterctl.sandbox.plan import DEFAULT_NAME, DEFAULT_SUBNET
+
+app = typer.Typer(
+    help="A local cluster of node containers on this machine's Docker engine: the default target.",
+    no_args_is_help=True,
+)
+
+
+def _progress(message: str) -> None:
+    err_console.print(f"[dim]sandbox:[/] {message}", highlight=False)
+
+
+def _show(result: SandboxStatus) -> None:
+    if result.state == "down":
+        console.print("sandbox: down (none recorded here). Start one with `clusterctl sandbox up --nodes 2`.")
+        return
+    table = Table(title=f"sandbox {result.name}: {result.state}")
+    for column in ("node", "container", "address", "container state", "sshd"):
+        table.add_column(column)
+    for n in result.nodes:
+        table.add_row(n.name, n.container, n.address, n.state, "yes" if n.sshd else "no")
+    console.print(table)
+    f = result.files
+    console.print(
+        f"network {result.network} ({result.subnet}), node image {result.node_image}, "
+        f"{result.isolation or 'unknown'} mode\n"
+        f"inventory:     {f.inventory}  (the default for every command while the sandbox is up)\n"
+        f"identity:      {f.private_key}\nknown_hosts:   {f.known_hosts}",
+        highlight=False,
+    )
+
+
+@app.command()
+def up(
+    nodes: int = typer.Option(2, "--nodes", "-n", help="Number of node containers."),
+    name: str = typer.Option(DEFAULT_NAME, "--name", help="Sandbox name (prefix of its Docker objects)."),
+    subnet: str = typer.Option(
+        None, "--subnet", help=f"Bridge network subnet. Default: the existing one, else {DEFAULT_SUBNET}."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the resulting status as JSON."),
+) -> None:
+    """Create or reconcile the sandbox: N nodes, a key pair, known_hosts, and a generated inventory.
+
+    Run again with the same count it changes nothing; with another count it adds or removes nodes.
+    """
+    result = cluster.up(name, nodes, subnet, log=_progress)
+    if as_json:
+        print_json(result.to_json())
+        return
+    summary = "; ".join(result.changes) if result.changes else "no change"
+    console.print(f"sandbox {result.name} is {result.state} ({summary})", highlight=False)
+    _show(result)
+
+
+@app.command()
+def status(as_json: bool = typer.Option(False, "--json", help="Print the status as JSON.")) -> int:
+    """Show the sandbox's nodes and where its inventory, key and known_hosts are. Exit 1 when degraded."""
+    result = cluster.status()
+    if as_json:
+        print_json(result.to_json())
+    else:
+        _show(result)
+    return 1 if result.state == "degraded" else 0
+
+
+@app.command()
+def down(
+    name: str = typer.Option(None, "--name", help="Sandbox to remove. Default: the one recorded here."),
+) -> None:
+    """Remove the sandbox's containers, network, volumes and files. Safe to run again."""
+    removed = cluster.down(name)
+    if removed:
+        console.print("sandbox removed: " + ", ".join(removed), highlight=False)
+    else:
+        console.print("sandbox: nothing to remove")

@@ -1,0 +1,343 @@
+"""Bring a sandbox up, report its status, take it down.
+
+``up`` converges the local engine to the plan: it creates what is missing, starts what is stopped,
+removes nodes beyond the asked-for count, and changes nothing when all is in place (a second ``up``
+is a no-op that reports the sandbox as up). Every name it would use is checked for a clash with a
+foreign object before anything is created. What one ``up`` created is removed again if it fails or
+is interrupted. ``down`` removes every container, network and volume labelled with the sandbox's
+name, and the sandbox's files; it is idempotent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import docker
+from docker.errors import NotFound
+from docker.models.containers import Container
+
+from clusterctl.errors import EnvironmentProblem, InputError
+from clusterctl.paths import cluster_state_dir
+from clusterctl.sandbox import nodes as node_ops
+from clusterctl.sandbox.engine import detect_isolation, local_engine
+from clusterctl.sandbox.inventory import write_inventory
+from clusterctl.sandbox.nodeimage import ensure_node_image
+from clusterctl.sandbox.plan import DEFAULT_SUBNET, LABEL, NodePlan, SandboxPlan, plan_sandbox
+from clusterctl.sandbox.state import SandboxFiles, SandboxState, read_state, sandbox_files, write_state
+from clusterctl.sshkeys import ensure_keypair
+
+Log = Callable[[str], None]
+
+
+@dataclass
+class NodeStatus:
+    """One node as the local engine sees it."""
+
+    name: str
+    container: str
+    address: str
+    state: str  # the container's status (running, exited, ...) or "missing"
+    sshd: bool
+
+
+@dataclass
+class SandboxStatus:
+    """A sandbox's overall state (up, degraded or down), its nodes and where its files are."""
+
+    name: str | None
+    state: str
+    nodes: list[NodeStatus] = field(default_factory=list)
+    network: str | None = None
+    subnet: str | None = None
+    node_image: str | None = None
+    isolation: str | None = None
+    files: SandboxFiles = field(default_factory=sandbox_files)
+    changes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, object]:
+        """The status as plain data for ``--json``."""
+        return {
+            "name": self.name,
+            "state": self.state,
+            "network": self.network,
+            "subnet": self.subnet,
+            "node_image": self.node_image,
+            "isolation": self.isolation,
+            "inventory": str(self.files.inventory),
+            "identity_file": str(self.files.private_key),
+            "known_hosts": str(self.files.known_hosts),
+            "nodes": [vars(n) for n in self.nodes],
+            "changes": self.changes,
+        }
+
+
+def _foreign(labels: dict[str, str] | None, name: str) -> bool:
+    return (labels or {}).get(LABEL) != name
+
+
+def find_clashes(client: docker.DockerClient, plan: SandboxPlan) -> list[str]:
+    """Every existing object that would stand in the plan's way and is not this sandbox's own."""
+    clashes = []
+    for node in plan.nodes:
+        try:
+            container = client.containers.get(node.container)
+            if _foreign(container.labels, plan.name):
+                clashes.append(f"container {node.container} (not made by this sandbox)")
+        except NotFound:
+            pass
+        try:
+            volume = client.volumes.get(node.volume)
+            if _foreign(volume.attrs.get("Labels"), plan.name):
+                clashes.append(f"volume {node.volume} (not made by this sandbox)")
+        except NotFound:
+            pass
+    for network in client.networks.list():
+        mine = not _foreign(network.attrs.get("Labels"), plan.name)
+        if network.name == plan.network and not mine:
+            clashes.append(f"network {network.name} (not made by this sandbox)")
+            continue
+        for config in (network.attrs.get("IPAM") or {}).get("Config") or []:
+            subnet = config.get("Subnet")
+            if (
+                not mine
+                and subnet
+                and ":" not in subnet
+                and ipaddress.IPv4Network(subnet, strict=False).overlaps(plan.subnet)
+            ):
+                clashes.append(f"network {network.name} uses {subnet}, overlapping {plan.subnet}")
+    return clashes
+
+
+def _ensure_network(client: docker.DockerClient, plan: SandboxPlan, undo: list[Callable[[], None]]) -> bool:
+    """Create the sandbox's bridge network unless it exists; True when created."""
+    try:
+        client.networks.get(plan.network)
+        return False
+    except NotFound:
+        pass
+    ipam = docker.types.IPAMConfig(
+        pool_configs=[
+            docker.types.IPAMPool(subnet=str(plan.subnet), gateway=str(plan.subnet.network_address + 1))
+        ]
+    )
+    network = client.networks.create(plan.network, driver="bridge", ipam=ipam, labels=plan.labels)
+    undo.append(network.remove)
+    return True
+
+
+def _remove_container_and_volume(client: docker.DockerClient, container: Container) -> None:
+    volumes = [m["Name"] for m in container.attrs.get("Mounts", []) if m.get("Type") == "volume"]
+    container.remove(force=True)
+    for volume in volumes:
+        try:
+            v = client.volumes.get(volume)
+            if not _foreign(v.attrs.get("Labels"), container.labels.get(LABEL, "")):
+                v.remove(force=True)
+        except NotFound:
+            pass
+
+
+def _converge(
+    client: docker.DockerClient,
+    plan: SandboxPlan,
+    files: SandboxFiles,
+    undo: list[Callable[[], None]],
+    log: Log,
+) -> tuple[list[str], str | None, str]:
+    """Make the engine match ``plan``; return the changes made, the isolation mode used and the image."""
+    changes: list[str] = []
+    image = ensure_node_image(client, log)
+    public_key = ensure_keypair(files.private_key, f"clusterctl-sandbox-{plan.name}")
+    if _ensure_network(client, plan, undo):
+        changes.append(f"created network {plan.network} ({plan.subnet})")
+
+    wanted = {n.container for n in plan.nodes}
+    for container in client.containers.list(all=True, filters={"label": f"{LABEL}={plan.name}"}):
+        if container.name not in wanted:
+            log(f"removing {container.name} (beyond --nodes {len(plan.nodes)})")
+            _remove_container_and_volume(client, container)
+            changes.append(f"removed {container.name}")
+
+    isolation = None
+    started: list[tuple[NodePlan, Container]] = []
+    new: set[str] = set()
+    for node in plan.nodes:
+        try:
+            container = client.containers.get(node.container)
+        except NotFound:
+            if isolation is None:
+                isolation = detect_isolation(client, image, plan.labels)
+                log(f"node containers run in {isolation.mode} mode")
+            log(f"creating {node.container} ({node.address})")
+            container = node_ops.create_node(client, plan, node, image, isolation)
+            undo.append(lambda c=container, n=node: _undo_node(client, c, n.volume))
+            node_ops.authorise_key(container, public_key)
+            new.add(node.name)
+            changes.append(f"created {node.container}")
+        if container.status != "running":
+            container.start()
+            if node.name not in new:
+                changes.append(f"started {node.container}")
+        started.append((node, container))
+
+    log(f"waiting for sshd and the Docker engine on {len(started)} node(s)")
+    node_ops.wait_ready(started)
+    for node, container in started:
+        if node_ops.record_host_keys(files.known_hosts, node, node_ops.host_key_lines(container, node)):
+            changes.append(f"recorded {node.name}'s host keys")
+    return changes, isolation.mode if isolation else None, image
+
+
+def _undo_node(client: docker.DockerClient, container: Container, volume: str) -> None:
+    container.remove(force=True)
+    with contextlib.suppress(NotFound):
+        client.volumes.get(volume).remove(force=True)
+
+
+def up(name: str, nodes: int, subnet: str | None = None, log: Log = lambda _: None) -> SandboxStatus:
+    """Bring the sandbox ``name`` to ``nodes`` running nodes; return its status with the changes made.
+
+    Raises:
+        InputError: bad name, node count or subnet, or another sandbox lives in this state directory.
+        EnvironmentProblem: no engine, a clash with a foreign object, a node that would not start.
+    """
+    files = sandbox_files()
+    existing = read_state(files)
+    if existing and existing.name != name:
+        raise InputError(
+            f"the state directory {files.directory.parent} already holds sandbox {existing.name!r}. Fix: "
+            f"run `clusterctl sandbox down` first, or set CLUSTERCTL_STATE_DIR to another directory."
+        )
+    if existing and subnet and subnet != existing.subnet:
+        raise InputError(
+            f"sandbox {name!r} runs on {existing.subnet}; it cannot move to --subnet {subnet}. Fix: omit "
+            "--subnet, or `clusterctl sandbox down` first."
+        )
+    plan = plan_sandbox(name, nodes, subnet or (existing.subnet if existing else DEFAULT_SUBNET))
+    client = local_engine()
+    clashes = find_clashes(client, plan)
+    if clashes:
+        raise EnvironmentProblem(
+            f"sandbox {name!r} cannot be created: " + "; ".join(clashes) + ". Nothing was created. Fix: "
+            "choose another --name (or --subnet for an overlapping network), or remove those objects if "
+            "they are no longer used."
+        )
+    undo: list[Callable[[], None]] = []
+    try:
+        write_state(files, SandboxState(name=name, nodes=nodes, subnet=str(plan.subnet)))
+        changes, isolation, image = _converge(client, plan, files, undo, log)
+        write_inventory(plan, files)
+        previous_isolation = existing.isolation if existing else None
+        write_state(
+            files,
+            SandboxState(
+                name=name,
+                nodes=nodes,
+                subnet=str(plan.subnet),
+                node_image=image,
+                isolation=isolation or previous_isolation,
+            ),
+        )
+    except BaseException:
+        for action in reversed(undo):
+            with contextlib.suppress(docker.errors.DockerException):
+                action()
+        if existing is None:
+            _remove_files(files)
+        else:
+            write_state(files, existing)
+        raise
+    result = status()
+    result.changes = changes
+    return result
+
+
+def status() -> SandboxStatus:
+    """The sandbox of this state directory as the local engine sees it now ("down" when there is none).
+
+    Raises:
+        EnvironmentProblem: no engine answers (only asked when a sandbox is recorded).
+    """
+    files = sandbox_files()
+    state = read_state(files)
+    if state is None:
+        return SandboxStatus(name=None, state="down", files=files)
+    plan = plan_sandbox(state.name, state.nodes, state.subnet)
+    client = local_engine()
+    node_states = []
+    for node in plan.nodes:
+        try:
+            container_state = client.containers.get(node.container).status
+        except NotFound:
+            container_state = "missing"
+        node_states.append(
+            NodeStatus(
+                name=node.name,
+                container=node.container,
+                address=node.address,
+                state=container_state,
+                sshd=container_state == "running" and node_ops.sshd_answers(node.address),
+            )
+        )
+    healthy = all(n.sshd for n in node_states) and files.inventory.is_file()
+    return SandboxStatus(
+        name=state.name,
+        state="up" if healthy else "degraded",
+        nodes=node_states,
+        network=plan.network,
+        subnet=str(plan.subnet),
+        node_image=state.node_image,
+        isolation=state.isolation,
+        files=files,
+    )
+
+
+def _remove_files(files: SandboxFiles) -> None:
+    for path in [*files.all(), *(p.with_suffix(".tmp") for p in files.all())]:
+        path.unlink(missing_ok=True)
+    if files.directory.is_dir() and not any(files.directory.iterdir()):
+        files.directory.rmdir()
+
+
+def down(name: str | None = None) -> list[str]:
+    """Remove the sandbox ``name`` (default: the one recorded in this state directory); return what went.
+
+    Removes every container, network and volume labelled ``io.clusterctl.sandbox=<name>``, then the
+    sandbox's files and the per-cluster state other commands kept for it. Running it again removes
+    nothing and succeeds.
+    """
+    files = sandbox_files()
+    try:
+        state = read_state(files)
+    except EnvironmentProblem:
+        if name is None:
+            raise
+        state = None
+    name = name or (state.name if state else None)
+    removed: list[str] = []
+    if name is None:
+        return removed
+    client = local_engine()
+    selector = {"label": f"{LABEL}={name}"}
+    for container in client.containers.list(all=True, filters=selector):
+        container.remove(force=True)
+        removed.append(f"container {container.name}")
+    for network in client.networks.list(filters=selector):
+        network.remove()
+        removed.append(f"network {network.name}")
+    for volume in client.volumes.list(filters=selector):
+        volume.remove(force=True)
+        removed.append(f"volume {volume.name}")
+    if state is None or state.name == name:
+        if any(p.exists() for p in files.all()):
+            removed.append(f"files in {files.directory}")
+        _remove_files(files)
+        cluster_dir = cluster_state_dir(name)
+        if cluster_dir.is_dir():
+            shutil.rmtree(cluster_dir)
+            removed.append(f"cluster state {cluster_dir}")
+    return removed

@@ -1,0 +1,161 @@
+"""One node container on the local engine: create it, authorise the sandbox key, wait until it is ready,
+read its host keys.
+
+All of it goes through the local docker API (put_archive, exec), never through SSH: the node's host
+key is read from inside the node before anyone connects to it, so the first SSH is already verified.
+"""
+
+from __future__ import annotations
+
+import io
+import socket
+import tarfile
+import time
+from pathlib import Path
+
+import docker
+from docker.models.containers import Container
+
+from clusterctl.errors import EnvironmentProblem
+from clusterctl.sandbox.engine import Isolation, host_config
+from clusterctl.sandbox.plan import NodePlan, SandboxPlan
+from clusterctl.sshkeys import known_hosts_line
+
+# Seconds from start until a node's sshd and inner engine answer (about 5 s on an idle 2-core machine;
+# dockerd's first start on an empty volume is the slow part).
+READY_DEADLINE_S = 180
+POLL_INTERVAL_S = 1.0
+# The inner engine's data, kept on a volume: overlayfs cannot sit on the node's own overlayfs root.
+INNER_DOCKER_DIR = "/var/lib/docker"
+
+
+def create_node(
+    client: docker.DockerClient, plan: SandboxPlan, node: NodePlan, image: str, isolation: Isolation
+) -> Container:
+    """Create (not start) ``node``'s container and its engine volume, both labelled with the sandbox."""
+    client.volumes.create(node.volume, labels=plan.labels)
+    config = host_config(
+        client,
+        isolation,
+        binds={node.volume: {"bind": INNER_DOCKER_DIR, "mode": "rw"}},
+        # Brings the node back when the local engine restarts, as a real host reboots into its services.
+        restart_policy={"Name": "unless-stopped"},
+    )
+    endpoint = client.api.create_endpoint_config(ipv4_address=node.address, aliases=[node.name])
+    created = client.api.create_container(
+        image,
+        name=node.container,
+        hostname=node.name,
+        labels=plan.labels,
+        detach=True,
+        host_config=config,
+        networking_config=client.api.create_networking_config({plan.network: endpoint}),
+    )
+    return client.containers.get(created["Id"])
+
+
+def authorise_key(container: Container, public_key: str) -> None:
+    """Write ``public_key`` as root's only authorised key (dir 0700, file 0600, owned by root).
+
+    A plain file, not a read-only bind mount: provisioning manages this file later.
+    """
+    data = (public_key.strip() + "\n").encode()
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        directory = tarfile.TarInfo(".ssh")
+        directory.type = tarfile.DIRTYPE
+        directory.mode = 0o700
+        tar.addfile(directory)
+        keys = tarfile.TarInfo(".ssh/authorized_keys")
+        keys.size = len(data)
+        keys.mode = 0o600
+        tar.addfile(keys, io.BytesIO(data))
+    container.put_archive("/root", buf.getvalue())
+
+
+def sshd_answers(address: str, port: int = 22) -> bool:
+    """Whether an SSH server greets on ``address:port`` within 2 s."""
+    try:
+        with socket.create_connection((address, port), timeout=2) as sock:
+            sock.settimeout(2)
+            return sock.recv(8).startswith(b"SSH-")
+    except OSError:
+        return False
+
+
+def _engine_answers(container: Container) -> bool:
+    result = container.exec_run(["docker", "info", "--format", "{{.ServerVersion}}"])
+    return result.exit_code == 0
+
+
+def wait_ready(nodes: list[tuple[NodePlan, Container]], deadline_s: float = READY_DEADLINE_S) -> None:
+    """Wait until every node's sshd answers on port 22 and its own engine answers ``docker info``.
+
+    Raises:
+        EnvironmentProblem: a node stopped, or was not ready by the deadline; names the node and what
+            it was still waiting for.
+    """
+    deadline = time.monotonic() + deadline_s
+    pending = {node.name: (node, container) for node, container in nodes}
+    waiting_for: dict[str, str] = {}
+    while pending:
+        for name, (node, container) in list(pending.items()):
+            container.reload()
+            if container.status not in ("running", "created"):
+                logs = container.logs(tail=10).decode(errors="replace")
+                raise EnvironmentProblem(
+                    f"sandbox node {node.name} ({node.container}) stopped ({container.status}) while "
+                    f"starting. Its last output:\n{logs}"
+                )
+            if not sshd_answers(node.address):
+                waiting_for[name] = f"sshd on {node.address}:22"
+            elif not _engine_answers(container):
+                waiting_for[name] = "its Docker engine (`docker info` inside it)"
+            else:
+                del pending[name]
+        if not pending:
+            return
+        if time.monotonic() > deadline:
+            detail = "; ".join(f"{name}: {waiting_for[name]}" for name in pending)
+            first = next(iter(pending.values()))[0]
+            raise EnvironmentProblem(
+                f"sandbox nodes not ready after {deadline_s:.0f} s, still waiting for {detail}. Fix: look "
+                f"at `docker logs {first.container}` and `docker exec {first.container} tail "
+                "/var/log/dockerd.log`, then run `clusterctl sandbox up` again."
+            )
+        time.sleep(POLL_INTERVAL_S)
+
+
+def host_key_lines(container: Container, node: NodePlan) -> list[str]:
+    """known_hosts lines (address and hostname, port 22) for every host key the node's sshd has.
+
+    Raises:
+        EnvironmentProblem: the node has no host key to read.
+    """
+    result = container.exec_run(["sh", "-c", "cat /etc/ssh/ssh_host_*_key.pub"])
+    keys = [line for line in result.output.decode().splitlines() if line.strip()]
+    if result.exit_code != 0 or not keys:
+        raise EnvironmentProblem(
+            f"sandbox node {node.name}: no SSH host key to read ({result.output.decode().strip()})."
+        )
+    return [known_hosts_line([node.address, node.name], 22, key) for key in keys]
+
+
+def record_host_keys(known_hosts: Path, node: NodePlan, lines: list[str]) -> bool:
+    """Make ``lines`` the only entries for ``node``'s names in the sandbox's known_hosts; True if changed.
+
+    This file belongs to the sandbox alone, and a re-created node has new keys: paramiko uses the first
+    key it finds for a host, so the node's old lines are dropped here rather than left to conflict.
+    """
+    names = {node.address, node.name}
+    existing = known_hosts.read_text().splitlines() if known_hosts.exists() else []
+    mine = [line for line in existing if names & set(line.split(" ", 1)[0].split(","))]
+    if sorted(mine) == sorted(lines):
+        return False
+    others = [line for line in existing if line not in mine]
+    known_hosts.parent.mkdir(parents=True, exist_ok=True)
+    tmp = known_hosts.with_suffix(".tmp")
+    tmp.write_text("".join(line + "\n" for line in [*others, *lines]))
+    tmp.chmod(0o644)
+    tmp.replace(known_hosts)
+    return True
