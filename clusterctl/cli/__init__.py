@@ -17,6 +17,7 @@ from clusterctl.cli import inventory as inventory_cli
 from clusterctl.cli import lifecycle as lifecycle_cli
 from clusterctl.cli import render as render_cli
 from clusterctl.cli import run as run_cli
+from clusterctl.cli import sandbox as sandbox_cli
 from clusterctl.cli.common import err_console
 from clusterctl.cli.inspect import inspect as inspect_command
 from clusterctl.errors import ClusterctlError
@@ -33,6 +34,7 @@ app.add_typer(image_cli.app, name="image")
 lifecycle_cli.register(app)
 app.command("inspect")(inspect_command)
 app.add_typer(render_cli.app, name="render")
+app.add_typer(sandbox_cli.app, name="sandbox")
 app.command("run")(run_cli.run)
 app.command("report")(run_cli.report)
 app.command("sweep")(run_cli.sweep)
