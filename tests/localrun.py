@@ -1,0 +1,38 @@
+"""A real executor for tests: runs a plan's payload under the host's own Open MPI (no containers).
+
+The plan's rank command is kept as built (so the workload's argv is what runs); only the mpirun
+flags change to a single-host launch, and the payload path points at this checkout.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+from clusterctl.inventory import Inventory
+from clusterctl.launch import LaunchPlan
+from clusterctl.runner import ExecResult
+from clusterctl.workloads.resnet50 import SCRIPT
+
+ROOT = Path(__file__).resolve().parents[1]
+LOCAL_PAYLOAD = ROOT / "clusterctl" / "payload" / "resnet50_bench.py"
+
+
+def local_mpirun(
+    inventory: Inventory, plan: LaunchPlan, *, timeout_s: float, on_line: Callable[[str], None]
+) -> ExecResult:
+    """Run ``plan``'s rank command with ``mpirun -np <world size> --oversubscribe`` on this host."""
+    del inventory
+    rank_argv = plan.argv[plan.argv.index(SCRIPT) - 1 :]
+    rank_argv[1] = str(LOCAL_PAYLOAD)
+    argv = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--tag-output", "-np", str(plan.world_size)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(
+        [*argv, *rank_argv], capture_output=True, text=True, timeout=timeout_s, env=env, check=False
+    )
+    output = proc.stdout + proc.stderr
+    for line in output.splitlines():
+        on_line(line)
+    return ExecResult(proc.returncode, output)
