@@ -1,0 +1,180 @@
+"""Collect the host facts `check topology` judges: one read-only shell script per node, one SSH call.
+
+The collector table names each output (key), the command that prints it (argv), its parser and what
+the node must have for the output to matter (GPUs, an RDMA fabric, or nothing). ``collection_script``
+turns the table into a POSIX shell script that runs every command in turn and frames its stdout,
+exit status and stderr tail between marker lines; ``split_sections`` (pure) cuts the output back
+into one section per key. A command that is not installed is reported as exit status 127 by the
+script's own ``command -v`` test, so "missing" and "failed" stay distinct.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Literal
+
+from pydantic import Field
+
+from clusterctl.diagnostics.bundle import NodeBundle, NodeMeta, SectionMeta, SectionStatus
+from clusterctl.diagnostics.model import Parsed
+from clusterctl.diagnostics.parsers.ibstat import parse_ibstat
+from clusterctl.diagnostics.parsers.ibv_devinfo import parse_ibv_devinfo
+from clusterctl.diagnostics.parsers.ip_addr import parse_ip_addr
+from clusterctl.diagnostics.parsers.nvidia_smi_csv import parse_nvidia_smi_csv
+from clusterctl.diagnostics.parsers.nvidia_smi_topo import parse_nvidia_smi_topo
+from clusterctl.diagnostics.parsers.ofed_info import parse_ofed_info
+from clusterctl.diagnostics.parsers.proc_modules import parse_proc_modules
+from clusterctl.hosts.ssh import CommandResult, run_on_nodes
+from clusterctl.inventory import Inventory, Node
+
+Need = Literal["gpu", "rdma", "any"]
+
+# Where a loaded GPUDirect RDMA peer-memory client shows: the in-driver module (R470+), the legacy
+# Mellanox module, and the legacy module's version file.
+PEERMEM_PATHS = (
+    "/sys/module/nvidia_peermem",
+    "/sys/module/nv_peer_mem",
+    "/sys/kernel/mm/memory_peers/nv_mem/version",
+)
+COMMAND_TIMEOUT_S = 30  # each command, when the node has coreutils' `timeout`
+_STDERR_TAIL = 2000
+_MARK = "@@clusterctl-collect@@"
+
+
+@dataclass(frozen=True)
+class Collector:
+    """One output to collect: its key (file name in the bundle), command, parser and relevance."""
+
+    key: str
+    argv: tuple[str, ...]
+    parse: Callable[[str], Parsed]
+    needs: Need
+    ok_exits: frozenset[int] = frozenset({0})
+
+
+class PeerMem(Parsed):
+    """Which of :data:`PEERMEM_PATHS` exist on the node (`ls -d` prints only those)."""
+
+    present: list[str] = Field(default_factory=list)
+
+
+def parse_peermem(text: str) -> PeerMem:
+    """The paths `ls -d PEERMEM_PATHS` printed: the ones that exist."""
+    return PeerMem(present=[line.strip() for line in text.splitlines() if line.strip()])
+
+
+COLLECTORS: tuple[Collector, ...] = (
+    Collector("nvidia-smi-topo", ("nvidia-smi", "topo", "-m"), parse_nvidia_smi_topo, "gpu"),
+    Collector(
+        "nvidia-smi-csv",
+        ("nvidia-smi", "--query-gpu=index,name,driver_version,pci.bus_id,vbios_version", "--format=csv"),
+        parse_nvidia_smi_csv,
+        "gpu",
+    ),
+    Collector("ibstat", ("ibstat",), parse_ibstat, "rdma"),
+    Collector("ibv-devinfo", ("ibv_devinfo", "-v"), parse_ibv_devinfo, "rdma"),
+    Collector("ofed-info", ("ofed_info", "-s"), parse_ofed_info, "rdma"),
+    Collector("ip-addr", ("ip", "-j", "addr"), parse_ip_addr, "any"),
+    Collector("modules", ("cat", "/proc/modules"), parse_proc_modules, "any"),
+    # ls exits 2 when some of the paths do not exist; that is the answer, not a failure.
+    Collector("peermem", ("ls", "-d", *PEERMEM_PATHS), parse_peermem, "any", frozenset({0, 1, 2})),
+)
+COLLECTOR_BY_KEY = {c.key: c for c in COLLECTORS}
+
+
+def collection_script(collectors: Sequence[Collector] = COLLECTORS) -> str:
+    """A POSIX sh script that runs every collector and frames each one's output.
+
+    Each section is ``MARK begin KEY`` / stdout / ``MARK exit N`` / stderr tail / ``MARK end``; a
+    newline is printed before each marker so output without a final newline cannot hide it.
+    """
+    lines = [
+        'e=$(mktemp 2>/dev/null || echo "/tmp/clusterctl-collect.$$")',
+        "t() { if command -v timeout >/dev/null 2>&1; then timeout "
+        f'{COMMAND_TIMEOUT_S} "$@"; else "$@"; fi; }}',
+    ]
+    for c in collectors:
+        lines += [
+            f"printf '\\n%s\\n' {shlex.quote(f'{_MARK} begin {c.key}')}",
+            f'if command -v {shlex.quote(c.argv[0])} >/dev/null 2>&1; then t {shlex.join(c.argv)} </dev/null 2>"$e"; '
+            "r=$?; else r=127; printf '%s: not installed\\n' " + shlex.quote(c.argv[0]) + ' >"$e"; fi',
+            f"printf '\\n%s %s\\n' {shlex.quote(f'{_MARK} exit')} \"$r\"",
+            f'tail -c {_STDERR_TAIL} "$e"',
+            f"printf '\\n%s\\n' {shlex.quote(f'{_MARK} end')}",
+        ]
+    lines.append('rm -f "$e"')
+    return "\n".join(lines) + "\n"
+
+
+_SECTION = re.compile(
+    rf"^{_MARK} begin (?P<key>\S+)\n(?P<out>.*?)\n{_MARK} exit (?P<rc>\d+)\n(?P<err>.*?)\n{_MARK} end$",
+    re.M | re.S,
+)
+
+
+@dataclass(frozen=True)
+class Section:
+    """One collector's raw result as the script framed it."""
+
+    stdout: str
+    exit_status: int
+    stderr_tail: str
+
+
+def split_sections(output: str) -> dict[str, Section]:
+    """Cut the script's output into sections by key; a key the output lacks is simply absent."""
+    return {
+        m["key"]: Section(stdout=m["out"], exit_status=int(m["rc"]), stderr_tail=m["err"])
+        for m in _SECTION.finditer(output)
+    }
+
+
+def section_status(collector: Collector, section: Section | None) -> SectionStatus:
+    """What a section's exit status means for ``collector``."""
+    if section is None:
+        return "no-answer"
+    if section.exit_status in collector.ok_exits:
+        return "ok"
+    return {127: "missing", 124: "timed-out"}.get(section.exit_status, "failed")
+
+
+def node_bundle(
+    result: CommandResult, collected_at: str, collectors: Sequence[Collector] = COLLECTORS
+) -> NodeBundle:
+    """A node's bundle from the result of running :func:`collection_script` there (pure)."""
+    sections = split_sections(result.stdout)
+    meta = NodeMeta(
+        node=result.node,
+        collected_at=collected_at,
+        duration_s=round(result.duration_s, 3),
+        unreachable=result.unreachable,
+        error=result.error
+        or (None if result.exit_code in (0, None) else f"collection script exited {result.exit_code}"),
+    )
+    outputs: dict[str, str] = {}
+    for c in collectors:
+        section = sections.get(c.key)
+        meta.sections[c.key] = SectionMeta(
+            argv=list(c.argv),
+            status=section_status(c, section),
+            exit_status=section.exit_status if section else None,
+            stderr_tail=section.stderr_tail if section else "",
+        )
+        if section is not None:
+            outputs[c.key] = section.stdout
+    return NodeBundle(meta=meta, outputs=outputs)
+
+
+def collect(inventory: Inventory, nodes: Sequence[Node], *, timeout_s: float = 180) -> dict[str, NodeBundle]:
+    """Run the collection script on every node in parallel (one SSH call each); bundles by node name.
+
+    An unreachable node or one that did not finish still gets a bundle, with the reason in its meta.
+    """
+    script = collection_script()
+    results = run_on_nodes(inventory, nodes, ["sh", "-c", script], timeout_s=timeout_s)
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    return {node.name: node_bundle(results[node.name], now) for node in nodes}

@@ -1,0 +1,45 @@
+"""`/proc/modules`: the kernel modules loaded on a node.
+
+Each line is ``name size refcount deps state address`` (proc(5)). Shape::
+
+    ProcModules(modules=["nvidia_peermem", "nvidia", "mlx5_ib", ...])
+"""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import Field
+
+from clusterctl.diagnostics.model import Parsed
+
+_LINE = re.compile(r"^(\w+)\s+\d+\s+\S+\s+\S+\s+(?:Live|Loading|Unloading)\b")
+
+
+class ProcModules(Parsed):
+    """Loaded module names in file order; ``error`` when the text has none (file missing, ...)."""
+
+    modules: list[str] = Field(default_factory=list)
+    error: str | None = None
+
+
+def parse_proc_modules(text: str) -> ProcModules:
+    """Parse the text of `/proc/modules`.
+
+    Args:
+        text: The file's content.
+
+    Returns:
+        The module names; lines of another shape in ``unparsed_lines``.
+    """
+    result = ProcModules()
+    for raw in text.splitlines():
+        if not raw.strip():
+            continue
+        if m := _LINE.match(raw.strip()):
+            result.modules.append(m.group(1))
+        else:
+            result.unparsed_lines.append(raw)
+    if not result.modules:
+        result.error = next((ln.strip() for ln in text.splitlines() if ln.strip()), "empty output")
+    return result
