@@ -1,0 +1,110 @@
+"""The report: grouping, median and spread, speedup, efficiency, references, CSV and the plot."""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from clusterctl.results.fabric import FabricProof
+from clusterctl.results.plot import plot_report
+from clusterctl.results.record import RunConfig, RunRecord
+from clusterctl.results.references import load_references
+from clusterctl.results.report import build_report, report_csv
+from clusterctl.workloads import Metric
+
+V100 = RunConfig(
+    workload="tf_cnn_benchmarks",
+    model="resnet50",
+    framework="horovod",
+    precision="fp16",
+    batch_size=256,
+    image_size=224,
+    image_profile="paper-2020",
+    device="V100-SXM2-16GB",
+)
+
+
+def record(
+    run_id: str, devices: int, value: float, *, valid: bool = True, config: RunConfig = V100
+) -> RunRecord:
+    return RunRecord(
+        run_id=run_id,
+        started_at=datetime(2026, 1, 1, tzinfo=UTC),
+        config=config,
+        nodes=1 if devices <= 4 else 2,
+        world_size=devices,
+        exit_code=0,
+        primary_metric="total_images_per_sec",
+        metrics={"total_images_per_sec": Metric(value=value, unit="img/s")},
+        fabric=FabricProof(fabric_kind="infiniband", transport="NET/IB", gdr=True, valid=valid),
+        findings=[],
+        valid=valid,
+    )
+
+
+# The whitepaper's cluster: 1 GPU 640 img/s; 4 GPUs 2496 (3.9x); 8 GPUs 4419.71 (horovod#288).
+PAPER = [
+    record("a", 1, 630.0),
+    record("b", 1, 640.0),
+    record("c", 1, 650.0),
+    record("d", 4, 2496.0),
+    record("e", 8, 4419.71),
+    record("f", 8, 1000.0, valid=False),  # a socket-fallback run never enters the numbers
+]
+
+
+def rows_by_devices():
+    return {row.devices: row for row in build_report(PAPER, load_references())}
+
+
+def test_median_spread_and_invalid_runs() -> None:
+    one = rows_by_devices()[1]
+    assert (one.runs, one.median, one.minimum, one.maximum) == (3, 640.0, 630.0, 650.0)
+    assert one.spread_pct == pytest.approx(100 * 20 / 640)
+    eight = rows_by_devices()[8]
+    assert (eight.runs, eight.invalid_runs, eight.median) == (1, 1, 4419.71)
+
+
+def test_speedup_and_efficiency_against_the_one_device_median() -> None:
+    rows = rows_by_devices()
+    assert rows[4].speedup == pytest.approx(3.9)
+    assert rows[8].speedup == pytest.approx(4419.71 / 640)
+    assert rows[8].efficiency == pytest.approx(4419.71 / 640 / 8)
+
+
+def test_whitepaper_references_are_compared_with_their_tolerances() -> None:
+    rows = rows_by_devices()
+    assert [(c.metric, c.verdict) for c in rows[4].comparisons] == [("speedup", "within")]
+    verdicts = {c.metric: c.verdict for c in rows[8].comparisons}
+    assert verdicts == {"speedup": "within", "efficiency": "within"}
+    assert rows[1].comparisons == []
+
+
+def test_references_do_not_apply_to_other_configurations() -> None:
+    cpu = V100.model_copy(update={"device": "cpu", "precision": "fp32"})
+    rows = build_report(
+        [record("x", 1, 10.0, config=cpu), record("y", 2, 15.0, config=cpu)], load_references()
+    )
+    assert [r.comparisons for r in rows] == [[], []]
+    assert rows[1].speedup == pytest.approx(1.5)
+
+
+def test_no_one_device_run_means_no_speedup() -> None:
+    rows = build_report([record("d", 4, 2496.0)], load_references())
+    assert rows[0].speedup is None and rows[0].efficiency is None
+
+
+def test_csv_has_one_line_per_row() -> None:
+    text = report_csv(build_report(PAPER, load_references()))
+    lines = list(csv.DictReader(io.StringIO(text)))
+    assert [int(line["devices"]) for line in lines] == [1, 4, 8]
+    assert float(lines[1]["speedup"]) == pytest.approx(3.9)
+
+
+def test_plot_writes_a_png(tmp_path: Path) -> None:
+    path = plot_report(build_report(PAPER, load_references()), tmp_path / "scaling.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,0 +1,112 @@
+"""Fabric proof, run judgement, run directories and the history, on real logs."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from clusterctl.inventory import load_inventory
+from clusterctl.launch import build_plan, run_options
+from clusterctl.results.fabric import CPU_TRANSPORT, prove_fabric
+from clusterctl.results.history import add_run, load_runs
+from clusterctl.results.record import judge_run, read_record, write_run_dir
+from clusterctl.workloads import get_workload
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).parent / "fixtures"
+# NCCL INFO lines in the format quoted in FIELD-NOTES (horovod#288: the whitepaper's own C4140 setup).
+IB_LINES = (
+    "c4140-1:100:200 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:192.168.11.1<0>\n"
+    "c4140-1:100:300 [0] NCCL INFO Channel 00 : 3[b000] -> 4[1a000] [send] via NET/IB/0/GDRDMA\n"
+)
+SOCKET_LINES = "c4140-1:100:200 [0] NCCL INFO NET/Socket : Using [0]ib0:192.168.11.1<0>\n"
+
+
+def fixture(relative: str) -> str:
+    return "".join((FIXTURES / relative).read_text(encoding="utf-8").splitlines(keepends=True)[2:])
+
+
+def test_ib_with_gdrdma_is_recorded_with_its_hca() -> None:
+    proof = prove_fabric(IB_LINES, fabric_kind="infiniband", gpu=True, nodes=2)
+    assert (proof.transport, proof.gdr, proof.valid) == ("NET/IB", True, True)
+    assert proof.hcas == ["mlx5_0:1"]
+
+
+def test_socket_fallback_on_infiniband_invalidates_the_run() -> None:
+    proof = prove_fabric(SOCKET_LINES, fabric_kind="infiniband", gpu=True, nodes=2)
+    assert proof.transport == "NET/Socket"
+    assert not proof.valid
+    assert "NCCL used NET/Socket" in (proof.reason or "")
+
+
+def test_sockets_on_ethernet_are_what_was_asked() -> None:
+    assert prove_fabric(SOCKET_LINES, fabric_kind="ethernet", gpu=True, nodes=2).valid
+
+
+def test_cpu_run_says_no_nccl_honestly() -> None:
+    proof = prove_fabric("", fabric_kind="ethernet", gpu=False, nodes=2)
+    assert proof.transport == CPU_TRANSPORT
+    assert proof.gdr is None
+
+
+def _paper_record(log: str, exit_code: int = 0):
+    inventory = load_inventory(ROOT / "inventories" / "paper-c4140.yml")
+    workload = get_workload("tf_cnn_benchmarks")
+    plan = build_plan(
+        inventory, run_options(inventory, workload.name, nodes=1, ranks_per_node=1, batch_size=64), workload
+    )
+    started = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    record = judge_run(
+        inventory,
+        plan,
+        workload,
+        log,
+        exit_code,
+        run_id="20260102T030405Z_tf_cnn_benchmarks_1n",
+        started_at=started,
+    )
+    return inventory, plan, record
+
+
+def test_judged_real_log_is_valid_with_its_metric() -> None:
+    _, _, record = _paper_record(fixture("tf_cnn_benchmarks/lambda-1x1080ti-tf2.2-resnet50-fp32.txt"))
+    assert record.valid, record.findings
+    assert record.value == pytest.approx(208.72)
+    assert record.config.device == "V100-SXM2-16GB"
+
+
+def test_failed_mpirun_is_invalid_with_the_mpi_error() -> None:
+    log = fixture("mpi_errors/nccl-tests-issue322-test-nccl-failure-mpirun-detected-nonzero.txt")
+    _, _, record = _paper_record(log, exit_code=3)
+    assert not record.valid
+    assert "run-failed" in [f.code for f in record.findings]
+
+
+def test_run_directory_round_trips_and_never_overwrites(tmp_path: Path) -> None:
+    log = fixture("tf_cnn_benchmarks/lambda-1x1080ti-tf2.2-resnet50-fp32.txt")
+    inventory, plan, record = _paper_record(log)
+    topology = tmp_path / "bundle"
+    topology.mkdir()
+    (topology / "c4140-1.topo.txt").write_text("GPU0 X\n")
+    first = write_run_dir(tmp_path / "runs", inventory, plan, log, record, topology)
+    second = write_run_dir(tmp_path / "runs", inventory, plan, log, record.model_copy())
+    assert first.name == "20260102T030405Z_tf_cnn_benchmarks_1n"
+    assert second.name == "20260102T030405Z_tf_cnn_benchmarks_1n-2"
+    assert (first / "topology" / "c4140-1.topo.txt").is_file()
+    assert (first / "output.log").read_text() == log
+    assert read_record(first).value == pytest.approx(208.72)
+    assert json.loads((first / "spec.json").read_text())["cluster"] == "paper-c4140"
+
+
+def test_history_keeps_every_run_in_order(tmp_path: Path) -> None:
+    log = fixture("tf_cnn_benchmarks/lambda-1x1080ti-tf2.2-resnet50-fp32.txt")
+    _, _, record = _paper_record(log)
+    db = tmp_path / "history.sqlite"
+    assert load_runs(db) == []
+    add_run(db, record, tmp_path / record.run_id)
+    later = record.model_copy(update={"run_id": "b", "started_at": datetime(2026, 2, 1, tzinfo=UTC)})
+    add_run(db, later, tmp_path / "b")
+    assert [r.run_id for r in load_runs(db)] == [record.run_id, "b"]

@@ -1,0 +1,107 @@
+"""Workloads on real logs (tests/fixtures/): metrics from rank 0 only, sanity against the plan."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from clusterctl.inventory import load_inventory
+from clusterctl.launch import LaunchPlan, build_plan, run_options
+from clusterctl.workloads import REGISTRY, get_workload
+from clusterctl.workloads.resnet50 import parse_result_line
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def fixture(relative: str) -> str:
+    """A fixture's output without its `# source:` and `# notes:` lines."""
+    return "".join((FIXTURES / relative).read_text(encoding="utf-8").splitlines(keepends=True)[2:])
+
+
+def paper_plan(workload: str, **overrides) -> LaunchPlan:
+    inventory = load_inventory(ROOT / "inventories" / "paper-c4140.yml")
+    options = run_options(inventory, workload, **overrides)
+    return build_plan(inventory, options, get_workload(workload))
+
+
+def codes(findings) -> list[str]:
+    return [f.code for f in findings]
+
+
+def test_registry_names_the_three_workloads() -> None:
+    assert set(REGISTRY) == {"resnet50", "tf_cnn_benchmarks", "nccl-tests"}
+
+
+def test_tf_cnn_metrics_are_rank_0s_total_on_a_real_8_gpu_log() -> None:
+    log = fixture("tf_cnn_benchmarks/lambda-8xa100-sxm4-tf2.3-resnet50-fp16-replicated-nccl.txt")
+    metrics = get_workload("tf_cnn_benchmarks").metrics(log)
+    assert metrics["total_images_per_sec"].value == pytest.approx(7932.14)
+    assert metrics["total_images_per_sec"].unit == "img/s"
+
+
+def test_tf_cnn_sanity_flags_a_batch_and_world_size_that_differ_from_the_plan() -> None:
+    # Single-process replicated run, batch 448/GPU: not the paper's Horovod run of 8 ranks x 256.
+    log = fixture("tf_cnn_benchmarks/lambda-8xa100-sxm4-tf2.3-resnet50-fp16-replicated-nccl.txt")
+    found = codes(get_workload("tf_cnn_benchmarks").sanity(log, paper_plan("tf_cnn_benchmarks")))
+    assert found == ["wrong-batch-size", "wrong-world-size"]
+
+
+def test_tf_cnn_sanity_flags_another_model() -> None:
+    log = fixture("tf_cnn_benchmarks/kubeflow-mpi-operator-horovod-2gpu-resnet101-elided.txt")
+    found = codes(get_workload("tf_cnn_benchmarks").sanity(log, paper_plan("tf_cnn_benchmarks")))
+    assert "wrong-model" in found
+
+
+def test_tf_cnn_sanity_accepts_a_matching_run() -> None:
+    log = fixture("tf_cnn_benchmarks/lambda-1x1080ti-tf2.2-resnet50-fp32.txt")
+    plan = paper_plan("tf_cnn_benchmarks", nodes=1, ranks_per_node=1, batch_size=64)
+    assert get_workload("tf_cnn_benchmarks").sanity(log, plan) == []
+
+
+def test_tf_cnn_without_a_total_is_no_result() -> None:
+    assert codes(get_workload("tf_cnn_benchmarks").sanity("", paper_plan("tf_cnn_benchmarks"))) == [
+        "no-result"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "avg"),
+    [
+        ("oci-bm-gpu-h100-8-2node-16gpu-roce-all_reduce_perf-1G-16G.txt", 458.452),
+        ("deepops-k8s-2x-dgx-a100-8xhdr-all_reduce_perf-old-error-column.txt", 53.7098),
+    ],
+)
+def test_nccl_tests_metrics_on_real_logs(name: str, avg: float) -> None:
+    metrics = get_workload("nccl-tests").metrics(fixture(f"nccl_tests/{name}"))
+    assert metrics["avg_bus_bandwidth"].value == pytest.approx(avg)
+    assert metrics["avg_bus_bandwidth"].unit == "GB/s"
+    assert metrics["out_of_bounds"].value == 0
+
+
+def test_nccl_tests_sanity_checks_ranks_against_the_plan() -> None:
+    log = fixture("nccl_tests/oci-bm-gpu-h100-8-2node-16gpu-roce-all_reduce_perf-1G-16G.txt")
+    workload = get_workload("nccl-tests")
+    assert codes(workload.sanity(log, paper_plan("nccl-tests"))) == ["wrong-world-size"]  # 16 ranks, not 8
+
+
+def test_nccl_tests_that_failed_before_any_result_is_no_result() -> None:
+    log = fixture("nccl_tests/nccl-tests-issue5-nccl1-8xp100-pcie-old-format-then-failure.txt")
+    assert codes(get_workload("nccl-tests").sanity(log, paper_plan("nccl-tests"))) == ["no-result"]
+
+
+def test_result_line_is_read_from_rank_0_only_and_survives_a_glued_tag() -> None:
+    log = (
+        '[1,1]<stdout>:CLUSTERCTL_RESULT {"world_size": 2, "total_images_per_sec": 1.0}\n'
+        '[1,0]<stdout>:CLUSTERCTL_RESULT {"world_size": 2, "total_images_per_sec": 9.5}[1,0]<stdout>:\n'
+    )
+    assert parse_result_line(log) == {"world_size": 2, "total_images_per_sec": 9.5}
+    assert parse_result_line("no result here\n") is None
+
+
+def test_resnet50_argv_carries_the_settings() -> None:
+    plan = paper_plan("resnet50", framework="ddp", data_format="NHWC")
+    assert {"--batch-size=256", "--precision=fp16", "--channels-last", "--compile", "--framework=ddp"} <= set(
+        plan.argv
+    )
