@@ -1,0 +1,186 @@
+"""Per-node rules over a collected bundle: tools missing or failing, the existing IB and GPU-NIC
+topology rules fed with the inventory's expectation, the fabric address, and the peer-memory module.
+Pure: a ``NodeBundle`` and the inventory in, a ``NodeReport`` out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from clusterctl.diagnostics.bundle import NodeBundle, NodeMeta, SectionMeta
+from clusterctl.diagnostics.collect import COLLECTOR_BY_KEY, Collector, PeerMem
+from clusterctl.diagnostics.model import Parsed
+from clusterctl.diagnostics.parsers.ip_addr import IpAddr
+from clusterctl.diagnostics.parsers.nvidia_smi_csv import NvidiaSmiCsv
+from clusterctl.diagnostics.parsers.proc_modules import ProcModules
+from clusterctl.diagnostics.rules import apply_rules, expectation_for
+from clusterctl.findings import Finding, Severity
+from clusterctl.inventory import Inventory, Node
+
+PEERMEM_MODULES = ("nvidia_peermem", "nv_peer_mem")
+# A GPU or RDMA tool missing on a node that has GPUs or RDMA is an error, except ofed_info (inbox
+# rdma-core still does verbs); a general tool (ip, cat, ls) missing leaves one check blind: a warning.
+_MISSING_SEVERITY: dict[str, Severity] = {"gpu": "error", "rdma": "error", "ofed-info": "warning"}
+# Outputs the existing rules judge, and what the node must have for them to apply.
+_RULED = {"nvidia-smi-topo": "gpu", "ibstat": "rdma", "ibv-devinfo": "rdma", "ofed-info": "rdma"}
+
+
+@dataclass
+class NodeReport:
+    """One node's judgement: its collection meta, the parsed outputs by key, and the findings."""
+
+    node: str
+    meta: NodeMeta | None
+    facts: dict[str, Parsed] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+
+
+def needs(node: Node, need: str) -> bool:
+    """Whether ``node`` has what a collector's output is about ("gpu", "rdma" or "any")."""
+    return need == "any" or (need == "gpu" and node.gpus.count > 0) or (need == "rdma" and node.rdma)
+
+
+def section_findings(node: Node, collector: Collector, section: SectionMeta) -> list[Finding]:
+    """A command not installed, failed or timed out: severity by whether this node needs its output."""
+    if section.status == "ok":
+        return []
+    needed = needs(node, collector.needs)
+    command = " ".join(section.argv)
+    detail = section.stderr_tail.strip().splitlines()[-1:] or [f"exit status {section.exit_status}"]
+    if section.status == "missing":
+        severity = _MISSING_SEVERITY.get(collector.key) or _MISSING_SEVERITY.get(collector.needs, "warning")
+        severity = severity if needed else "info"
+        why = {"gpu": "it has GPUs", "rdma": f"its fabric is {node.fabric.kind}"}.get(collector.needs, "")
+        return [
+            Finding(
+                severity=severity,
+                code="tool-missing",
+                message=f"{section.argv[0]} is not installed, so `{command}` gave no data",
+                advice=f"Install it: the inventory says {why}, and this check cannot see that part without it."
+                if needed and why
+                else ("Install it to check this." if needed else "Not needed on this node by its inventory."),
+                node=node.name,
+            )
+        ]
+    return [
+        Finding(
+            severity="warning" if needed else "info",
+            code="collector-failed",
+            message=f"`{command}` {section.status}: {detail[0][:300]}",
+            advice="Run the command on the node by hand to see why; its output is unknown, not empty.",
+            node=node.name,
+        )
+    ]
+
+
+def address_rules(node: Node, ip: IpAddr) -> list[Finding]:
+    """The inventory's fabric interface is missing, lacks the inventory's address, or is down."""
+    if node.fabric.address is None or ip.error:
+        return []
+    wanted, name = str(node.fabric.address), node.fabric.interface
+    interface = ip.interface(name)
+    advice = (
+        f"Configure {wanted} on {name} (netplan, ifcfg or `ip addr add`) or fix fabric.address/interface in "
+        "the inventory; MPI and NCCL are pointed at this address."
+    )
+    if interface is None or wanted not in interface.addresses:
+        has = (
+            "does not exist" if interface is None else f"has {', '.join(interface.addresses) or 'no address'}"
+        )
+        return [
+            Finding(
+                severity="error",
+                code="ipoib-address-mismatch",
+                message=f"{name} {has}; the inventory gives it {wanted}",
+                advice=advice,
+                node=node.name,
+            )
+        ]
+    if interface.state not in ("UP", "UNKNOWN"):
+        return [
+            Finding(
+                severity="error",
+                code="fabric-interface-down",
+                message=f"{name} is {interface.state}",
+                advice=f"Bring it up (`ip link set {name} up`) and check the link.",
+                node=node.name,
+            )
+        ]
+    return []
+
+
+def peermem_rules(node: Node, inventory: Inventory, facts: dict[str, Parsed]) -> list[Finding]:
+    """On a GPU node with an RDMA fabric: no GPUDirect RDMA peer-memory module loaded."""
+    if not (node.gpus.count and node.rdma):
+        return []
+    probe, modules = facts.get("peermem"), facts.get("modules")
+    if not isinstance(probe, PeerMem) and not (isinstance(modules, ProcModules) and not modules.error):
+        return []  # neither source answered; the section findings already say so
+    loaded = (isinstance(probe, PeerMem) and bool(probe.present)) or (
+        isinstance(modules, ProcModules) and any(m in PEERMEM_MODULES for m in modules.modules)
+    )
+    if loaded:
+        return []
+    wants_gdr = bool(inventory.run.gdr_level)
+    return [
+        Finding(
+            severity="error" if wants_gdr else "warning",
+            code="peermem-missing",
+            message="no GPUDirect RDMA peer-memory module is loaded (nvidia_peermem / nv_peer_mem)"
+            + (
+                f" although the inventory sets NCCL_NET_GDR_LEVEL={inventory.run.gdr_level}"
+                if wants_gdr
+                else ""
+            ),
+            advice="`modprobe nvidia-peermem` (driver R470+) or install nv_peer_mem with MLNX_OFED. Without it NCCL "
+            "copies every GPU buffer through host memory before it goes on the wire.",
+            node=node.name,
+        )
+    ]
+
+
+def gpu_count_rules(node: Node, csv: NvidiaSmiCsv) -> list[Finding]:
+    """nvidia-smi lists fewer or more GPUs than the inventory says."""
+    if csv.error or not node.gpus.count or len(csv.rows) == node.gpus.count:
+        return []
+    return [
+        Finding(
+            severity="error",
+            code="gpu-count-mismatch",
+            message=f"nvidia-smi lists {len(csv.rows)} GPUs; the inventory says {node.gpus.count}",
+            advice="Check `nvidia-smi -L` and dmesg for GPUs that fell off the bus, or fix gpus.count.",
+            node=node.name,
+        )
+    ]
+
+
+def judge_node(inventory: Inventory, node: Node, bundle: NodeBundle | None) -> NodeReport:
+    """Every per-node finding for ``node`` from its part of a bundle (None: not in the bundle)."""
+    if bundle is None or bundle.meta.unreachable or not bundle.meta.sections:
+        reason = "not in the bundle" if bundle is None else bundle.meta.error or "no output"
+        finding = Finding(
+            severity="error",
+            code="node-unreachable" if bundle is None or bundle.meta.unreachable else "collection-failed",
+            message=f"nothing collected: {reason}",
+            advice="Check `clusterctl inventory check` / SSH to the node, then collect again.",
+            node=node.name,
+        )
+        return NodeReport(node=node.name, meta=bundle.meta if bundle else None, findings=[finding])
+    report = NodeReport(node=node.name, meta=bundle.meta)
+    expect = expectation_for(inventory, node)
+    for key, section in bundle.meta.sections.items():
+        collector = COLLECTOR_BY_KEY.get(key)
+        if collector is None:
+            continue
+        report.findings += section_findings(node, collector, section)
+        text = bundle.outputs.get(key, "")
+        if section.status == "ok" or text.strip():
+            report.facts[key] = collector.parse(text)
+            if key in _RULED and needs(node, _RULED[key]):
+                report.findings += apply_rules(key, report.facts[key], expect)
+    if isinstance(ip := report.facts.get("ip-addr"), IpAddr):
+        report.findings += address_rules(node, ip)
+    if isinstance(csv := report.facts.get("nvidia-smi-csv"), NvidiaSmiCsv):
+        report.findings += gpu_count_rules(node, csv)
+    report.findings += peermem_rules(node, inventory, report.facts)
+    return report
