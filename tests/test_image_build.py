@@ -1,0 +1,93 @@
+"""Image tags, the build record and the effective image reference (pure parts, no engine)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from clusterctl.errors import InputError, StepError
+from clusterctl.image.build import (
+    ImageRecord,
+    _stream_lines,
+    effective_image_ref,
+    image_tag,
+    read_record,
+    record_path,
+)
+from clusterctl.image.render import write_context
+from clusterctl.inventory import load_inventory
+from clusterctl.paths import data_dir
+
+
+@pytest.fixture
+def sandbox_inv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("CLUSTERCTL_STATE_DIR", str(tmp_path / "state"))
+    inv = load_inventory(data_dir("inventories") / "sandbox-example.yml")
+    inv.image.wheelhouse = None
+    return inv
+
+
+def test_tag_carries_cluster_profile_and_hash(sandbox_inv) -> None:
+    assert image_tag(sandbox_inv, "0123456789abcdef" * 4) == "clusterctl/sandbox:cpu-0123456789ab"
+
+
+def test_explicit_container_image_wins() -> None:
+    inv = load_inventory(data_dir("inventories") / "paper-c4140.yml")
+    assert image_tag(inv, "ff" * 32) == "horovod:latest-mlnxofed_gpudirect-tf1.14_cuda10.0"
+    assert effective_image_ref(inv) == "horovod:latest-mlnxofed_gpudirect-tf1.14_cuda10.0"
+
+
+def test_effective_ref_needs_a_build_then_reads_the_record(sandbox_inv) -> None:
+    with pytest.raises(InputError, match="clusterctl image build"):
+        effective_image_ref(sandbox_inv)
+    record = ImageRecord(
+        reference="clusterctl/sandbox:cpu-0123456789ab",
+        image_id="sha256:" + "a" * 64,
+        content_hash="0123456789ab" + "0" * 52,
+        builder=None,
+        built_at=datetime.now(UTC),
+    )
+    record_path(sandbox_inv).parent.mkdir(parents=True)
+    record_path(sandbox_inv).write_text(record.model_dump_json())
+    assert read_record(sandbox_inv) == record
+    assert effective_image_ref(sandbox_inv) == record.reference
+
+
+def test_same_inventory_same_hash_and_a_change_moves_it(sandbox_inv, tmp_path: Path) -> None:
+    first = write_context(sandbox_inv, tmp_path / "a").content_hash
+    assert write_context(sandbox_inv, tmp_path / "b").content_hash == first
+    sandbox_inv.container.sshd_port = 50001
+    assert write_context(sandbox_inv, tmp_path / "c").content_hash != first
+
+
+def test_wheels_are_hard_linked_into_the_context(sandbox_inv, tmp_path: Path) -> None:
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    (wheels / "demo-1.0-py3-none-any.whl").write_bytes(b"wheel")
+    sandbox_inv.image.wheelhouse = str(wheels)
+    ctx = write_context(sandbox_inv, tmp_path / "ctx")
+    linked = ctx.directory / "wheelhouse" / "demo-1.0-py3-none-any.whl"
+    assert linked.stat().st_ino == (wheels / "demo-1.0-py3-none-any.whl").stat().st_ino
+
+
+def test_build_stream_error_carries_the_failing_steps_output_tail() -> None:
+    events = [
+        {"stream": "Step 1/9 : FROM debian\n"},
+        {"stream": "Step 2/9 : RUN apt-get install nope\n"},
+        {"stream": "E: Unable to locate package nope\n"},
+        {"error": "The command returned a non-zero code: 100", "errorDetail": {"message": "..."}},
+        {"stream": "never read\n"},
+    ]
+    seen: list[str] = []
+    with pytest.raises(StepError) as exc:
+        seen.extend(_stream_lines(iter(events), []))
+    message = str(exc.value)
+    assert "non-zero code: 100" in message
+    assert "E: Unable to locate package nope" in message and "Step 2/9" in message
+    assert seen == [
+        "Step 1/9 : FROM debian",
+        "Step 2/9 : RUN apt-get install nope",
+        "E: Unable to locate package nope",
+    ]
