@@ -263,6 +263,31 @@ class RunDefaults(Strict):
     display_every: int = Field(10, ge=1, description="Print throughput every N steps.")
 
 
+class ProvisionSpec(Strict):
+    """Settings of `clusterctl provision` that are not facts about a node."""
+
+    host_os: Version | None = Field(
+        None, description="The hosts' OS as MLNX OFED names it, e.g. ubuntu18.04; default: the image's os_base."
+    )
+    mofed_url: Annotated[str, Field(pattern=r"^(https?|file)://[A-Za-z0-9._~:/?#@!$&()*+,;=%-]+$")] | None = Field(
+        None,
+        description="MLNX OFED tarball (https:// or file:// on the node; old download links disappear, so "
+        "a local mirror is supported). Default: Mellanox's URL for the version and host_os.",
+    )
+
+    def mofed_tarball(self, versions: ImageVersions) -> str | None:
+        """The MLNX OFED tarball to install on the hosts, or None when no MOFED version is set."""
+        if self.mofed_url:
+            return self.mofed_url
+        if not versions.mofed:
+            return None
+        os_name = self.host_os or versions.os_base
+        return (
+            f"https://content.mellanox.com/ofed/MLNX_OFED-{versions.mofed}/"
+            f"MLNX_OFED_LINUX-{versions.mofed}-{os_name}-x86_64.tgz"
+        )
+
+
 class Cluster(Strict):
     """The cluster's name and the defaults its nodes inherit."""
 
@@ -278,6 +303,7 @@ class Inventory(Strict):
     container: ContainerSpec = Field(default_factory=ContainerSpec)
     image: ImageSpec = Field(default_factory=ImageSpec)
     run: RunDefaults = Field(default_factory=RunDefaults)
+    provision: ProvisionSpec = Field(default_factory=ProvisionSpec)
 
     _source: Path | None = PrivateAttr(None)
 

@@ -158,6 +158,11 @@ def run(conn: fabric.Connection, node: Node, command: Command, *, timeout_s: flo
             error=f"connection lost: {exc}",
             unreachable=True,
         )
+    if not conn.is_connected:  # the node went away while the command ran (stopped, rebooted, cable)
+        return CommandResult(
+            node.name, text, None, res.stdout, res.stderr, time.monotonic() - start,
+            error="connection lost while the command ran", unreachable=True,
+        )  # fmt: skip
     return CommandResult(node.name, text, res.exited, res.stdout, res.stderr, time.monotonic() - start)
 
 
