@@ -79,7 +79,7 @@ COLLECTORS: tuple[Collector, ...] = (
     Collector("ibv-devinfo", ("ibv_devinfo", "-v"), parse_ibv_devinfo, "rdma"),
     Collector("ofed-info", ("ofed_info", "-s"), parse_ofed_info, "rdma"),
     Collector("ip-addr", ("ip", "-j", "addr"), parse_ip_addr, "any"),
-    Collector("modules", ("cat", "/proc/modules"), parse_proc_modules, "any"),
+    Collector("modules", ("cat", "/proc/modules"), parse_proc_modules, "rdma"),
     # ls exits 2 when some of the paths do not exist; that is the answer, not a failure.
     Collector("peermem", ("ls", "-d", *PEERMEM_PATHS), parse_peermem, "any", frozenset({0, 1, 2})),
 )
@@ -164,7 +164,7 @@ def node_bundle(
             exit_status=section.exit_status if section else None,
             stderr_tail=section.stderr_tail if section else "",
         )
-        if section is not None:
+        if section is not None and meta.sections[c.key].status != "missing":
             outputs[c.key] = section.stdout
     return NodeBundle(meta=meta, outputs=outputs)
 

@@ -1,0 +1,159 @@
+"""`clusterctl check topology` and `clusterctl collect`: gather host facts from every node into a
+bundle, judge them against the inventory and show one table per concern."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from clusterctl.cli.common import InventoryOption, console, err_console, load, print_json
+from clusterctl.diagnostics.bundle import NodeMeta, write_bundle
+from clusterctl.diagnostics.collect import COLLECTORS, collect
+from clusterctl.diagnostics.parsers.ibstat import IbStat
+from clusterctl.diagnostics.parsers.ip_addr import IpAddr
+from clusterctl.diagnostics.parsers.nvidia_smi_topo import NvidiaSmiTopo
+from clusterctl.diagnostics.rules_cluster import TopologyReport, judge_bundle, node_versions
+from clusterctl.findings import Finding, exit_code
+from clusterctl.inventory import Inventory
+
+app = typer.Typer(help="Check the cluster's hosts against the inventory.", no_args_is_help=True)
+
+_SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
+_STATUS_STYLE = {"ok": "green", "missing": "yellow", "failed": "red", "timed-out": "red", "no-answer": "red"}
+TimeoutOption = typer.Option(
+    180.0, "--timeout", min=1, help="Seconds each node gets for the whole collection."
+)
+
+
+def default_bundle_dir() -> Path:
+    """``runs/topology/<UTC time>/`` under the current directory."""
+    return Path("runs") / "topology" / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+
+
+@app.command("topology")
+def topology(
+    inventory_path: Path | None = InventoryOption,
+    as_json: bool = typer.Option(False, "--json", help="Print {bundle, nodes, cluster_findings} as JSON."),
+    strict: bool = typer.Option(False, "--strict", help="Warnings fail too (exit 1)."),
+    bundle: Path | None = typer.Option(
+        None, "--bundle", help="Where to write the bundle. Default: runs/topology/<UTC time>/."
+    ),
+    timeout: float = TimeoutOption,
+) -> int:
+    """Collect GPU, IB, OFED, address and module facts on every node, judge them, show the findings."""
+    inventory = load(inventory_path)
+    directory = write_bundle(
+        bundle or default_bundle_dir(), collect(inventory, inventory.nodes, timeout_s=timeout)
+    )
+    report = judge_bundle(directory, inventory)
+    if as_json:
+        print_json(
+            {
+                "bundle": str(directory),
+                "nodes": {
+                    name: {"findings": [f.model_dump() for f in r.findings]}
+                    for name, r in report.nodes.items()
+                },
+                "cluster_findings": [f.model_dump() for f in report.cluster],
+            }
+        )
+    else:
+        _show(inventory, report)
+        err_console.print(f"bundle written to {directory}", highlight=False)
+    return exit_code(report.findings, strict=strict)
+
+
+def collect_command(
+    inventory_path: Path | None = InventoryOption,
+    output: Path = typer.Option(
+        ..., "--output", "-o", help="Directory for the bundle (DIR/<node>/<key>.txt)."
+    ),
+    timeout: float = TimeoutOption,
+) -> int:
+    """Write the topology bundle only (no judgement); exit 1 when a node could not be reached."""
+    inventory = load(inventory_path)
+    bundles = collect(inventory, inventory.nodes, timeout_s=timeout)
+    write_bundle(output, bundles)
+    console.print(_tools_table({name: b.meta for name, b in bundles.items()}))
+    console.print(f"bundle written to {output}", highlight=False)
+    return 1 if any(b.meta.unreachable or b.meta.error for b in bundles.values()) else 0
+
+
+def findings_table(findings: list[Finding]) -> Table:
+    """Findings with their node, worst first."""
+    table = Table(title="findings", show_header=True, header_style="bold")
+    for column in ("severity", "node", "code", "message", "advice"):
+        table.add_column(column, overflow="fold")
+    order = {"error": 0, "warning": 1, "info": 2}
+    for f in sorted(findings, key=lambda f: order[f.severity]):
+        style = _SEVERITY_STYLE[f.severity]
+        table.add_row(f"[{style}]{f.severity}[/]", f.node or "(cluster)", f.code, f.message, f.advice)
+    return table
+
+
+def _tools_table(metas: dict[str, NodeMeta]) -> Table:
+    table = Table(title="reachability and tools", header_style="bold")
+    for column in ("node", "reached", "seconds", *(c.key for c in COLLECTORS)):
+        table.add_column(column)
+    for name, meta in metas.items():
+        statuses = [meta.sections.get(c.key) for c in COLLECTORS]
+        table.add_row(
+            name,
+            "[red]no[/]" if meta.unreachable else ("[red]error[/]" if meta.error else "yes"),
+            f"{meta.duration_s:.1f}",
+            *(f"[{_STATUS_STYLE[s.status]}]{s.status}[/]" if s else "-" for s in statuses),
+        )
+    return table
+
+
+def _show(inventory: Inventory, report: TopologyReport) -> None:
+    console.print(_tools_table({name: r.meta for name, r in report.nodes.items() if r.meta}))
+    ports = Table(title="IB ports (ibstat)", header_style="bold")
+    for column in ("node", "CA", "type", "firmware", "port", "state", "physical", "rate Gb/s", "link layer"):
+        ports.add_column(column)
+    gdr = Table(title="GPU to nearest NIC (nvidia-smi topo -m)", header_style="bold")
+    for column in ("node", "GPU", "nearest NIC", "path", "CPU affinity"):
+        gdr.add_column(column)
+    versions = Table(title="versions", header_style="bold")
+    for column in ("node", "ofed", "nvidia-driver", "hca-firmware"):
+        versions.add_column(column)
+    addressing = Table(title="fabric addressing (ip -j addr)", header_style="bold")
+    for column in ("node", "interface", "inventory", "on the node", "state"):
+        addressing.add_column(column)
+    for node in inventory.nodes:
+        facts = report.nodes[node.name].facts
+        if isinstance(ib := facts.get("ibstat"), IbStat):
+            for ca in ib.cas:
+                for p in ca.ports:
+                    rate = f"{p.rate:g}" if p.rate is not None else "?"
+                    ports.add_row(node.name, ca.name, ca.type or "?", ca.firmware or "?", str(p.port),
+                                  p.state or "?", p.physical_state or "?", rate, p.link_layer or "?")  # fmt: skip
+        else:
+            ports.add_row(node.name, "unknown", *[""] * 7)
+        if isinstance(topo := facts.get("nvidia-smi-topo"), NvidiaSmiTopo) and topo.gpus:
+            for gpu in topo.gpus:
+                nic, path = topo.nearest_nic(gpu) or ("none", "")
+                gdr.add_row(node.name, gpu, nic, path, topo.cpu_affinity.get(gpu, ""))
+        else:
+            gdr.add_row(node.name, "unknown", "", "", "")
+        versions.add_row(
+            node.name, *(v or "unknown" for v in node_versions(node, report.nodes[node.name]).values())
+        )
+        wanted = str(node.fabric.address) if node.fabric.address else "(not set)"
+        if isinstance(ip := facts.get("ip-addr"), IpAddr) and not ip.error:
+            interface = ip.interface(node.fabric.interface)
+            has = ", ".join(interface.addresses) if interface else "no such interface"
+            addressing.add_row(
+                node.name, node.fabric.interface, wanted, has, interface.state or "?" if interface else ""
+            )
+        else:
+            addressing.add_row(node.name, node.fabric.interface, wanted, "unknown", "")
+    for table in (ports, gdr, versions, addressing):
+        console.print(table)
+    if report.findings:
+        console.print(findings_table(report.findings))
+    else:
+        console.print("no findings")
