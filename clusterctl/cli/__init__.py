@@ -16,6 +16,7 @@ from clusterctl.cli import check as check_cli
 from clusterctl.cli import image as image_cli
 from clusterctl.cli import inventory as inventory_cli
 from clusterctl.cli import lifecycle as lifecycle_cli
+from clusterctl.cli import provision as provision_cli
 from clusterctl.cli import render as render_cli
 from clusterctl.cli import run as run_cli
 from clusterctl.cli import sandbox as sandbox_cli
@@ -36,6 +37,7 @@ lifecycle_cli.register(app)
 app.command("inspect")(inspect_command)
 app.add_typer(check_cli.app, name="check")
 app.command("collect")(check_cli.collect_command)
+app.command("provision")(provision_cli.command)
 app.add_typer(render_cli.app, name="render")
 app.add_typer(sandbox_cli.app, name="sandbox")
 app.command("run")(run_cli.run)
