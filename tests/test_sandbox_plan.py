@@ -1,0 +1,135 @@
+"""The sandbox's pure parts: the plan, the generated inventory, the state file, bad input (no engine)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from clusterctl.cli import main
+from clusterctl.cli.common import sandbox_inventory_path
+from clusterctl.errors import InputError
+from clusterctl.inventory import load_inventory
+from clusterctl.sandbox.inventory import inventory_document, write_inventory
+from clusterctl.sandbox.nodeimage import render_context
+from clusterctl.sandbox.nodes import record_host_keys
+from clusterctl.sandbox.plan import LABEL, plan_sandbox
+from clusterctl.sandbox.state import SandboxFiles, SandboxState, read_state, sandbox_files, write_state
+
+
+@pytest.fixture
+def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("CLUSTERCTL_STATE_DIR", str(tmp_path))
+    return tmp_path
+
+
+def test_plan_names_addresses_and_labels() -> None:
+    plan = plan_sandbox("dev", 3, "10.9.0.0/24")
+    assert plan.network == "clusterctl-dev"
+    assert [n.name for n in plan.nodes] == ["node1", "node2", "node3"]
+    assert [n.address for n in plan.nodes] == ["10.9.0.11", "10.9.0.12", "10.9.0.13"]
+    assert plan.nodes[0].container == "clusterctl-dev-node1"
+    assert plan.nodes[2].volume == "clusterctl-dev-node3-docker"
+    assert plan.labels == {LABEL: "dev"}
+
+
+@pytest.mark.parametrize(
+    ("name", "nodes", "subnet", "fragment"),
+    [
+        ("dev", 0, "10.9.0.0/24", "--nodes 0"),
+        ("dev", 33, "10.9.0.0/24", "--nodes 33"),
+        ("Dev_1", 2, "10.9.0.0/24", "--name 'Dev_1'"),
+        ("dev", 2, "10.9.0.1/24", "--subnet '10.9.0.1/24'"),
+        ("dev", 8, "10.9.0.0/28", "beyond this network"),
+    ],
+)
+def test_plan_refuses_bad_input(name: str, nodes: int, subnet: str, fragment: str) -> None:
+    with pytest.raises(InputError, match="Fix") as info:
+        plan_sandbox(name, nodes, subnet)
+    assert fragment in str(info.value)
+
+
+def test_cli_nodes_zero_exits_2_and_creates_nothing(state: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sandbox", "up", "--nodes", "0"]) == 2
+    assert "--nodes 0" in capsys.readouterr().err
+    assert list(state.iterdir()) == []
+
+
+def test_generated_inventory_validates_and_round_trips(state: Path) -> None:
+    plan = plan_sandbox("dev", 2, "10.9.0.0/24")
+    files = sandbox_files()
+    written = write_inventory(plan, files)
+    loaded = load_inventory(files.inventory)
+    assert loaded.model_dump() == written.model_dump()
+    assert files.inventory == sandbox_inventory_path()  # the CLI's default inventory
+    assert loaded.primary.name == "node1"
+    node2 = loaded.node("node2")
+    assert (node2.address, str(node2.fabric.address), node2.fabric.kind) == (
+        "10.9.0.12",
+        "10.9.0.12/24",
+        "ethernet",
+    )
+    assert node2.ssh.identity_file == str(files.private_key)
+    assert node2.ssh.known_hosts == str(files.known_hosts)
+    assert node2.gpus.count == 0
+    assert loaded.container.sshd_port == 50000
+    assert loaded.image.profile == "cpu"
+    assert loaded.run.steps == 10
+
+
+def test_example_inventory_has_the_generated_shape(tmp_path: Path) -> None:
+    example = load_inventory(Path(__file__).parents[1] / "inventories" / "sandbox-example.yml")
+    generated = inventory_document(plan_sandbox("sandbox", 2), SandboxFiles(tmp_path), "~/w")
+    assert [n.address for n in example.nodes] == [n["address"] for n in generated["nodes"]]
+    assert example.run.model_dump(include=set(generated["run"])) == generated["run"]
+    assert example.container.sshd_port == generated["container"]["sshd_port"]
+
+
+def test_state_file_round_trip(state: Path) -> None:
+    files = sandbox_files()
+    assert read_state(files) is None
+    saved = SandboxState(name="dev", nodes=2, subnet="10.9.0.0/24", node_image="x:1", isolation="privileged")
+    write_state(files, saved)
+    assert read_state(files) == saved
+
+
+def test_corrupt_state_file_is_an_input_error(state: Path) -> None:
+    files = sandbox_files()
+    files.directory.mkdir(parents=True)
+    files.state.write_text("{not json")
+    with pytest.raises(InputError, match="sandbox down"):
+        read_state(files)
+
+
+def test_record_host_keys_replaces_only_that_nodes_lines(tmp_path: Path) -> None:
+    plan = plan_sandbox("dev", 2, "10.9.0.0/24")
+    known = tmp_path / "known_hosts"
+    node1, node2 = plan.nodes
+    assert record_host_keys(known, node1, ["10.9.0.11,node1 ssh-ed25519 OLD"])
+    assert record_host_keys(known, node2, ["10.9.0.12,node2 ssh-ed25519 TWO"])
+    assert not record_host_keys(known, node2, ["10.9.0.12,node2 ssh-ed25519 TWO"])
+    assert record_host_keys(known, node1, ["10.9.0.11,node1 ssh-ed25519 NEW"])
+    assert known.read_text().splitlines() == [
+        "10.9.0.12,node2 ssh-ed25519 TWO",
+        "10.9.0.11,node1 ssh-ed25519 NEW",
+    ]
+
+
+def test_node_image_tag_follows_the_context() -> None:
+    a, b = render_context("debian:bookworm-slim"), render_context("debian:trixie-slim")
+    assert a.tag == render_context("debian:bookworm-slim").tag
+    assert a.tag != b.tag
+    assert a.tag.startswith("clusterctl-node:")
+    assert b"FROM debian:trixie-slim" in b.files["Dockerfile"]
+    assert set(a.files) == {"Dockerfile", "node-entrypoint.sh", "node-sshd.conf"}
+
+
+def test_missing_engine_exits_2_and_creates_nothing(
+    state: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{state}/no-engine.sock")
+    assert main(["sandbox", "up", "--nodes", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "no Docker engine answers" in err
+    assert "no-engine.sock" in err
+    assert list(state.iterdir()) == []
