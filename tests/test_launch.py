@@ -145,3 +145,22 @@ def test_hostile_address_never_reaches_a_plan() -> None:
     document = {"cluster": {"name": "c"}, "nodes": [{"name": "a", "address": "x;reboot", "role": "primary"}]}
     with pytest.raises(InventoryError):
         validate_document(document, Path("mem.yml"))
+
+
+def test_cli_dry_run_prints_the_pasteable_command(capsys: pytest.CaptureFixture[str]) -> None:
+    from clusterctl.cli import main
+
+    code = main(["run", "tf_cnn_benchmarks", "--nodes", "2", "--dry-run", "-i", str(PAPER)])
+    printed = capsys.readouterr().out.strip()
+    assert code == 0
+    assert printed == _plan(PAPER, "tf_cnn_benchmarks", nodes=2).shell_command()
+
+
+def test_cli_sweep_dry_run_plans_the_grid(capsys: pytest.CaptureFixture[str]) -> None:
+    from clusterctl.cli import main
+
+    argv = ["sweep", "resnet50", "-i", str(PAPER), "--gpus", "1,4,8", "--batch-size", "128,256", "--dry-run"]
+    assert main(argv) == 0
+    commands = capsys.readouterr().out.strip().splitlines()
+    assert [c.split()[2] for c in commands] == ["1", "4", "8", "1", "4", "8"]
+    assert sum("--batch-size=256" in c for c in commands) == 3
