@@ -1,0 +1,189 @@
+"""The host-setup playbook rendered for the example clusters, without any host: exact commands,
+skip reasons, and hostile values that stay inert."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from clusterctl.errors import InputError
+from clusterctl.hosts.playbook import Playbook, Step, load_playbook, render_step, select_nodes, select_steps
+from clusterctl.inventory import Inventory, load_inventory
+from clusterctl.paths import data_dir
+from clusterctl.sshkeys import ensure_keypair
+
+PLAYBOOK = data_dir("playbooks") / "host-setup.yml"
+
+
+@pytest.fixture(autouse=True)
+def _state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CLUSTERCTL_STATE_DIR", str(tmp_path / "state"))
+
+
+def _context(inv: Inventory) -> dict:
+    from clusterctl.hosts.provision import step_context
+
+    return step_context(inv, {n.name: f"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAA{n.name}" for n in inv.nodes})
+
+
+def _rendered(inventory: str, step: str, node_index: int = 0):
+    inv = load_inventory(data_dir("inventories") / inventory)
+    playbook = load_playbook(PLAYBOOK)
+    (chosen,) = select_steps(playbook, [step])
+    return render_step(chosen, inv.nodes[node_index], _context(inv))
+
+
+def test_playbook_loads_and_steps_are_in_the_appendix_order() -> None:
+    names = [s.name for s in load_playbook(PLAYBOOK).steps]
+    assert (
+        names.index("base-packages")
+        < names.index("cluster-ssh")
+        < names.index("mofed")
+        < names.index("ipoib")
+    )
+    assert names.index("mofed") < names.index("gpudirect-rdma")
+
+
+def test_paper_mofed_installs_the_whitepapers_version_without_firmware_update() -> None:
+    r = _rendered("paper-c4140.yml", "mofed")
+    assert r.skip_reason is None
+    assert "MLNX_OFED_LINUX-4.7-3.2.9.0" in r.check
+    assert "ofed_info -s" in r.check
+    url = "https://content.mellanox.com/ofed/MLNX_OFED-4.7-3.2.9.0/MLNX_OFED_LINUX-4.7-3.2.9.0-ubuntu18.04-x86_64.tgz"
+    assert url in r.apply
+    assert "--without-fw-update" in r.apply
+    assert (
+        "rm -rf /tmp/clusterctl-mofed" in r.apply.splitlines()[1]
+    )  # a stale install directory is cleaned first
+
+
+def test_modern_mofed_uses_its_own_version() -> None:
+    r = _rendered("modern-h100.yml", "mofed")
+    assert "MLNX_OFED_LINUX-24.10-1.1.4.0" in r.check
+    assert "MLNX_OFED_LINUX-24.10-1.1.4.0-ubuntu22.04-x86_64.tgz" in r.apply
+
+
+@pytest.mark.parametrize(("inventory", "index", "iface", "address"), [
+    ("paper-c4140.yml", 0, "ib0", "192.168.11.1/24"),
+    ("paper-c4140.yml", 1, "ib0", "192.168.11.2/24"),
+    ("modern-h100.yml", 1, "ibp26s0", "10.21.0.2/16"),
+])  # fmt: skip
+def test_ipoib_sets_and_persists_the_inventory_address(
+    inventory: str, index: int, iface: str, address: str
+) -> None:
+    r = _rendered(inventory, "ipoib", index)
+    assert f"ip -o -4 addr show dev {iface} | grep -qwF {address}" in r.check
+    assert f"/etc/netplan/60-clusterctl-{iface}.yaml" in r.apply
+    assert f"/etc/network/interfaces.d/60-clusterctl-{iface}" in r.apply
+    assert f"ip addr replace {address} dev {iface}" in r.apply
+
+
+def test_peermem_accepts_either_module_name() -> None:
+    r = _rendered("paper-c4140.yml", "gpudirect-rdma")
+    for probe in (
+        "/sys/module/nvidia_peermem",
+        "/sys/module/nv_peer_mem",
+        "/sys/kernel/mm/memory_peers/nv_mem/version",
+    ):
+        assert probe in r.check
+    assert "modinfo nvidia_peermem" in r.apply and "modinfo nv_peer_mem" in r.apply
+    assert "/etc/modules-load.d/clusterctl-peermem.conf" in r.apply
+
+
+def test_nvidia_runtime_never_restarts_under_running_gpu_containers() -> None:
+    r = _rendered("paper-c4140.yml", "nvidia-runtime")
+    assert "nvidia-ctk runtime configure --runtime=docker" in r.apply
+    before_restart = r.apply.split("systemctl restart docker")[0]
+    assert "{{.HostConfig.DeviceRequests}}" in before_restart and "exit 1" in before_restart
+
+
+@pytest.mark.parametrize(
+    "step", ["mofed", "ipoib", "gpudirect-rdma", "nvidia-runtime", "docker-memlock", "kernel-headers"]
+)
+def test_hardware_steps_are_skipped_on_the_sandbox_with_a_reason(step: str) -> None:
+    r = _rendered("sandbox-example.yml", step)
+    assert r.skip_reason and len(r.skip_reason) > 10
+
+
+def test_cluster_ssh_trusts_every_node_by_name_and_fabric_address() -> None:
+    r = _rendered("paper-c4140.yml", "cluster-ssh")
+    assert "c4140-2,192.168.11.2,10.10.0.12 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAc4140-2" in r.apply
+    assert r.uploads == (("cluster_key", "/root/.ssh/clusterctl-paper-c4140", 0o600),)
+    assert "BEGIN OPENSSH PRIVATE KEY" not in r.apply  # the key travels over SFTP, never on a command line
+    hosts = _rendered("paper-c4140.yml", "hostnames")
+    assert "'192.168.11.1 c4140-1' '192.168.11.2 c4140-2'" in hosts.apply
+
+
+def test_hostile_values_stay_inert_in_a_real_shell(tmp_path: Path) -> None:
+    """Even a node the validator never saw (built with model_construct) cannot inject shell."""
+    inv = load_inventory(data_dir("inventories") / "paper-c4140.yml")
+    marker = tmp_path / "pwned"
+    node = inv.nodes[0]
+    hostile_fabric = node.fabric.model_copy(update={"interface": f"ib0; touch {marker}"})
+    hostile = node.model_copy(update={"fabric": hostile_fabric, "name": f"a;touch {marker}"})
+    step = Step(
+        name="probe", description="d", check="echo {{ node.fabric.interface }} {{ node.name }}", apply="true"
+    )
+    r = render_step(step, hostile, _context(inv))
+    out = subprocess.run(["bash", "-c", r.check], capture_output=True, text=True, check=True).stdout
+    assert not marker.exists()
+    assert out.strip() == f"ib0; touch {marker} a;touch {marker}"
+    assert shlex.split(r.check)[1] == f"ib0; touch {marker}"
+
+
+def test_hostile_inventory_values_are_refused_before_any_rendering(tmp_path: Path) -> None:
+    text = (
+        (data_dir("inventories") / "paper-c4140.yml")
+        .read_text()
+        .replace("name: c4140-2", 'name: "a;rm -rf /"')
+    )
+    path = tmp_path / "hostile.yml"
+    path.write_text(text)
+    with pytest.raises(InputError, match=r"nodes\[1\]\.name"):
+        load_inventory(path)
+
+
+def test_select_nodes_and_steps_refuse_unknown_names() -> None:
+    inv = load_inventory(data_dir("inventories") / "paper-c4140.yml")
+    assert [n.name for n in select_nodes(inv, "c4140-2")] == ["c4140-2"]
+    with pytest.raises(InputError, match="no node named"):
+        select_nodes(inv, "c4140-9")
+    with pytest.raises(InputError, match="no such step"):
+        select_steps(load_playbook(PLAYBOOK), ["reboot"])
+
+
+def test_playbook_errors_name_file_line_and_field(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yml"
+    path.write_text("name: x\nsteps:\n  - name: a\n    description: d\n    check: 'true'\n    aply: 'true'\n")
+    with pytest.raises(InputError, match=r"bad.yml, line 6, field steps\[0\].aply"):
+        load_playbook(path)
+    path.write_text(
+        "name: x\nsteps:\n  - {name: a, description: d, check: 'true', apply: 'true', depends_on: [b]}\n"
+    )
+    with pytest.raises(InputError, match="not an earlier step"):
+        load_playbook(path)
+
+
+def test_cluster_key_is_generated_not_borrowed(tmp_path: Path) -> None:
+    from clusterctl.hosts.provision import step_files
+
+    inv = load_inventory(data_dir("inventories") / "paper-c4140.yml")
+    key = step_files(inv)["cluster_key"]
+    admin = ensure_keypair(tmp_path / "admin" / "id_ed25519", "admin")
+    assert b"OPENSSH PRIVATE KEY" in key
+    assert admin.split()[1].encode() not in key
+    state_key = Path(tmp_path / "state" / "clusters" / "paper-c4140" / "ssh" / "id_ed25519")
+    assert state_key.stat().st_mode & 0o777 == 0o600
+
+
+def test_playbook_model_rejects_unknown_keys() -> None:
+    with pytest.raises(ValueError):
+        Playbook.model_validate(
+            {
+                "name": "x",
+                "steps": [{"name": "a", "description": "d", "check": "t", "apply": "t", "sudo": True}],
+            }
+        )
