@@ -15,6 +15,7 @@ removed before the error propagates. Containers are found again by their labels,
 from __future__ import annotations
 
 import contextlib
+import logging
 import shlex
 import signal
 import threading
@@ -36,6 +37,9 @@ from clusterctl.hosts.docker_remote import docker_client
 from clusterctl.hosts.ssh import CommandResult, connect, fan_out
 from clusterctl.image.render import CONTAINER_SSH_DIR
 from clusterctl.inventory import Inventory, Node
+
+# paramiko logs a traceback for every refused banner; the readiness gate reports the reason itself.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 CLUSTER_LABEL = "io.clusterctl.cluster"
 NODE_LABEL = "io.clusterctl.node"
@@ -211,8 +215,10 @@ def _remove_ours(inventory: Inventory, node: Node) -> NodeOutcome:
 # --------------------------------------------------------------------------- readiness
 
 
-def sshd_login(inventory: Inventory, keys: ClusterKeys, node: Node) -> str | None:
-    """One SSH login at ``node``'s container sshd with the cluster key, running ``true``.
+def sshd_login(
+    inventory: Inventory, keys: ClusterKeys, node: Node, timeout_s: float = LOGIN_ATTEMPT_TIMEOUT_S
+) -> str | None:
+    """One SSH login at ``node``'s container sshd with the cluster key, running ``true``, within ``timeout_s``.
 
     The container host key is checked against the cluster's known_hosts (unknown keys are refused).
     Returns None when the login worked, else the reason it did not.
@@ -228,11 +234,11 @@ def sshd_login(inventory: Inventory, keys: ClusterKeys, node: Node) -> str | Non
             key_filename=str(keys.client_key),
             look_for_keys=False,
             allow_agent=False,
-            timeout=LOGIN_ATTEMPT_TIMEOUT_S,
-            banner_timeout=LOGIN_ATTEMPT_TIMEOUT_S,
-            auth_timeout=LOGIN_ATTEMPT_TIMEOUT_S,
+            timeout=timeout_s,
+            banner_timeout=timeout_s,
+            auth_timeout=timeout_s,
         )
-        _, stdout, _ = client.exec_command("true", timeout=LOGIN_ATTEMPT_TIMEOUT_S)
+        _, stdout, _ = client.exec_command("true", timeout=timeout_s)
         code = stdout.channel.recv_exit_status()
         return None if code == 0 else f"`true` exited {code}"
     except (paramiko.SSHException, OSError, EOFError) as exc:
@@ -267,7 +273,8 @@ def wait_ready(
     start, delay, attempts = time.monotonic(), BACKOFF_FIRST_S, 0
     while True:
         attempts += 1
-        reason = sshd_login(inventory, keys, node)
+        remaining = max(deadline - time.monotonic(), 0.5)
+        reason = sshd_login(inventory, keys, node, min(LOGIN_ATTEMPT_TIMEOUT_S, remaining))
         if reason is None:
             return NodeOutcome(node.name, f"sshd answered on {where} after {time.monotonic() - start:.1f} s")
         exited = _exited_reason(container)
