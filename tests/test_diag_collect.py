@@ -1,0 +1,252 @@
+"""check topology's pure parts: the framed collection script, the bundle on disk, the judgement.
+
+The script is run for real with the local `sh`; bundles are assembled from the real fixtures."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from fixtures import fixture_text
+
+from clusterctl.cli import main
+from clusterctl.diagnostics.bundle import NodeBundle, NodeMeta, SectionMeta, read_bundle, write_bundle
+from clusterctl.diagnostics.collect import (
+    COLLECTORS,
+    Collector,
+    collection_script,
+    node_bundle,
+    parse_peermem,
+    section_status,
+    split_sections,
+)
+from clusterctl.diagnostics.inspect import inspect_file
+from clusterctl.diagnostics.parsers.ip_addr import parse_ip_addr
+from clusterctl.diagnostics.parsers.proc_modules import parse_proc_modules
+from clusterctl.diagnostics.rules_cluster import judge_bundle
+from clusterctl.errors import InputError
+from clusterctl.hosts.ssh import CommandResult
+from clusterctl.inventory import Inventory, load_inventory
+
+REPO = Path(__file__).resolve().parents[1]
+PAPER = REPO / "inventories" / "paper-c4140.yml"
+IP_SAMPLE = "ip_addr/vm-host-eth0-docker-bridges.out"
+
+# ------------------------------------------------------------------------------------ the script
+
+LOCAL = (
+    Collector("absent", ("clusterctl-no-such-command-7f3a",), parse_peermem, "any"),
+    Collector("printed", ("printf", "a\nb"), parse_peermem, "any"),
+    Collector("false", ("false",), parse_peermem, "any"),
+    Collector("tolerated", ("sh", "-c", "echo /sys/x; exit 2"), parse_peermem, "any", frozenset({0, 2})),
+)
+
+
+def _run_locally(collectors: tuple[Collector, ...]) -> str:
+    return subprocess.run(
+        ["sh", "-c", collection_script(collectors)], capture_output=True, text=True, timeout=60
+    ).stdout
+
+
+def test_script_frames_missing_failed_and_output_without_final_newline() -> None:
+    sections = split_sections(_run_locally(LOCAL))
+    assert set(sections) == {"absent", "printed", "false", "tolerated"}
+    assert sections["absent"].exit_status == 127
+    assert "not installed" in sections["absent"].stderr_tail
+    assert sections["printed"].stdout == "a\nb"
+    statuses = {c.key: section_status(c, sections[c.key]) for c in LOCAL}
+    assert statuses == {"absent": "missing", "printed": "ok", "false": "failed", "tolerated": "ok"}
+
+
+def test_a_section_cut_off_before_its_end_marker_is_no_answer() -> None:
+    output = _run_locally(LOCAL[1:2])
+    cut = output[: output.index("@@clusterctl-collect@@ exit")]
+    assert split_sections(cut) == {}
+    assert section_status(LOCAL[1], split_sections(cut).get("printed")) == "no-answer"
+
+
+def test_real_script_reports_every_collector_on_this_machine() -> None:
+    sections = split_sections(_run_locally(COLLECTORS))
+    assert set(sections) == {c.key for c in COLLECTORS}
+    assert parse_ip_addr(sections["ip-addr"].stdout).interface("lo") is not None
+
+
+# ------------------------------------------------------------------------------------ the bundle
+
+
+def _result(node: str, collectors: tuple[Collector, ...] = LOCAL) -> CommandResult:
+    return CommandResult(node, "sh -c ...", 0, _run_locally(collectors), "", 1.5)
+
+
+def test_bundle_round_trip_keeps_outputs_and_meta_and_skips_missing(tmp_path: Path) -> None:
+    bundles = {"n1": node_bundle(_result("n1"), "2026-01-01T00:00:00+00:00", LOCAL)}
+    write_bundle(tmp_path, bundles)
+    assert not (tmp_path / "n1" / "absent.txt").exists()
+    assert (tmp_path / "n1" / "printed.txt").read_text() == "a\nb"
+    assert read_bundle(tmp_path) == bundles
+    meta = json.loads((tmp_path / "n1" / "meta.json").read_text())
+    assert meta["sections"]["false"] == {
+        "argv": ["false"],
+        "status": "failed",
+        "exit_status": 1,
+        "stderr_tail": "",
+    }
+
+
+def test_unreachable_node_bundle_has_every_section_no_answer() -> None:
+    result = CommandResult("n2", "sh", None, error="n2: unreachable (refused)", unreachable=True)
+    bundle = node_bundle(result, "2026-01-01T00:00:00+00:00")
+    assert bundle.meta.unreachable and bundle.outputs == {}
+    assert {s.status for s in bundle.meta.sections.values()} == {"no-answer"}
+
+
+def test_read_bundle_of_an_empty_directory_is_bad_input(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="no bundle"):
+        read_bundle(tmp_path)
+
+
+def test_inspect_detects_a_bundle_file(tmp_path: Path) -> None:
+    text = fixture_text("ibstat/felixfu-connectx3-mt4099-1port-rate-40-fdr10.txt")
+    write_bundle(tmp_path, {"n1": _bundle("n1", {"ibstat": text})})
+    assert inspect_file(tmp_path / "n1" / "ibstat.txt").kind == "ibstat"
+
+
+# ------------------------------------------------------------------------------------ parsers
+
+
+def test_ip_addr_sample_captured_here() -> None:
+    parsed = parse_ip_addr(fixture_text(IP_SAMPLE))
+    eth0 = parsed.interface("eth0")
+    assert eth0 is not None and eth0.state == "UP" and "192.0.2.2/24" in eth0.addresses
+    assert parsed.interface("ifb0").addresses == []
+    assert parse_ip_addr("Usage: ip address ...").error
+
+
+def test_proc_modules_missing_file_and_proc5_lines() -> None:
+    missing = parse_proc_modules(fixture_text("proc_modules/vm-no-proc-modules-error.out"))
+    assert missing.modules == [] and "No such file" in missing.error
+    # Line shape from proc(5): name size refcount deps state address.
+    lines = "nvidia_peermem 16384 0 - Live 0x0000000000000000\nmlx5_ib 397312 0 - Live 0xffffffffc0a00000\n"
+    assert parse_proc_modules(lines).modules == ["nvidia_peermem", "mlx5_ib"]
+
+
+# ------------------------------------------------------------------------------------ judgement
+
+
+def _bundle(node: str, outputs: dict[str, str]) -> NodeBundle:
+    """A node's bundle: the given outputs ran fine, every other collector's tool is missing."""
+    meta = NodeMeta(node=node, collected_at="2026-01-01T00:00:00+00:00")
+    for c in COLLECTORS:
+        ran = c.key in outputs
+        meta.sections[c.key] = SectionMeta(
+            argv=list(c.argv), status="ok" if ran else "missing", exit_status=0 if ran else 127
+        )
+    return NodeBundle(meta=meta, outputs=outputs)
+
+
+def _paper(tmp_path: Path, replace: dict[str, str] | None = None) -> Inventory:
+    """The paper-c4140 inventory with ``replace``'s texts swapped in."""
+    text = PAPER.read_text()
+    for old, new in (replace or {}).items():
+        assert old in text
+        text = text.replace(old, new)
+    path = tmp_path / "inventory.yml"
+    path.write_text(text)
+    return load_inventory(path)
+
+
+FIXTURE_NODE = {
+    "nvidia-smi-topo": fixture_text("nvidia_smi_topo/princeton-della-a100-2gpu-pcie-sys-2nic-numa.txt"),
+    "ibstat": fixture_text(
+        "ibstat/nccl-tests-issue128-cx6-mt4123-active200-down-disabled-rate10-plus-cx4lx-partial.txt"
+    ),
+    "ofed-info": fixture_text("ofed_info/nvpeermem-issue63-mlnx-ofed-4.7-1.0.0.1-s.txt"),
+    "ip-addr": fixture_text(IP_SAMPLE),
+    "peermem": "",
+}
+
+
+def _codes(findings: list) -> set[tuple[str, str, str | None]]:
+    return {(f.severity, f.code, f.node) for f in findings}
+
+
+def test_judge_paper_cluster_from_fixtures(tmp_path: Path) -> None:
+    inventory = _paper(tmp_path)
+    bundles = {
+        "c4140-1": _bundle("c4140-1", FIXTURE_NODE),
+        "c4140-2": _bundle(
+            "c4140-2", {"ofed-info": fixture_text("ofed_info/ucx-issue2888-full-ofed_info-head1-4.2.txt")}
+        ),
+    }
+    report = judge_bundle(bundles, inventory)
+    node1 = _codes(report.nodes["c4140-1"].findings)
+    assert ("info", "gdr-usable", "c4140-1") in node1  # NODE path, gdr_level 3 (PHB)
+    assert ("info", "ib-port-down", "c4140-1") in node1  # mlx5_1 is down but not the inventory's HCA
+    assert ("error", "ipoib-address-mismatch", "c4140-1") in node1  # the sample has no ib0
+    assert ("error", "peermem-missing", "c4140-1") in node1  # gdr_level set, no module
+    assert ("error", "tool-missing", "c4140-1") in node1  # ibv_devinfo on an IB node
+    assert ("error", "tool-missing", "c4140-2") in _codes(report.nodes["c4140-2"].findings)
+    cluster = _codes(report.cluster)
+    assert ("error", "ofed-version-mismatch", None) in cluster
+    assert ("warning", "ofed-version-unexpected", "c4140-1") in cluster  # image MOFED is 4.7-3.2.9.0
+
+
+def test_gdr_not_used_when_the_configured_level_is_below_the_path(tmp_path: Path) -> None:
+    report = judge_bundle(
+        {"c4140-1": _bundle("c4140-1", FIXTURE_NODE)}, _paper(tmp_path, {"gdr_level: 3": "gdr_level: 1"})
+    )
+    assert ("warning", "gdr-not-used-topology", "c4140-1") in _codes(report.nodes["c4140-1"].findings)
+    assert ("error", "node-unreachable", "c4140-2") in _codes(report.nodes["c4140-2"].findings)
+
+
+def test_fabric_address_present_means_no_mismatch(tmp_path: Path) -> None:
+    inventory = _paper(
+        tmp_path,
+        {
+            "interface: ib0": "interface: eth0",
+            "192.168.11.1/24": "192.0.2.2/24",
+            "192.168.11.2/24": "192.0.2.3/24",
+        },
+    )
+    report = judge_bundle({"c4140-1": _bundle("c4140-1", FIXTURE_NODE)}, inventory)
+    codes = {f.code for f in report.nodes["c4140-1"].findings}
+    assert "ipoib-address-mismatch" not in codes and "fabric-interface-down" not in codes
+
+
+def test_peermem_loaded_per_sys_module_clears_the_finding(tmp_path: Path) -> None:
+    outputs = {**FIXTURE_NODE, "peermem": "/sys/module/nvidia_peermem\n"}
+    report = judge_bundle({"c4140-1": _bundle("c4140-1", outputs)}, _paper(tmp_path))
+    assert "peermem-missing" not in {f.code for f in report.nodes["c4140-1"].findings}
+
+
+# ------------------------------------------------------------------------------------ the command
+
+
+def test_check_topology_exit_1_and_bundle_when_a_node_is_unreachable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    inventory = tmp_path / "inv.yml"
+    inventory.write_text(
+        "cluster:\n  name: topo-unreachable\n  defaults:\n    ssh: {port: 1, connect_timeout_s: 2}\n"
+        "nodes:\n  - {name: n1, address: 127.0.0.1, role: primary}\n"
+    )
+    code = main(
+        [
+            "check",
+            "topology",
+            "-i",
+            str(inventory),
+            "--json",
+            "--bundle",
+            str(tmp_path / "b"),
+            "--timeout",
+            "5",
+        ]
+    )
+    out = json.loads(capsys.readouterr().out)
+    assert code == 1
+    assert out["bundle"] == str(tmp_path / "b")
+    assert [f["code"] for f in out["nodes"]["n1"]["findings"]] == ["node-unreachable"]
+    assert json.loads((tmp_path / "b" / "n1" / "meta.json").read_text())["unreachable"] is True
