@@ -6,8 +6,6 @@ on any host). No user error prints a traceback.
 
 from __future__ import annotations
 
-import sys
-
 import click
 import typer
 
@@ -74,7 +72,3 @@ def main(argv: list[str] | None = None) -> int:
         exc.show()
         return 2 if isinstance(exc, click.UsageError) else exc.exit_code
     return result if isinstance(result, int) else 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
