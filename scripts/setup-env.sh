@@ -11,13 +11,15 @@
 #
 # Settings (environment): CLUSTERCTL_BASE_IMAGE (default debian:bookworm-slim),
 # CLUSTERCTL_WHEELHOUSE (default ~/.cache/clusterctl/wheelhouse), CLUSTERCTL_TORCH_VERSION (2.13.0),
-# CLUSTERCTL_HOROVOD_VERSION (0.28.1), CLUSTERCTL_SKIP_WHEELHOUSE=1 to skip step 3.
+# CLUSTERCTL_HOROVOD_VERSION (0.28.1), CLUSTERCTL_TORCH_INDEX (PyTorch's CPU wheel index),
+# CLUSTERCTL_SKIP_WHEELHOUSE=1 to skip step 3.
 set -euo pipefail
 
 BASE_IMAGE="${CLUSTERCTL_BASE_IMAGE:-debian:bookworm-slim}"
 WHEELHOUSE="${CLUSTERCTL_WHEELHOUSE:-$HOME/.cache/clusterctl/wheelhouse}"
 TORCH_VERSION="${CLUSTERCTL_TORCH_VERSION:-2.13.0}"
 HOROVOD_VERSION="${CLUSTERCTL_HOROVOD_VERSION:-0.28.1}"
+TORCH_INDEX="${CLUSTERCTL_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}"
 PYTHON="${PYTHON:-python3}"
 
 log() { printf '[setup-env] %s\n' "$*" >&2; }
@@ -80,8 +82,11 @@ ensure_base_image() {
 ensure_wheelhouse() {
   mkdir -p "$WHEELHOUSE"
   if ! ls "$WHEELHOUSE"/torch-"$TORCH_VERSION"*.whl >/dev/null 2>&1; then
-    log "wheelhouse: downloading torch==$TORCH_VERSION and its dependencies (a local CPU wheel in pip's find-links is preferred)"
-    "$PYTHON" -m pip download -q --only-binary=:all: -d "$WHEELHOUSE" "torch==$TORCH_VERSION"
+    # PyPI's Linux torch is the CUDA build (gigabytes of nvidia-* wheels); the +cpu build comes from
+    # pip's find-links when a local copy exists, else from PyTorch's CPU index.
+    log "wheelhouse: downloading torch==$TORCH_VERSION+cpu and its dependencies"
+    "$PYTHON" -m pip download -q --only-binary=:all: --extra-index-url "$TORCH_INDEX" -d "$WHEELHOUSE" \
+      "torch==$TORCH_VERSION+cpu"
   fi
   # Horovod's runtime dependencies, and what the payload imports besides torch.
   "$PYTHON" -m pip download -q --only-binary=:all: -d "$WHEELHOUSE" cloudpickle psutil pyyaml packaging cffi numpy
