@@ -28,7 +28,6 @@ from clusterctl.image.render import write_context
 from clusterctl.inventory import Inventory
 from clusterctl.paths import cluster_state_dir
 
-CLUSTER_LABEL = "io.clusterctl.cluster"
 # The build context's content hash, so a tag named in container.image is rebuilt when the content changes.
 CONTEXT_LABEL = "io.clusterctl.context"
 # Lines of build output kept for the error message when a step fails.
@@ -168,7 +167,9 @@ def build_image(
             rm=True,
             forcerm=True,
             decode=True,
-            labels={CLUSTER_LABEL: inventory.cluster.name, CONTEXT_LABEL: context.content_hash},
+            # Only the content hash: image labels pass to every container of the image, and the
+            # io.clusterctl.* container labels must mark exactly the containers `up` starts.
+            labels={CONTEXT_LABEL: context.content_hash},
         )
         for line in _stream_lines(events, tail):
             on_line(line)

@@ -1,0 +1,148 @@
+"""Image build, delivery and the container lifecycle on the 2-node sandbox (cpu profile), real parts only:
+the local engine builds, each node's engine loads over SSH, the containers' sshd and Open MPI run for real.
+
+Uses the session fixture ``sandbox2`` (tests/integration/conftest.py): ``.inventory_path``,
+``.inventory``, ``.state_dir``, ``.name``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from clusterctl import containers
+from clusterctl.errors import StepError
+from clusterctl.hosts.docker_remote import docker_client
+from clusterctl.image.build import build_image, effective_image_ref
+from clusterctl.image.distribute import distribute
+from clusterctl.inventory import Inventory
+
+pytestmark = pytest.mark.integration
+
+# Holds the container sshd port on every address family, so the container's sshd cannot bind it.
+_SQUATTER = """
+import socket, time
+try:
+    s = socket.socket(socket.AF_INET6)
+    s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+    s.bind(("::", PORT))
+except OSError:
+    s = socket.socket()
+    s.bind(("0.0.0.0", PORT))
+s.listen()
+time.sleep(300)
+"""
+
+
+@pytest.fixture
+def cluster(sandbox2, monkeypatch: pytest.MonkeyPatch) -> Iterator[Inventory]:
+    """The sandbox's inventory with its image built and delivered; containers removed afterwards."""
+    monkeypatch.setenv("CLUSTERCTL_STATE_DIR", str(sandbox2.state_dir))
+    inv = sandbox2.inventory
+    build_image(inv)
+    distribute(inv)
+    yield inv
+    containers.down(inv)
+
+
+def _ours_everywhere(inv: Inventory) -> dict[str, list[str]]:
+    found = {}
+    for node in inv.nodes:
+        client = docker_client(inv, node)
+        found[node.name] = [
+            c.name
+            for c in client.containers.list(
+                all=True, filters={"label": f"{containers.CLUSTER_LABEL}={inv.cluster.name}"}
+            )
+        ]
+        client.close()
+    return found
+
+
+def test_second_delivery_moves_nothing(cluster: Inventory) -> None:
+    image_id, results = distribute(cluster)
+    assert {r.status for r in results.values()} == {"skipped"}
+    assert sum(r.bytes_sent for r in results.values()) == 0
+    assert all(r.image_id == image_id for r in results.values())
+
+
+def test_up_ssh_between_containers_mpirun_then_down(cluster: Inventory) -> None:
+    containers.up(cluster, effective_image_ref(cluster), ready_timeout_s=60)
+    statuses = containers.status(cluster, effective_image_ref(cluster))
+    assert all(s.ok for s in statuses.values()), statuses
+
+    secondary = cluster.secondaries[0]
+    lines: list[str] = []
+    # The container's ssh_config enforces StrictHostKeyChecking yes; say it again to be explicit.
+    code = containers.exec_in_container(
+        cluster,
+        cluster.primary,
+        [
+            "ssh",
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-p",
+            str(cluster.container.sshd_port),
+            secondary.name,
+            "hostname",
+        ],
+        env=None,
+        timeout_s=60,
+        on_line=lines.append,
+    )
+    assert code == 0 and lines == [secondary.name]
+
+    lines.clear()
+    hosts = ",".join(f"{n.fabric_ip}:1" for n in cluster.nodes)
+    code = containers.exec_in_container(
+        cluster,
+        cluster.primary,
+        ["mpirun", "--allow-run-as-root", "-np", str(len(cluster.nodes)), "-H", hosts, "hostname"],
+        env=None,
+        timeout_s=120,
+        on_line=lines.append,
+    )
+    assert code == 0 and sorted(lines) == sorted(n.name for n in cluster.nodes)
+
+    containers.down(cluster)
+    assert _ours_everywhere(cluster) == {n.name: [] for n in cluster.nodes}
+
+
+def test_exec_timeout_kills_the_command(cluster: Inventory) -> None:
+    containers.up(cluster, effective_image_ref(cluster), ready_timeout_s=60)
+    start = time.monotonic()
+    with pytest.raises(containers.ExecTimedOut, match="ran past 2 s"):
+        containers.exec_in_container(
+            cluster, cluster.primary, ["sleep", "300"], env=None, timeout_s=2, on_line=lambda _: None
+        )
+    assert time.monotonic() - start < 20
+    lines: list[str] = []
+    containers.exec_in_container(
+        cluster, cluster.primary, ["ps", "-eo", "comm="], env=None, timeout_s=30, on_line=lines.append
+    )
+    assert "sleep" not in lines
+
+
+def test_secondary_whose_sshd_cannot_start_fails_up_and_leaves_nothing(cluster: Inventory) -> None:
+    broken = cluster.secondaries[0]
+    client = docker_client(cluster, broken)
+    squatter = client.containers.run(
+        effective_image_ref(cluster),
+        ["python3", "-c", _SQUATTER.replace("PORT", str(cluster.container.sshd_port))],
+        network_mode="host",
+        detach=True,
+        name="clusterctl-test-port-squatter",
+    )
+    deadline_s = 20
+    try:
+        start = time.monotonic()
+        with pytest.raises(StepError) as exc:
+            containers.up(cluster, effective_image_ref(cluster), ready_timeout_s=deadline_s)
+        assert time.monotonic() - start < deadline_s + containers.DOCKER_CALL_TIMEOUT_S / 6
+        assert f"not ready on {broken.name}:" in str(exc.value)  # names exactly that host
+        assert _ours_everywhere(cluster) == {n.name: [] for n in cluster.nodes}
+    finally:
+        squatter.remove(force=True)
+        client.close()
