@@ -82,11 +82,14 @@ ensure_base_image() {
 ensure_wheelhouse() {
   mkdir -p "$WHEELHOUSE"
   if ! ls "$WHEELHOUSE"/torch-"$TORCH_VERSION"*.whl >/dev/null 2>&1; then
-    # PyPI's Linux torch is the CUDA build (gigabytes of nvidia-* wheels); the +cpu build comes from
-    # pip's find-links when a local copy exists, else from PyTorch's CPU index.
-    log "wheelhouse: downloading torch==$TORCH_VERSION+cpu and its dependencies"
-    "$PYTHON" -m pip download -q --only-binary=:all: --extra-index-url "$TORCH_INDEX" -d "$WHEELHOUSE" \
-      "torch==$TORCH_VERSION+cpu"
+    # PyPI's Linux torch is the CUDA build (gigabytes of nvidia-* wheels). The +cpu build comes from
+    # pip's find-links when a local copy exists (no network asked), else from PyPI + PyTorch's CPU index.
+    log "wheelhouse: fetching torch==$TORCH_VERSION+cpu"
+    "$PYTHON" -m pip download -q --no-deps --no-index --only-binary=:all: -d "$WHEELHOUSE" "torch==$TORCH_VERSION+cpu" 2>/dev/null \
+      || "$PYTHON" -m pip download -q --no-deps --only-binary=:all: --extra-index-url "$TORCH_INDEX" -d "$WHEELHOUSE" \
+           "torch==$TORCH_VERSION+cpu"
+    # Its dependencies from the package index; torch itself is found in the wheelhouse.
+    "$PYTHON" -m pip download -q --only-binary=:all: --find-links "$WHEELHOUSE" -d "$WHEELHOUSE" "torch==$TORCH_VERSION+cpu"
   fi
   # Horovod's runtime dependencies, and what the payload imports besides torch.
   "$PYTHON" -m pip download -q --only-binary=:all: -d "$WHEELHOUSE" cloudpickle psutil pyyaml packaging cffi numpy
@@ -100,10 +103,12 @@ ensure_wheelhouse() {
 
 build_horovod() {
   # Horovod 0.28.1 (its last release) sets C++14; PyTorch 2.x headers need C++17.
+  # Built in a venv of its own: a distro Python refuses system-wide pip installs (PEP 668).
   apt_install cmake g++ make libopenmpi-dev openmpi-bin
-  "$PYTHON" -c "import torch" 2>/dev/null || "$PYTHON" -m pip install -q --no-index --find-links "$WHEELHOUSE" "torch==$TORCH_VERSION"
-  "$PYTHON" -m pip install -q setuptools wheel packaging cloudpickle psutil pyyaml cffi
-  local src
+  local venv="$HOME/.cache/clusterctl/horovod-build-venv" src
+  [ -x "$venv/bin/python" ] || "$PYTHON" -m venv "$venv" 2>/dev/null || { apt_install python3-venv; "$PYTHON" -m venv "$venv"; }
+  "$venv/bin/python" -m pip install -q --no-index --find-links "$WHEELHOUSE" "torch==$TORCH_VERSION+cpu"
+  "$venv/bin/python" -m pip install -q setuptools wheel packaging cloudpickle psutil pyyaml cffi
   src=$(mktemp -d /tmp/clusterctl-horovod.XXXXXX)
   "$PYTHON" -m pip download -q --no-deps --no-binary=:all: -d "$src" "horovod==$HOROVOD_VERSION"
   tar -C "$src" -xzf "$src"/horovod-"$HOROVOD_VERSION".tar.gz
@@ -113,7 +118,7 @@ build_horovod() {
   (cd "$src/horovod-$HOROVOD_VERSION" && \
     HOROVOD_WITH_PYTORCH=1 HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITHOUT_MXNET=1 \
     HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 HOROVOD_GPU_OPERATIONS= MAKEFLAGS="-j$(nproc)" \
-    "$PYTHON" -m pip wheel --no-build-isolation --no-deps -w "$WHEELHOUSE" . >/tmp/clusterctl-horovod-build.log 2>&1) \
+    "$venv/bin/python" -m pip wheel --no-build-isolation --no-deps -w "$WHEELHOUSE" . >/tmp/clusterctl-horovod-build.log 2>&1) \
     || die "horovod build failed; see /tmp/clusterctl-horovod-build.log"
   rm -rf "$src"
 }
