@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import statistics
+import tempfile
 from pathlib import Path
 
 import typer
 from rich.table import Table
 
 from clusterctl.cli.common import InventoryOption, console, err_console, load, print_json
+from clusterctl.diagnostics.bundle import write_bundle
+from clusterctl.diagnostics.collect import collect
 from clusterctl.inventory import Inventory
 from clusterctl.launch import LaunchPlan, RunOptions, build_plan, run_options
 from clusterctl.results.history import history_path, load_runs
@@ -35,15 +38,19 @@ def _line_printer(as_json: bool):
 def _execute(
     inventory: Inventory, plan: LaunchPlan, repeats: int, timeout: float, runs_dir: Path, as_json: bool
 ) -> list[RunRecord]:
-    done = run_benchmark(
-        inventory,
-        plan,
-        get_workload(plan.options.workload),
-        repeats=repeats,
-        timeout_s=timeout,
-        runs_dir=runs_dir,
-        on_line=_line_printer(as_json),
-    )
+    with tempfile.TemporaryDirectory(prefix="clusterctl-topology-") as snapshot:
+        nodes = [inventory.node(h.node) for h in plan.hosts]
+        write_bundle(Path(snapshot), collect(inventory, nodes))
+        done = run_benchmark(
+            inventory,
+            plan,
+            get_workload(plan.options.workload),
+            repeats=repeats,
+            timeout_s=timeout,
+            runs_dir=runs_dir,
+            on_line=_line_printer(as_json),
+            topology_dir=Path(snapshot),
+        )
     if not as_json:
         for record, directory in done:
             _print_record(record, directory)
