@@ -23,8 +23,10 @@ from clusterctl.inventory import Inventory, Node, RunDefaults
 if TYPE_CHECKING:
     from clusterctl.workloads.base import Workload
 
-# Environment every rank needs from the launching shell (the image's tool and library paths).
-FORWARDED_ENV = ("PATH", "LD_LIBRARY_PATH")
+# Environment every rank needs from the launching shell (the image's tool and library paths). The
+# cpu image sets no LD_LIBRARY_PATH, and mpirun warns about a -x of an unset variable.
+FORWARDED_ENV = ("PATH",)
+GPU_FORWARDED_ENV = ("LD_LIBRARY_PATH",)
 
 
 class RunOptions(BaseModel):
@@ -143,9 +145,9 @@ def build_plan(inventory: Inventory, options: RunOptions, workload: Workload) ->
     nodes = select_nodes(inventory, options.nodes)
     hosts = [HostSlots(node=n.name, address=n.fabric_ip, slots=_slots(n, options)) for n in nodes]
     env = nccl_env(inventory, options.settings)
-    forwarded = [*FORWARDED_ENV, *workload.forwarded_env(inventory)]
-    world = sum(h.slots for h in hosts)
     gpu = inventory.primary.gpus.count > 0
+    forwarded = [*FORWARDED_ENV, *(GPU_FORWARDED_ENV if gpu else ()), *workload.forwarded_env(inventory)]
+    world = sum(h.slots for h in hosts)
     argv = [
         "mpirun",
         "-np",
