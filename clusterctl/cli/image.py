@@ -21,6 +21,7 @@ from rich.table import Table
 from clusterctl.cli.common import InventoryOption, console, err_console, load
 from clusterctl.image.build import build_image, record_path
 from clusterctl.image.distribute import distribute
+from clusterctl.inventory import Inventory
 
 app = typer.Typer(help="Build the benchmark image and deliver it to every node.", no_args_is_help=True)
 
@@ -69,7 +70,12 @@ def build(
 @app.command()
 def push(inventory: Path | None = InventoryOption) -> None:
     """Deliver the built image to every node in parallel; skip nodes that hold the same image ID."""
-    inv = load(inventory)
+    if not deliver_with_progress(load(inventory)):
+        raise typer.Exit(1)
+
+
+def deliver_with_progress(inv: Inventory) -> bool:
+    """Deliver the built image with a live per-node progress display and a result table; True if all ok."""
     progress = Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),
@@ -92,5 +98,4 @@ def push(inventory: Path | None = InventoryOption) -> None:
     console.print(table)
     moved = sum(r.bytes_sent for r in results.values())
     console.print(f"{moved:,} bytes moved" if moved else "nothing moved: every node already holds the image")
-    if any(not r.ok for r in results.values()):
-        raise typer.Exit(1)
+    return all(r.ok for r in results.values())

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import typer
 from rich.table import Table
 
 from clusterctl.cli.common import InventoryOption, console, load, print_json
+from clusterctl.cli.image import deliver_with_progress
+from clusterctl.diagnostics.bundle import write_bundle
+from clusterctl.diagnostics.collect import collect
 from clusterctl.hosts.playbook import load_playbook, select_nodes, select_steps
 from clusterctl.hosts.provision import STATUSES, HostStepResult, ProvisionReport, provision
-from clusterctl.paths import data_dir
+from clusterctl.inventory import Inventory, Node
+from clusterctl.paths import cluster_state_dir, data_dir
 
 _STYLE = {
     "ok": "green",
@@ -56,6 +61,11 @@ def command(
     playbook_file: Path | None = typer.Option(
         None, "--playbook", help="Playbook file (default: the shipped host-setup.yml)."
     ),
+    image: bool = typer.Option(
+        False,
+        "--image",
+        help="Also deliver the built benchmark image to the nodes (the image stage; see `image build`).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the recap as JSON."),
 ) -> int:
     """Set up every node: packages, hostnames, cluster SSH, memlock, Docker (+NVIDIA runtime), MOFED, IPoIB, GPUDirect RDMA.
@@ -75,8 +85,20 @@ def command(
         accept_new=accept_new_host_keys,
         on_result=None if as_json else _live,
     )
+    status_dir = None if dry_run else capture_status(inv, nodes)
     if as_json:
-        print_json(report.to_json())
+        print_json({**report.to_json(), "status_bundle": str(status_dir) if status_dir else None})
     else:
         console.print(_recap(report))
-    return 1 if report.failed else 0
+        if status_dir:
+            console.print(
+                f"status of every host (topo -m, ip addr, ibstat, ibv_devinfo -v, ofed_info -s): {status_dir}"
+            )
+    image_ok = deliver_with_progress(inv) if image and not dry_run else True
+    return 1 if report.failed or not image_ok else 0
+
+
+def capture_status(inv: Inventory, nodes: list[Node]) -> Path:
+    """Save every host's diagnostics after setup (the appendix's status check) for check/inspect to read."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    return write_bundle(cluster_state_dir(inv.cluster.name) / "status" / stamp, collect(inv, nodes))

@@ -59,7 +59,7 @@ def test_dry_run_then_converge_then_nothing_to_do(sandbox2, capsys: pytest.Captu
     assert not _exec_ok(sandbox2, "node1", f"test -f {limits}"), "the sandbox must start unprovisioned"
 
     code, dry = _provision(capsys, *inv, "--dry-run")
-    assert code == 0 and dry["dry_run"] is True
+    assert code == 0 and dry["dry_run"] is True and dry["status_bundle"] is None
     assert _total(dry, "changed") == 0 and _total(dry, "would-change") >= 2 * 3
     would = {(s["node"], s["step"]) for s in dry["steps"] if s["status"] == "would-change"}
     assert ("node1", "memlock-limits") in would and ("node2", "cluster-ssh") in would
@@ -73,6 +73,9 @@ def test_dry_run_then_converge_then_nothing_to_do(sandbox2, capsys: pytest.Captu
     assert code == 0, first
     assert _total(first, "changed") >= 2 * 3
     assert _total(first, "failed") == 0 and _total(first, "unreachable") == 0
+    for node in ("node1", "node2"):  # the status capture is saved per host for check/inspect
+        assert (Path(first["status_bundle"]) / node / "meta.json").is_file()
+        assert (Path(first["status_bundle"]) / node / "ip-addr.txt").is_file()
     skipped = {s["step"]: s["reason"] for s in first["steps"] if s["status"] == "skipped"}
     assert {"mofed", "ipoib", "gpudirect-rdma", "nvidia-runtime"} <= set(skipped)
     assert all(skipped.values())
