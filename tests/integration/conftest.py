@@ -89,3 +89,14 @@ def sandbox2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
             yield Sandbox(name=name, state_dir=state, inventory_path=path, inventory=load_inventory(path))
         finally:
             cluster.down(name)
+            _untag_cluster_images(name)
+
+
+def _untag_cluster_images(cluster_name: str) -> None:
+    """Drop the session's image tags; the layers stay cached for the next session's build."""
+    engine = _engine()
+    if engine is None:
+        return
+    for image in engine.images.list(name=f"clusterctl/{cluster_name}"):
+        for tag in image.tags:
+            engine.images.remove(tag, noprune=True)
