@@ -14,3 +14,5 @@ clusterctl image push
 clusterctl up
 clusterctl run resnet50 --nodes 2
 clusterctl report
+echo "The sandbox stays up for more runs (clusterctl status, clusterctl run ...); remove everything with:"
+echo "  clusterctl down && clusterctl sandbox down"
