@@ -25,6 +25,7 @@ from pydantic import (
 )
 
 from clusterctl.errors import InventoryError
+from clusterctl.image.profiles import apply_profile_defaults
 from clusterctl.yamlio import line_of, load_yaml
 
 # --------------------------------------------------------------------------- value types
@@ -267,12 +268,15 @@ class ProvisionSpec(Strict):
     """Settings of `clusterctl provision` that are not facts about a node."""
 
     host_os: Version | None = Field(
-        None, description="The hosts' OS as MLNX OFED names it, e.g. ubuntu18.04; default: the image's os_base."
-    )
-    mofed_url: Annotated[str, Field(pattern=r"^(https?|file)://[A-Za-z0-9._~:/?#@!$&()*+,;=%-]+$")] | None = Field(
         None,
-        description="MLNX OFED tarball (https:// or file:// on the node; old download links disappear, so "
-        "a local mirror is supported). Default: Mellanox's URL for the version and host_os.",
+        description="The hosts' OS as MLNX OFED names it, e.g. ubuntu18.04; default: the image's os_base.",
+    )
+    mofed_url: Annotated[str, Field(pattern=r"^(https?|file)://[A-Za-z0-9._~:/?#@!$&()*+,;=%-]+$")] | None = (
+        Field(
+            None,
+            description="MLNX OFED tarball (https:// or file:// on the node; old download links disappear, so "
+            "a local mirror is supported). Default: Mellanox's URL for the version and host_os.",
+        )
     )
 
     def mofed_tarball(self, versions: ImageVersions) -> str | None:
@@ -336,8 +340,6 @@ class Inventory(Strict):
     @classmethod
     def _profile_defaults(cls, data: Any) -> Any:
         """Fill the image's unset versions and base from its profile's defaults."""
-        from clusterctl.image.profiles import apply_profile_defaults
-
         if isinstance(data, dict):
             return {**data, "image": apply_profile_defaults(data.get("image"))}
         return data
@@ -444,7 +446,7 @@ def cross_field_problems(inv: Inventory) -> list[tuple[Loc, str]]:
 
     fabric_nodes = [(i, n) for i, n in enumerate(inv.nodes) if n.fabric.address is not None]
     if fabric_nodes:
-        first_i, first = fabric_nodes[0]
+        first = fabric_nodes[0][1]
         network = first.fabric.address.network  # type: ignore[union-attr]
         seen_ips: dict[str, int] = {}
         for i, node in fabric_nodes:
@@ -466,7 +468,6 @@ def cross_field_problems(inv: Inventory) -> list[tuple[Loc, str]]:
                     )
                 )
             seen_ips.setdefault(ip, i)
-        del first_i
     kinds = {n.fabric.kind for n in inv.nodes}
     if len(kinds) > 1:
         problems.append(
