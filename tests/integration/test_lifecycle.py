@@ -32,8 +32,22 @@ except OSError:
     s = socket.socket()
     s.bind(("0.0.0.0", PORT))
 s.listen()
+print("bound", flush=True)
 time.sleep(300)
 """
+
+
+def _wait_for_log_line(container, line: str, timeout_s: float) -> None:
+    """Wait (bounded) until ``container`` has printed ``line``; the squatter must hold the port before up."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if line in container.logs().decode(errors="replace").split():
+            return
+        container.reload()
+        if container.status == "exited":
+            break
+        time.sleep(0.2)
+    raise AssertionError(f"{container.name} never printed {line!r}: {container.logs()!r}")
 
 
 @pytest.fixture
@@ -137,6 +151,7 @@ def test_secondary_whose_sshd_cannot_start_fails_up_and_leaves_nothing(cluster: 
     )
     deadline_s = 20
     try:
+        _wait_for_log_line(squatter, "bound", timeout_s=30)
         start = time.monotonic()
         with pytest.raises(StepError) as exc:
             containers.up(cluster, effective_image_ref(cluster), ready_timeout_s=deadline_s)
