@@ -1,10 +1,17 @@
 """The command line: Typer apps split by noun, and the one place errors become exit codes.
 
 Exit codes: 0 success; 1 a check failed or a run failed; 2 bad input or environment (nothing was run
-on any host). No user error prints a traceback.
+on any host); 130 interrupted. No user error prints a traceback. An unexpected exception (a bug) prints
+one line naming a crash log that holds the traceback; ``CLUSTERCTL_DEBUG=1`` raises it instead.
 """
 
 from __future__ import annotations
+
+import os
+import sys
+import traceback
+from datetime import UTC, datetime
+from pathlib import Path
 
 import click
 import typer
@@ -21,6 +28,9 @@ from clusterctl.cli import sandbox as sandbox_cli
 from clusterctl.cli.common import err_console
 from clusterctl.cli.inspect import inspect as inspect_command
 from clusterctl.errors import ClusterctlError
+from clusterctl.paths import state_dir
+
+DEBUG_ENV = "CLUSTERCTL_DEBUG"
 
 app = typer.Typer(
     name="clusterctl",
@@ -58,6 +68,16 @@ def _root(
     """clusterctl: provision, start, run and report a containerised MPI benchmark cluster."""
 
 
+def write_crash_log(exc: BaseException, argv: list[str]) -> Path:
+    """Write ``exc``'s traceback and the command line to a new file under ``<state dir>/logs/``."""
+    logs = state_dir() / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    path = logs / f"crash-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S.%fZ')}.log"
+    text = "".join(traceback.format_exception(exc))
+    path.write_text(f"clusterctl {__version__}\nargv: {argv!r}\n\n{text}")
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI with ``argv`` (default: the process arguments) and return the exit code."""
     try:
@@ -71,4 +91,19 @@ def main(argv: list[str] | None = None) -> int:
     except click.ClickException as exc:
         exc.show()
         return 2 if isinstance(exc, click.UsageError) else exc.exit_code
+    except Exception as exc:  # a bug: one line for the user, the traceback in a file
+        if os.environ.get(DEBUG_ENV):
+            raise
+        args = list(argv) if argv is not None else sys.argv[1:]
+        try:
+            where = f"the traceback is in {write_crash_log(exc, args)}"
+        except OSError as log_error:
+            where = f"no crash log could be written ({log_error}); rerun with {DEBUG_ENV}=1 to see it"
+        err_console.print(
+            f"[bold red]internal error:[/] {type(exc).__name__}: {exc}. This is a clusterctl bug: {where}; "
+            "please attach it to a bug report.",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return 1
     return result if isinstance(result, int) else 0
