@@ -23,14 +23,15 @@ from clusterctl.diagnostics.parsers.tf_cnn_benchmarks import TfCnnBenchmarks
 from clusterctl.findings import Finding
 from clusterctl.inventory import Inventory, Node
 
-# NCCL_NET_GDR_LEVEL: GPUDirect RDMA is used when the GPU-NIC path is at most this far. Legacy integer
-# values 0..4 = LOC, PIX, PXB, PHB, SYS (source: NCCL user guide, "Environment Variables",
-# NCCL_NET_GDR_LEVEL; the `search` tool returned nothing useful, so this is from that page as known).
-# nvidia-smi's NODE (across host bridges inside one NUMA node) is a PHB path in NCCL's topology (both
-# go through the CPU of the same NUMA node); SOC is the pre-2017 name of SYS.
+# NCCL_NET_GDR_LEVEL: GPUDirect RDMA is used when the GPU-NIC path type is at most this level
+# (`distance > netGdrLevel` disables it). Legacy integer values map 0..5 to LOC, PIX, PXB, PHB, SYS,
+# SYS, and the names are accepted as they are; when unset the level is PXB. Checked against NCCL's
+# src/graph/paths.cc (ncclGetLevel's levelsOldToNew table and ncclTopoCheckGdr's
+# `int netGdrLevel = PATH_PXB`). NCCL has no NODE path type: nvidia-smi's NODE (across host bridges
+# inside one NUMA node) is NCCL's PHB (a path through the CPU); SOC is the pre-2017 name of SYS.
 GDR_LEVEL_NAMES = ("LOC", "PIX", "PXB", "PHB", "SYS")
 _PATH_GDR_LEVEL = {"PIX": 1, "PXB": 2, "PHB": 3, "NODE": 3, "SYS": 4, "SOC": 4}
-NCCL_DEFAULT_GDR_LEVEL = 2  # PXB: NCCL's default on most releases when NCCL_NET_GDR_LEVEL is unset
+NCCL_DEFAULT_GDR_LEVEL = 2  # PXB: ncclTopoCheckGdr's default when NCCL_NET_GDR_LEVEL is unset
 
 
 class Expectation(BaseModel):
