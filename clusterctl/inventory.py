@@ -21,6 +21,8 @@ from pydantic import (
     Field,
     PrivateAttr,
     ValidationError,
+    ValidationInfo,
+    field_validator,
     model_validator,
 )
 
@@ -275,12 +277,49 @@ class ProvisionSpec(Strict):
         Field(
             None,
             description="MLNX OFED tarball (https:// or file:// on the node; old download links disappear, so "
-            "a local mirror is supported). Default: Mellanox's URL for the version and host_os.",
+            "a local mirror is supported). Default: Mellanox's URL for the version and host_os. "
+            "Not together with mofed_tarball_path.",
         )
     )
+    mofed_tarball_path: Path | None = Field(
+        None,
+        description="MLNX OFED tarball on the controller (the machine running clusterctl), pushed to each "
+        "node over SFTP when its MOFED probe fails, then installed from there (for nodes without internet "
+        "access). A relative path is resolved against the inventory file's directory; the file must exist "
+        "when the inventory is loaded. Not together with mofed_url.",
+    )
 
-    def mofed_tarball(self, versions: ImageVersions) -> str | None:
-        """The MLNX OFED tarball to install on the hosts, or None when no MOFED version is set."""
+    @field_validator("mofed_tarball_path")
+    @classmethod
+    def _tarball_is_a_file(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        """Resolve the path against the inventory's directory (``context["inventory_dir"]``) and require a file."""
+        if value is None:
+            return None
+        base = Path((info.context or {}).get("inventory_dir") or ".")
+        path = (base / value.expanduser()).resolve()
+        shown = f"{str(value)!r}" + (f" (resolved to {path})" if str(path) != str(value) else "")
+        if path.is_file():
+            return path
+        if path.is_dir():
+            problem, fix = "is a directory, not a tarball", "name the MLNX_OFED_LINUX-*.tgz file itself"
+        elif path.exists():
+            problem, fix = "is not a regular file", "name the MLNX_OFED_LINUX-*.tgz file itself"
+        else:
+            problem = "does not exist"
+            fix = (
+                "put the MLNX OFED tarball there or correct the path "
+                "(a relative path is resolved against the inventory file's directory)"
+            )
+        raise ValueError(f"{shown} {problem}; {fix}")
+
+    def mofed_download_url(self, versions: ImageVersions) -> str | None:
+        """The URL the nodes download the MLNX OFED tarball from.
+
+        ``mofed_url`` when set, else Mellanox's URL for the version and OS. None when
+        ``mofed_tarball_path`` pushes the tarball instead, or when no MOFED version is set.
+        """
+        if self.mofed_tarball_path:
+            return None
         if self.mofed_url:
             return self.mofed_url
         if not versions.mofed:
@@ -473,6 +512,14 @@ def cross_field_problems(inv: Inventory) -> list[tuple[Loc, str]]:
         problems.append(
             (("nodes",), f"nodes mix fabric kinds {sorted(kinds)}; use one fabric kind for the whole cluster")
         )
+    if inv.provision.mofed_url and inv.provision.mofed_tarball_path:
+        problems.append(
+            (
+                ("provision", "mofed_tarball_path"),
+                "both provision.mofed_url and provision.mofed_tarball_path are set; keep one of them "
+                "(mofed_url: the nodes download the tarball, mofed_tarball_path: clusterctl pushes it from this machine)",
+            )
+        )
     targets = [m.target for m in inv.container.mounts]
     for j, target in enumerate(targets):
         if target in targets[:j]:
@@ -544,6 +591,9 @@ def _message(path: Path, document: Any, loc: Loc, msg: str, hint: str | None) ->
 def validate_document(document: Any, path: Path) -> Inventory:
     """Validate a parsed YAML document as an inventory from ``path``.
 
+    Relative controller paths in it (``provision.mofed_tarball_path``) are resolved against ``path``'s
+    directory.
+
     Raises:
         InventoryError: with one line per problem, each naming file, line, field and fix.
     """
@@ -552,7 +602,7 @@ def validate_document(document: Any, path: Path) -> Inventory:
             f"{path}: an inventory is a mapping with keys cluster, nodes, container, image, run."
         )
     try:
-        inventory = Inventory.model_validate(document)
+        inventory = Inventory.model_validate(document, context={"inventory_dir": path.parent})
     except InventoryRuleError as exc:
         lines = [_message(path, document, loc, msg, None) for loc, msg in exc.problems]
         raise InventoryError("\n".join(lines)) from None

@@ -213,6 +213,20 @@ INVALID = [
         "cluster",
         "title: testcluster",
     ),
+    (
+        "mofed-tarball-missing",
+        "  profile: paper-2020\n",
+        "  profile: paper-2020\nprovision:\n  mofed_tarball_path: MLNX_OFED_LINUX-absent.tgz\n",
+        "provision.mofed_tarball_path",
+        "MLNX_OFED_LINUX-absent.tgz",
+    ),
+    (
+        "mofed-tarball-is-a-directory",
+        "  profile: paper-2020\n",
+        "  profile: paper-2020\nprovision:\n  mofed_tarball_path: .\n",
+        "provision.mofed_tarball_path",
+        "mofed_tarball_path: .",
+    ),
     ("mixed-fabric-kinds", "    role: primary\n", "    role: primary\n    gpus:\n      count: 0\n", "", ""),
 ]
 # The last case is valid (a CPU primary is allowed); it guards against over-eager rules.
@@ -318,3 +332,56 @@ def test_show_prints_every_node(capsys: pytest.CaptureFixture[str]) -> None:
     shown = json.loads(capsys.readouterr().out)
     assert [n["name"] for n in shown["nodes"]] == ["c4140-1", "c4140-2"]
     assert shown["nodes"][1]["fabric"]["hca"] == "mlx5_0"
+
+
+MOFED = "  profile: paper-2020\n"
+
+
+def test_mofed_tarball_path_is_resolved_against_the_inventory_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "mirror").mkdir()
+    tarball = tmp_path / "mirror" / "MLNX_OFED_LINUX-4.7-3.2.9.0-ubuntu18.04-x86_64.tgz"
+    tarball.write_bytes(b"not really a tarball")
+    text = BASE.replace(MOFED, f"{MOFED}provision:\n  mofed_tarball_path: mirror/{tarball.name}\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # the working directory plays no part
+    inv = load_inventory(_write(tmp_path, text))
+    assert inv.provision.mofed_tarball_path == tarball.resolve()
+    assert inv.provision.mofed_download_url(inv.image.versions) is None  # pushed, not downloaded
+
+
+def test_mofed_url_and_tarball_path_together_exit_2_naming_both(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "mofed.tgz").write_bytes(b"x")
+    text = BASE.replace(
+        MOFED,
+        f"{MOFED}provision:\n  mofed_url: https://mirror.example.org/mofed.tgz\n  mofed_tarball_path: mofed.tgz\n",
+    )
+    path = _write(tmp_path, text)
+    assert main(["inventory", "validate", str(path)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"{path}, line {_line_of(text, 'mofed_tarball_path:')}, field provision.mofed_tarball_path" in err
+    assert "provision.mofed_url" in err and "Fix: keep one of them" in err
+
+
+def test_mofed_download_url_defaults_to_mellanox_or_the_mirror(tmp_path: Path) -> None:
+    inv = load_inventory(_write(tmp_path, BASE))
+    assert inv.provision.mofed_download_url(inv.image.versions) == (
+        "https://content.mellanox.com/ofed/MLNX_OFED-4.7-3.2.9.0/MLNX_OFED_LINUX-4.7-3.2.9.0-ubuntu18.04-x86_64.tgz"
+    )
+    mirror = BASE.replace(MOFED, f"{MOFED}provision:\n  mofed_url: file:///srv/mofed.tgz\n")
+    inv = load_inventory(_write(tmp_path, mirror))
+    assert inv.provision.mofed_download_url(inv.image.versions) == "file:///srv/mofed.tgz"
+
+
+def test_schema_describes_the_mofed_tarball_path(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    assert main(["inventory", "schema"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    field = schema["$defs"]["ProvisionSpec"]["properties"]["mofed_tarball_path"]
+    assert "controller" in field["description"] and "inventory file's directory" in field["description"]
+    assert "mofed_url" in field["description"]
