@@ -10,7 +10,15 @@ from pathlib import Path
 import pytest
 
 from clusterctl.errors import InputError
-from clusterctl.hosts.playbook import Playbook, Step, load_playbook, render_step, select_nodes, select_steps
+from clusterctl.hosts.playbook import (
+    Playbook,
+    Step,
+    Upload,
+    load_playbook,
+    render_step,
+    select_nodes,
+    select_steps,
+)
 from clusterctl.inventory import Inventory, load_inventory
 from clusterctl.paths import data_dir
 from clusterctl.sshkeys import ensure_keypair
@@ -58,6 +66,68 @@ def test_paper_mofed_installs_the_whitepapers_version_without_firmware_update() 
     assert (
         "rm -rf /tmp/clusterctl-mofed" in r.apply.splitlines()[1]
     )  # a stale install directory is cleaned first
+    assert r.uploads == ()  # without provision.mofed_tarball_path nothing is pushed
+    assert f"curl -fsSL {url} | tar -xz -C /tmp/clusterctl-mofed" in r.apply
+
+
+def _pushed_tarball_inventory(tmp_path: Path) -> Inventory:
+    """paper-c4140.yml copied next to a tarball it names by a relative provision.mofed_tarball_path."""
+    tarball = tmp_path / "MLNX_OFED_LINUX-4.7-3.2.9.0-ubuntu18.04-x86_64.tgz"
+    tarball.write_bytes(b"a tarball")
+    text = (data_dir("inventories") / "paper-c4140.yml").read_text()
+    path = tmp_path / "paper.yml"
+    path.write_text(f"{text}\nprovision:\n  mofed_tarball_path: {tarball.name}\n")
+    return load_inventory(path)
+
+
+def test_mofed_pushes_the_controller_tarball_and_installs_from_it(tmp_path: Path) -> None:
+    inv = _pushed_tarball_inventory(tmp_path)
+    (step,) = select_steps(load_playbook(PLAYBOOK), ["mofed"])
+    r = render_step(step, inv.nodes[1], _context(inv))
+    assert r.uploads == (("mofed_tarball", "/tmp/clusterctl-mofed.tgz", 0o600),)
+    assert "curl" not in r.apply and "https://" not in r.apply
+    lines = r.apply.splitlines()
+    extract = lines.index("tar -xzf /tmp/clusterctl-mofed.tgz -C /tmp/clusterctl-mofed --strip-components=1")
+    install = lines.index("/tmp/clusterctl-mofed/mlnxofedinstall --without-fw-update --all --force")
+    assert (
+        lines[1] == "rm -rf /tmp/clusterctl-mofed && mkdir -p /tmp/clusterctl-mofed" and 1 < extract < install
+    )
+    # both the extracted directory and the pushed tarball go, whether the install succeeds or fails
+    assert "trap 'rm -rf /tmp/clusterctl-mofed /tmp/clusterctl-mofed.tgz' EXIT" in lines[:extract]
+    assert "MLNX_OFED_LINUX-4.7-3.2.9.0" in r.check  # the probe is unchanged: an equal version is kept
+
+
+def test_the_tarball_is_handed_to_the_executor_as_a_path_not_its_bytes(tmp_path: Path) -> None:
+    from clusterctl.hosts.provision import step_files
+
+    inv = _pushed_tarball_inventory(tmp_path)
+    files = step_files(inv)
+    assert files["mofed_tarball"] == tmp_path / "MLNX_OFED_LINUX-4.7-3.2.9.0-ubuntu18.04-x86_64.tgz"
+    assert isinstance(files["mofed_tarball"], Path)  # streamed at upload time, never read whole
+    assert "mofed_tarball" not in step_files(load_inventory(data_dir("inventories") / "paper-c4140.yml"))
+
+
+def test_an_upload_whose_condition_is_false_is_left_out() -> None:
+    inv = load_inventory(data_dir("inventories") / "paper-c4140.yml")
+    step = Step.model_validate(
+        {
+            "name": "s",
+            "description": "d",
+            "check": "false",
+            "apply": "true",
+            "upload": [
+                {"source": "a", "dest": "/tmp/{{ node.name }}-a", "when": "node.role == 'primary'"},
+                {"source": "b", "dest": "/tmp/b", "mode": 0o644},
+            ],
+        }
+    )
+    assert render_step(step, inv.nodes[0], _context(inv)).uploads == (
+        ("a", "/tmp/c4140-1-a", 0o600),
+        ("b", "/tmp/b", 0o644),
+    )
+    assert render_step(step, inv.nodes[1], _context(inv)).uploads == (("b", "/tmp/b", 0o644),)
+    with pytest.raises(ValueError, match="'when' is not a valid expression"):
+        Upload.model_validate({"source": "a", "dest": "/tmp/a", "when": "node.role =="})
 
 
 def test_modern_mofed_uses_its_own_version() -> None:

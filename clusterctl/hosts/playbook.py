@@ -1,7 +1,8 @@
 """Playbooks: ordered host-setup steps kept as YAML data, and the pure half that renders them.
 
 A step has a name, a condition over the inventory (``when``), a read-only probe (``check``), the
-change (``apply``), an optional ``verify`` (default: the probe again), files to upload and a timeout.
+change (``apply``), an optional ``verify`` (default: the probe again), files to upload (each with
+its own optional ``when``) and a timeout.
 Commands are Jinja2 templates whose every ``{{ value }}`` is passed through ``shlex.quote`` by the
 environment's ``finalize`` hook: a value from the inventory cannot reach a shell unquoted, whatever
 the playbook author writes. ``{{ items | qjoin }}`` quotes each list item and joins them with spaces.
@@ -14,10 +15,10 @@ import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import jinja2
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from clusterctl.errors import InputError
 from clusterctl.inventory import Inventory, Node, format_loc
@@ -47,6 +48,18 @@ def _environment() -> jinja2.Environment:
 _plain = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)
 
 
+def _check_expression(value: str) -> str:
+    """A ``when`` expression, unchanged; ValueError when Jinja2 cannot compile it."""
+    try:
+        _environment().compile_expression(value)
+    except jinja2.TemplateSyntaxError as exc:
+        raise ValueError(f"'when' is not a valid expression ({exc.message})") from None
+    return value
+
+
+Expression = Annotated[str, AfterValidator(_check_expression)]
+
+
 class Upload(BaseModel):
     """A file the executor writes over SFTP before ``apply`` runs (never through a command line)."""
 
@@ -55,6 +68,9 @@ class Upload(BaseModel):
     source: str = Field(description="Name of a file the controller provides (see ``step_files``).")
     dest: str = Field(description="Path on the node (a template).")
     mode: int = Field(0o600, description="File mode, set before any byte is written.")
+    when: Expression = Field(
+        "true", description="Jinja2 expression over node, inv, cluster; false: not uploaded."
+    )
 
 
 class Step(BaseModel):
@@ -64,7 +80,9 @@ class Step(BaseModel):
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
     description: str
-    when: str = Field("true", description="Jinja2 expression over node, inv, cluster; false skips the step.")
+    when: Expression = Field(
+        "true", description="Jinja2 expression over node, inv, cluster; false skips the step."
+    )
     when_reason: str = Field("", description="Why the step is skipped when ``when`` is false.")
     depends_on: list[str] = Field(
         default_factory=list, description="Steps that must not have failed on the host."
@@ -74,15 +92,6 @@ class Step(BaseModel):
     verify: str | None = Field(None, description="Probe after apply; default: ``check`` again.")
     upload: list[Upload] = Field(default_factory=list)
     timeout_s: float = Field(300, gt=0, le=7200)
-
-    @field_validator("when")
-    @classmethod
-    def _expression_compiles(cls, value: str) -> str:
-        try:
-            _environment().compile_expression(value)
-        except jinja2.TemplateSyntaxError as exc:
-            raise ValueError(f"'when' is not a valid expression ({exc.message})") from None
-        return value
 
 
 class Playbook(BaseModel):
@@ -123,7 +132,10 @@ def load_playbook(path: Path) -> Playbook:
 
 @dataclass(frozen=True)
 class RenderedStep:
-    """A step's commands for one node, quoted and ready for the shell; or the reason it is skipped."""
+    """A step's commands for one node, quoted and ready for the shell; or the reason it is skipped.
+
+    ``uploads`` holds (source, dest, mode) for each upload whose ``when`` holds on the node.
+    """
 
     step: Step
     node: str
@@ -156,7 +168,11 @@ def render_step(step: Step, node: Node, context: dict[str, Any]) -> RenderedStep
         apply=render(step.apply),
         verify=render(step.verify or step.check),
         # Upload paths go to SFTP, not to a shell: rendered without shell quoting.
-        uploads=tuple((u.source, _plain.from_string(u.dest).render(**values), u.mode) for u in step.upload),
+        uploads=tuple(
+            (u.source, _plain.from_string(u.dest).render(**values), u.mode)
+            for u in step.upload
+            if env.compile_expression(u.when)(**values)
+        ),
     )
 
 

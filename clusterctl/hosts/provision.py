@@ -8,11 +8,15 @@ skipped there. A dry run runs every read-only probe and changes nothing.
 
 from __future__ import annotations
 
+import contextlib
+import io
+import shutil
 import stat
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import fabric
@@ -28,6 +32,11 @@ Status = Literal["ok", "changed", "would-change", "failed", "skipped", "unreacha
 STATUSES: tuple[Status, ...] = ("ok", "changed", "would-change", "failed", "skipped", "unreachable")
 # Seconds allowed for the parallel connect phase beyond each node's own connect timeout.
 CONNECT_SLACK_S = 15
+# Bytes read from a source and written over SFTP at a time (paramiko's largest SFTP write).
+UPLOAD_CHUNK = 32768
+
+StepFile = bytes | Path
+"""What a step may upload: bytes (a small file such as a key) or a controller file, streamed from disk."""
 
 
 @dataclass
@@ -96,17 +105,40 @@ def step_context(inventory: Inventory, host_keys: dict[str, str]) -> dict[str, A
     }
 
 
-def step_files(inventory: Inventory) -> dict[str, bytes]:
-    """Files steps may upload, by the name their ``upload.source`` uses. Never logged."""
+def step_files(inventory: Inventory) -> dict[str, StepFile]:
+    """Files steps may upload, by the name their ``upload.source`` uses. Never logged.
+
+    ``cluster_key``: the cluster's private key. ``mofed_tarball``: ``provision.mofed_tarball_path``,
+    present only when set, as a path (read from disk in chunks while it is uploaded).
+    """
     keys = ensure_cluster_keys(inventory)
-    return {"cluster_key": keys.client_key.read_bytes()}
+    files: dict[str, StepFile] = {"cluster_key": keys.client_key.read_bytes()}
+    if inventory.provision.mofed_tarball_path:
+        files["mofed_tarball"] = inventory.provision.mofed_tarball_path
+    return files
 
 
-def _upload(conn: fabric.Connection, data: bytes, dest: str, mode: int) -> None:
+def _upload(conn: fabric.Connection, data: StepFile, dest: str, mode: int) -> None:
+    """Write ``data`` to ``dest`` over SFTP in chunks, its mode set before any byte is written.
+
+    Whatever is at ``dest`` is removed and the file created exclusively (O_EXCL), so a file or symlink
+    planted there (``/tmp`` is world-writable) is neither written through nor kept with its owner.
+
+    Raises:
+        OSError: the source cannot be read, the node refuses the file, or fewer bytes arrived.
+    """
     sftp = conn.sftp()
-    with sftp.open(dest, "w") as fh:
+    with contextlib.suppress(FileNotFoundError):
+        sftp.remove(dest)
+    source = io.BytesIO(data) if isinstance(data, bytes) else data.open("rb")
+    with source, sftp.open(dest, "wx") as fh:
         fh.chmod(mode & (stat.S_IRWXU | stat.S_IRWXG | stat.S_IRWXO))
-        fh.write(data)
+        fh.set_pipelined(True)
+        shutil.copyfileobj(source, fh, UPLOAD_CHUNK)
+        sent = source.tell()
+    arrived = sftp.stat(dest).st_size
+    if arrived != sent:
+        raise OSError(f"{dest}: {arrived} of {sent} bytes arrived")
 
 
 def _tail(result: CommandResult, lines: int = 6) -> str:
@@ -115,9 +147,13 @@ def _tail(result: CommandResult, lines: int = 6) -> str:
 
 
 def run_step_on_host(
-    conn: fabric.Connection, node: Node, rendered: RenderedStep, files: dict[str, bytes], *, dry_run: bool
+    conn: fabric.Connection, node: Node, rendered: RenderedStep, files: dict[str, StepFile], *, dry_run: bool
 ) -> HostStepResult:
-    """check → (apply → verify) for one rendered step on one host."""
+    """check → (upload → apply → verify) for one rendered step on one host.
+
+    Uploads happen only where the probe failed and it is not a dry run; ``files`` maps each upload's
+    ``source`` to its content (see ``step_files``).
+    """
     step, start = rendered.step, time.monotonic()
 
     def result(status: Status, reason: str = "") -> HostStepResult:
@@ -139,6 +175,10 @@ def run_step_on_host(
         return result("would-change", f"check exited {probe.exit_code}")
     try:
         for source, dest, mode in rendered.uploads:
+            if source not in files:
+                return result(
+                    "failed", f"upload: no file named {source!r} (known: {', '.join(sorted(files))})"
+                )
             _upload(conn, files[source], dest, mode)
     except OSError as exc:
         return result("failed", f"upload: {exc}")
