@@ -12,18 +12,19 @@ import pytest
 from fixtures import fixture_text
 
 from clusterctl.cli import main
+from clusterctl.diagnostics import KINDS, PARSERS, detect_kind
 from clusterctl.diagnostics.bundle import NodeBundle, NodeMeta, SectionMeta, read_bundle, write_bundle
 from clusterctl.diagnostics.collect import (
     COLLECTORS,
     Collector,
     collection_script,
     node_bundle,
-    parse_peermem,
     section_status,
     split_sections,
 )
 from clusterctl.diagnostics.inspect import inspect_file
 from clusterctl.diagnostics.parsers.ip_addr import parse_ip_addr
+from clusterctl.diagnostics.parsers.peermem import parse_peermem
 from clusterctl.diagnostics.parsers.proc_modules import parse_proc_modules
 from clusterctl.diagnostics.rules_cluster import judge_bundle
 from clusterctl.errors import InputError
@@ -32,15 +33,15 @@ from clusterctl.inventory import Inventory, load_inventory
 
 REPO = Path(__file__).resolve().parents[1]
 PAPER = REPO / "inventories" / "paper-c4140.yml"
-IP_SAMPLE = "ip_addr/vm-host-eth0-docker-bridges.out"
+IP_SAMPLE = "ip_addr/vm-host-eth0-docker-bridges.txt"
 
 # ------------------------------------------------------------------------------------ the script
 
 LOCAL = (
-    Collector("absent", ("clusterctl-no-such-command-7f3a",), parse_peermem, "any"),
-    Collector("printed", ("printf", "a\nb"), parse_peermem, "any"),
-    Collector("false", ("false",), parse_peermem, "any"),
-    Collector("tolerated", ("sh", "-c", "echo /sys/x; exit 2"), parse_peermem, "any", frozenset({0, 2})),
+    Collector("absent", ("clusterctl-no-such-command-7f3a",), "peermem", "any"),
+    Collector("printed", ("printf", "a\nb"), "peermem", "any"),
+    Collector("false", ("false",), "peermem", "any"),
+    Collector("tolerated", ("sh", "-c", "echo /sys/x; exit 2"), "peermem", "any", frozenset({0, 2})),
 )
 
 
@@ -125,11 +126,39 @@ def test_ip_addr_sample_captured_here() -> None:
 
 
 def test_proc_modules_missing_file_and_proc5_lines() -> None:
-    missing = parse_proc_modules(fixture_text("proc_modules/vm-no-proc-modules-error.out"))
+    missing = parse_proc_modules(fixture_text("proc_modules/vm-no-proc-modules-error.txt"))
     assert missing.modules == [] and "No such file" in missing.error
     # Line shape from proc(5): name size refcount deps state address.
     lines = "nvidia_peermem 16384 0 - Live 0x0000000000000000\nmlx5_ib 397312 0 - Live 0xffffffffc0a00000\n"
     assert parse_proc_modules(lines).modules == ["nvidia_peermem", "mlx5_ib"]
+
+
+def test_every_collector_output_has_a_registered_kind() -> None:
+    assert {c.kind for c in COLLECTORS} <= set(KINDS) & set(PARSERS)
+
+
+def test_host_fact_kinds_detected_and_parsed_on_real_captures() -> None:
+    pretty = fixture_text("ip_addr/vm-eth0-pretty-json.txt")
+    assert detect_kind(pretty) == detect_kind(fixture_text(IP_SAMPLE)) == "ip-addr"
+    assert parse_ip_addr(pretty).interface("eth0").addresses == [
+        "192.0.2.2/24",
+        "fd00::2/64",
+        "fe80::fc:ff:fe00:1/64",
+    ]
+    taint = fixture_text("proc_modules/popos-proc-modules-snd-deps-nvidia-drm-taint-partial.txt")
+    deps = fixture_text("proc_modules/jamescun-procfs-wireguard-deps.txt")
+    assert detect_kind(taint) == detect_kind(deps) == "proc-modules"  # not CSV despite 4-5 commas a line
+    assert parse_proc_modules(taint).modules == [
+        "snd_hda_intel",
+        "snd_hda_codec",
+        "snd_hda_core",
+        "nvidia_drm",
+    ]
+    assert len(parse_proc_modules(deps).modules) == 6 and parse_proc_modules(deps).error is None
+    probe = parse_peermem(fixture_text("peermem/vm-no-peermem-ls-d-stderr.txt"))
+    assert (
+        probe.present == [] and probe.absent[0] == "/sys/module/nvidia_peermem" and not probe.unparsed_lines
+    )
 
 
 # ------------------------------------------------------------------------------------ judgement

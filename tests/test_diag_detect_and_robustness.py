@@ -26,6 +26,9 @@ FOLDER_KIND = {
     "nccl_tests": "nccl-tests",
     "mpi_errors": "mpi-error",
     "nccl_errors": "nccl-log",
+    "ip_addr": "ip-addr",
+    "proc_modules": "proc-modules",
+    "peermem": "peermem",
 }
 FIXTURES = all_fixtures()
 

@@ -1,7 +1,8 @@
 """Collect the host facts `check topology` judges: one read-only shell script per node, one SSH call.
 
-The collector table names each output (key), the command that prints it (argv), its parser and what
-the node must have for the output to matter (GPUs, an RDMA fabric, or nothing). ``collection_script``
+The collector table names each output (key), the command that prints it (argv), its kind (the parser
+`inspect` also uses, so every file of a bundle can be inspected) and what the node must have for the
+output to matter (GPUs, an RDMA fabric, or nothing). ``collection_script``
 turns the table into a POSIX shell script that runs every command in turn and frames its stdout,
 exit status and stderr tail between marker lines; ``split_sections`` (pure) cuts the output back
 into one section per key. A command that is not installed is reported as exit status 127 by the
@@ -12,34 +13,20 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
-from pydantic import Field
-
+from clusterctl.diagnostics import parse
 from clusterctl.diagnostics.bundle import NodeBundle, NodeMeta, SectionMeta, SectionStatus
 from clusterctl.diagnostics.model import Parsed
-from clusterctl.diagnostics.parsers.ibstat import parse_ibstat
-from clusterctl.diagnostics.parsers.ibv_devinfo import parse_ibv_devinfo
-from clusterctl.diagnostics.parsers.ip_addr import parse_ip_addr
-from clusterctl.diagnostics.parsers.nvidia_smi_csv import parse_nvidia_smi_csv
-from clusterctl.diagnostics.parsers.nvidia_smi_topo import parse_nvidia_smi_topo
-from clusterctl.diagnostics.parsers.ofed_info import parse_ofed_info
-from clusterctl.diagnostics.parsers.proc_modules import parse_proc_modules
+from clusterctl.diagnostics.parsers.peermem import PEERMEM_PATHS
 from clusterctl.hosts.ssh import CommandResult, run_on_nodes
 from clusterctl.inventory import Inventory, Node
 
 Need = Literal["gpu", "rdma", "any"]
 
-# Where a loaded GPUDirect RDMA peer-memory client shows: the in-driver module (R470+), the legacy
-# Mellanox module, and the legacy module's version file.
-PEERMEM_PATHS = (
-    "/sys/module/nvidia_peermem",
-    "/sys/module/nv_peer_mem",
-    "/sys/kernel/mm/memory_peers/nv_mem/version",
-)
 COMMAND_TIMEOUT_S = 30  # each command, when the node has coreutils' `timeout`
 _STDERR_TAIL = 2000
 _MARK = "@@clusterctl-collect@@"
@@ -47,41 +34,35 @@ _MARK = "@@clusterctl-collect@@"
 
 @dataclass(frozen=True)
 class Collector:
-    """One output to collect: its key (file name in the bundle), command, parser and relevance."""
+    """One output to collect: its key (file name in the bundle), command, kind (parser) and relevance."""
 
     key: str
     argv: tuple[str, ...]
-    parse: Callable[[str], Parsed]
+    kind: str
     needs: Need
     ok_exits: frozenset[int] = frozenset({0})
 
-
-class PeerMem(Parsed):
-    """Which of :data:`PEERMEM_PATHS` exist on the node (`ls -d` prints only those)."""
-
-    present: list[str] = Field(default_factory=list)
-
-
-def parse_peermem(text: str) -> PeerMem:
-    """The paths `ls -d PEERMEM_PATHS` printed: the ones that exist."""
-    return PeerMem(present=[line.strip() for line in text.splitlines() if line.strip()])
+    def parse(self, text: str) -> Parsed:
+        """Parse this collector's output with its kind's parser."""
+        return parse(self.kind, text)
 
 
 COLLECTORS: tuple[Collector, ...] = (
-    Collector("nvidia-smi-topo", ("nvidia-smi", "topo", "-m"), parse_nvidia_smi_topo, "gpu"),
+    Collector("nvidia-smi-topo", ("nvidia-smi", "topo", "-m"), "nvidia-smi-topo", "gpu"),
     Collector(
         "nvidia-smi-csv",
         ("nvidia-smi", "--query-gpu=index,name,driver_version,pci.bus_id,vbios_version", "--format=csv"),
-        parse_nvidia_smi_csv,
+        "nvidia-smi-csv",
         "gpu",
     ),
-    Collector("ibstat", ("ibstat",), parse_ibstat, "rdma"),
-    Collector("ibv-devinfo", ("ibv_devinfo", "-v"), parse_ibv_devinfo, "rdma"),
-    Collector("ofed-info", ("ofed_info", "-s"), parse_ofed_info, "rdma"),
-    Collector("ip-addr", ("ip", "-j", "addr"), parse_ip_addr, "any"),
-    Collector("modules", ("cat", "/proc/modules"), parse_proc_modules, "rdma"),
+    Collector("ibstat", ("ibstat",), "ibstat", "rdma"),
+    Collector("ibv-devinfo", ("ibv_devinfo", "-v"), "ibv-devinfo", "rdma"),
+    Collector("ofed-info", ("ofed_info", "-s"), "ofed-info", "rdma"),
+    Collector("ip-addr", ("ip", "-j", "addr"), "ip-addr", "any"),
+    # The key predates the kind's name; bundles already on disk hold modules.txt.
+    Collector("modules", ("cat", "/proc/modules"), "proc-modules", "rdma"),
     # ls exits 2 when some of the paths do not exist; that is the answer, not a failure.
-    Collector("peermem", ("ls", "-d", *PEERMEM_PATHS), parse_peermem, "any", frozenset({0, 1, 2})),
+    Collector("peermem", ("ls", "-d", *PEERMEM_PATHS), "peermem", "any", frozenset({0, 1, 2})),
 )
 COLLECTOR_BY_KEY = {c.key: c for c in COLLECTORS}
 

@@ -8,8 +8,23 @@ from __future__ import annotations
 
 import re
 
+from clusterctl.diagnostics.parsers.peermem import PEERMEM_PATHS
+
+_PEERMEM = "|".join(re.escape(path) for path in PEERMEM_PATHS)
+
 # (kind, signature). Each signature is a line-anchored pattern that only that tool prints.
 _SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    # Host facts a topology bundle holds. Strict shapes, so they go first: the loose CSV fallback at the
+    # end would otherwise claim the one-line `ip -j` JSON and module lines with several dependencies.
+    ("ip-addr", re.compile(r'\A\s*\[\s*\{\s*"ifindex"\s*:')),
+    (
+        "proc-modules",
+        re.compile(
+            r"^\w+ \d+ (?:\d+|-) (?:-|\S+,) (?:Live|Loading|Unloading) 0x[0-9a-f]+|/proc/modules: No such file",
+            re.M,
+        ),
+    ),
+    ("peermem", re.compile(rf"^(?:{_PEERMEM})\s*$|^ls: (?:cannot access )?'?(?:{_PEERMEM})'?: ", re.M)),
     (
         "nvidia-smi-topo",
         re.compile(r"^\s*GPU0\s+X\b|^\s*X\s+=\s+Self|must be used in conjunction with -n or -p", re.M),

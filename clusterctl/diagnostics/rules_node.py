@@ -8,10 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from clusterctl.diagnostics.bundle import NodeBundle, NodeMeta, SectionMeta
-from clusterctl.diagnostics.collect import COLLECTOR_BY_KEY, Collector, PeerMem
+from clusterctl.diagnostics.collect import COLLECTOR_BY_KEY, Collector
 from clusterctl.diagnostics.model import Parsed
 from clusterctl.diagnostics.parsers.ip_addr import IpAddr
 from clusterctl.diagnostics.parsers.nvidia_smi_csv import NvidiaSmiCsv
+from clusterctl.diagnostics.parsers.peermem import PeerMem
 from clusterctl.diagnostics.parsers.proc_modules import ProcModules
 from clusterctl.diagnostics.rules import apply_rules, expectation_for
 from clusterctl.findings import Finding, Severity

@@ -28,7 +28,9 @@ class Interface(BaseModel):
 
 
 class IpAddr(Parsed):
-    """Every interface of the node; ``error`` when the text is not `ip -j addr` JSON."""
+    """Every interface of the node. Keys: ``interfaces`` (each with ``name``, ``state``, ``link_type``,
+    ``mtu`` and ``addresses`` in CIDR form) and ``error`` (set, with no interfaces, when the text is not
+    `ip -j addr` JSON)."""
 
     interfaces: list[Interface] = Field(default_factory=list)
     error: str | None = None

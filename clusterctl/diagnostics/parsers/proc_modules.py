@@ -17,7 +17,8 @@ _LINE = re.compile(r"^(\w+)\s+\d+\s+\S+\s+\S+\s+(?:Live|Loading|Unloading)\b")
 
 
 class ProcModules(Parsed):
-    """Loaded module names in file order; ``error`` when the text has none (file missing, ...)."""
+    """The loaded modules. Keys: ``modules`` (names in file order) and ``error`` (the first line of the
+    text when it names no module: the file is missing on a kernel without loadable modules, ...)."""
 
     modules: list[str] = Field(default_factory=list)
     error: str | None = None

@@ -1,0 +1,57 @@
+"""`ls -d PEERMEM_PATHS`: which GPUDirect RDMA peer-memory paths exist on a node.
+
+`ls -d` prints each path that exists on stdout and complains about each missing one on stderr, so a
+bundle's ``peermem.txt`` (stdout only) lists the present paths and is empty when no peer-memory module
+is loaded; a capture taken with ``2>&1`` also has the complaints. Shape::
+
+    PeerMem(present=["/sys/module/nvidia_peermem"], absent=["/sys/module/nv_peer_mem", ...])
+"""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import Field
+
+from clusterctl.diagnostics.model import Parsed
+
+# Where a loaded GPUDirect RDMA peer-memory client shows: the in-driver module (R470+), the legacy
+# Mellanox module, and the legacy module's version file.
+PEERMEM_PATHS = (
+    "/sys/module/nvidia_peermem",
+    "/sys/module/nv_peer_mem",
+    "/sys/kernel/mm/memory_peers/nv_mem/version",
+)
+# GNU: ls: cannot access 'PATH': No such file or directory; busybox: ls: PATH: No such file or directory
+_MISSING = re.compile(r"^ls: (?:cannot access )?'?(/[^']+?)'?: No such file or directory$")
+
+
+class PeerMem(Parsed):
+    """The peer-memory probe. Keys: ``present`` (paths that exist: a module is loaded when any does) and
+    ``absent`` (paths ls said do not exist; only in captures that kept stderr)."""
+
+    present: list[str] = Field(default_factory=list, description="Paths that exist on the node.")
+    absent: list[str] = Field(default_factory=list, description="Paths ls reported missing (stderr).")
+
+
+def parse_peermem(text: str) -> PeerMem:
+    """Parse what `ls -d PEERMEM_PATHS` printed.
+
+    Args:
+        text: Its stdout (a bundle's peermem.txt), or stdout and stderr together.
+
+    Returns:
+        The present and absent paths; other lines in ``unparsed_lines``.
+    """
+    result = PeerMem()
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        if m := _MISSING.match(line):
+            result.absent.append(m.group(1))
+        elif line.startswith("/"):
+            result.present.append(line)
+        else:
+            result.unparsed_lines.append(raw)
+    return result
