@@ -175,6 +175,11 @@ def _bundle(node: str, outputs: dict[str, str]) -> NodeBundle:
     return NodeBundle(meta=meta, outputs=outputs)
 
 
+def _saved(directory: Path, nodes: dict[str, dict[str, str]]) -> Path:
+    """A bundle written as `check topology` / `collect` write it, one node per entry of ``nodes``."""
+    return write_bundle(directory, {name: _bundle(name, outputs) for name, outputs in nodes.items()})
+
+
 def _paper(tmp_path: Path, replace: dict[str, str] | None = None) -> Inventory:
     """The paper-c4140 inventory with ``replace``'s texts swapped in."""
     text = PAPER.read_text()
@@ -194,6 +199,17 @@ FIXTURE_NODE = {
     "ofed-info": fixture_text("ofed_info/nvpeermem-issue63-mlnx-ofed-4.7-1.0.0.1-s.txt"),
     "ip-addr": fixture_text(IP_SAMPLE),
     "peermem": "",
+}
+
+
+# c4140-1: mlx5_1 Down (not the inventory's HCA), GPUs one NODE hop from the NIC; c4140-2: a Down CX-7
+# and every GPU's nearest NIC across the socket (SYS).
+SECOND_NODE = {
+    "nvidia-smi-topo": fixture_text("nvidia_smi_topo/xuesongtap-4xa10-pcie-sys-2nic-niclegend.txt"),
+    "ibstat": fixture_text("ibstat/gpud-pr482-cx7-mt4129-down-polling-rate10-redacted.txt"),
+    "ofed-info": fixture_text("ofed_info/nvpeermem-issue63-mlnx-ofed-4.7-1.0.0.1-s.txt"),
+    "ip-addr": fixture_text(IP_SAMPLE),
+    "peermem": "/sys/module/nvidia_peermem\n",
 }
 
 
@@ -279,3 +295,42 @@ def test_check_topology_exit_1_and_bundle_when_a_node_is_unreachable(
     assert out["bundle"] == str(tmp_path / "b")
     assert [f["code"] for f in out["nodes"]["n1"]["findings"]] == ["node-unreachable"]
     assert json.loads((tmp_path / "b" / "n1" / "meta.json").read_text())["unreachable"] is True
+
+
+# ------------------------------------------------------------------------------------ inspect a bundle
+
+
+def test_inspect_reads_every_file_of_a_bundle_collected_here(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_bundle(tmp_path, {"n1": node_bundle(_result("n1", COLLECTORS), "2026-01-01T00:00:00+00:00")})
+    files = sorted((tmp_path / "n1").iterdir())
+    assert {"ip-addr.txt", "peermem.txt", "meta.json"} <= {f.name for f in files}
+    assert main(["inspect", "--json", *map(str, files)]) == 0
+    kinds = {Path(item["file"]).name: item for item in json.loads(capsys.readouterr().out)}
+    expected = {f"{c.key}.txt": c.kind for c in COLLECTORS if f"{c.key}.txt" in kinds}
+    assert {name: kinds[name]["kind"] for name in expected} == expected  # peermem.txt may well be empty
+    assert kinds["ip-addr.txt"]["parsed"]["interfaces"][0]["name"] == "lo"
+    assert kinds["meta.json"]["kind"] is None
+    assert [f["code"] for f in kinds["meta.json"]["findings"]] == ["bundle-meta"]
+    assert str(tmp_path) in kinds["meta.json"]["findings"][0]["advice"]
+
+
+def test_inspect_bundle_files_from_fixtures_take_their_collectors_kinds(tmp_path: Path) -> None:
+    modules = fixture_text("proc_modules/jamescun-procfs-wireguard-deps.txt")
+    bundle = _saved(tmp_path, {"c4140-2": {**SECOND_NODE, "peermem": "", "modules": modules}})
+    kinds = {c.key: c.kind for c in COLLECTORS}
+    for path in sorted((bundle / "c4140-2").glob("*.txt")):
+        assert inspect_file(path).kind == kinds[path.stem], path.name
+    loose = tmp_path / "peermem.txt"  # the same empty output outside a bundle: nothing to detect
+    loose.write_text("")
+    assert inspect_file(loose).kind is None
+
+
+def test_inspect_forced_ip_addr_kind(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    raw = tmp_path / "addresses.json"
+    raw.write_text(fixture_text(IP_SAMPLE))
+    assert main(["inspect", "--json", "--kind", "ip-addr", str(raw)]) == 0
+    [item] = json.loads(capsys.readouterr().out)
+    assert item["kind"] == "ip-addr" and item["findings"] == [] and item["parsed"]["error"] is None
+    assert "192.0.2.2/24" in item["parsed"]["interfaces"][3]["addresses"]

@@ -1,12 +1,18 @@
-"""Inspect saved outputs: read a file's text, detect its kind, parse it, apply the rules."""
+"""Inspect saved outputs: read a file's text, detect its kind, parse it, apply the rules.
+
+A file of a topology bundle (``<node>/<key>.txt`` beside a ``meta.json``) takes its collector's kind,
+as `check topology` parsed it, so an empty or garbled output is still read by the right parser.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from clusterctl.diagnostics import detect_kind, parse
+from clusterctl.diagnostics.bundle import META, NodeMeta
+from clusterctl.diagnostics.collect import COLLECTOR_BY_KEY
 from clusterctl.diagnostics.rules import Expectation, apply_rules
 from clusterctl.errors import InputError
 from clusterctl.findings import Finding
@@ -56,8 +62,32 @@ def inspect_text(
     )
 
 
+def bundle_kind(path: Path) -> str | None:
+    """The kind of a bundle file: its collector's when ``path`` is ``<key>.txt`` beside a meta.json."""
+    collector = COLLECTOR_BY_KEY.get(path.stem)
+    if path.suffix != ".txt" or collector is None or not (path.parent / META).is_file():
+        return None
+    return collector.kind
+
+
+def _bundle_meta(path: Path, text: str) -> Inspection | None:
+    """A bundle's meta.json explained (it is no command output), or None when ``text`` is not one."""
+    try:
+        meta = NodeMeta.model_validate_json(text)
+    except ValidationError:
+        return None
+    finding = Finding(
+        severity="info",
+        code="bundle-meta",
+        message=f"the topology bundle's record of how each command went on {meta.node}, not a command output",
+        advice="Judge the whole bundle against the inventory with "
+        f"`clusterctl check topology --from {path.absolute().parent.parent}`.",
+    )
+    return Inspection(file=str(path), kind=None, findings=[finding])
+
+
 def inspect_file(path: Path, kind: str | None = None, expect: Expectation | None = None) -> Inspection:
-    """Read ``path`` and inspect it.
+    """Read ``path`` and inspect it; a bundle's file takes its collector's kind unless ``kind`` is given.
 
     Raises:
         InputError: the file cannot be read.
@@ -68,4 +98,6 @@ def inspect_file(path: Path, kind: str | None = None, expect: Expectation | None
         raise InputError(
             f"cannot read {path}: {exc.strerror}. Fix: pass an existing, readable file."
         ) from exc
-    return inspect_text(str(path), output_text(raw), kind, expect)
+    if kind is None and path.name == META and (meta := _bundle_meta(path, raw)):
+        return meta
+    return inspect_text(str(path), output_text(raw), kind or bundle_kind(path), expect)
