@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from fixtures import fixture_text
 
+from clusterctl.cli import check as check_cli
 from clusterctl.cli import main
 from clusterctl.diagnostics import KINDS, PARSERS, detect_kind
 from clusterctl.diagnostics.bundle import NodeBundle, NodeMeta, SectionMeta, read_bundle, write_bundle
@@ -243,7 +244,7 @@ def test_gdr_not_used_when_the_configured_level_is_below_the_path(tmp_path: Path
         {"c4140-1": _bundle("c4140-1", FIXTURE_NODE)}, _paper(tmp_path, {"gdr_level: 3": "gdr_level: 1"})
     )
     assert ("warning", "gdr-not-used-topology", "c4140-1") in _codes(report.nodes["c4140-1"].findings)
-    assert ("error", "node-unreachable", "c4140-2") in _codes(report.nodes["c4140-2"].findings)
+    assert _codes(report.nodes["c4140-2"].findings) == {("warning", "node-not-in-bundle", "c4140-2")}
 
 
 def test_fabric_address_present_means_no_mismatch(tmp_path: Path) -> None:
@@ -334,3 +335,85 @@ def test_inspect_forced_ip_addr_kind(tmp_path: Path, capsys: pytest.CaptureFixtu
     [item] = json.loads(capsys.readouterr().out)
     assert item["kind"] == "ip-addr" and item["findings"] == [] and item["parsed"]["error"] is None
     assert "192.0.2.2/24" in item["parsed"]["interfaces"][3]["addresses"]
+
+
+# ------------------------------------------------------------------------------------ check topology --from
+
+
+def _no_collection(*args: object, **kwargs: object) -> None:
+    raise AssertionError("--from must not contact any host")
+
+
+def _check_from(directory: Path, *extra: str) -> int:
+    return main(["check", "topology", "--from", str(directory), "-i", str(PAPER), *extra])
+
+
+def test_check_topology_from_a_saved_bundle_judges_it_without_hosts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(check_cli, "collect", _no_collection)
+    bundle = _saved(tmp_path / "bundle", {"c4140-1": FIXTURE_NODE, "c4140-2": SECOND_NODE})
+    code = _check_from(bundle, "--json")
+    out = json.loads(capsys.readouterr().out)
+    assert code == 1
+    assert out["bundle"] == str(bundle) and sorted(out["nodes"]) == ["c4140-1", "c4140-2"]
+    node1 = {(f["severity"], f["code"]) for f in out["nodes"]["c4140-1"]["findings"]}
+    node2 = {(f["severity"], f["code"]) for f in out["nodes"]["c4140-2"]["findings"]}
+    assert {("info", "ib-port-down"), ("info", "gdr-usable"), ("error", "peermem-missing")} <= node1
+    assert {("info", "ib-port-down"), ("warning", "gdr-not-used-topology")} <= node2
+    assert "peermem-missing" not in {code for _, code in node2}  # its probe found nvidia_peermem
+    assert ("error", "ipoib-address-mismatch") in node1 & node2  # the captured sample has no ib0
+    assert {f["code"] for f in out["cluster_findings"]} == {"ofed-version-unexpected"}  # both 4.7-1.0.0.1
+
+
+def test_check_topology_from_reports_an_inventory_node_the_bundle_lacks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(check_cli, "collect", _no_collection)
+    bundle = _saved(tmp_path / "run" / "topology", {"c4140-2": SECOND_NODE})
+    assert _check_from(bundle, "--json") == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["nodes"]["c4140-1"]["findings"] == [
+        {
+            "severity": "warning",
+            "code": "node-not-in-bundle",
+            "message": "the bundle holds nothing from this node, so it was not judged",
+            "advice": "Collect a bundle of every node (`clusterctl collect -o DIR`) to judge it too.",
+            "node": "c4140-1",
+        }
+    ]
+    assert "gdr-not-used-topology" in {f["code"] for f in out["nodes"]["c4140-2"]["findings"]}
+    assert _check_from(bundle) == 1  # the tables, with a row per inventory node
+    captured = capsys.readouterr()
+    assert "c4140-1" in captured.out and "GPU to nearest NIC" in captured.out
+    assert f"bundle judged from {bundle}" in captured.err
+
+
+def _bad_inputs(root: Path) -> dict[str, tuple[list[str], Path]]:
+    """Each bad --from case: its extra arguments and the path the message must name."""
+    (root / "not-a-bundle" / "c4140-1").mkdir(parents=True)
+    (root / "not-a-bundle" / "c4140-1" / "ibstat.txt").write_text("CA 'mlx5_0'\n")
+    other = _saved(root / "other-cluster", {"node1": FIXTURE_NODE, "c4140-1": FIXTURE_NODE})
+    mine = _saved(root / "mine", {"c4140-1": FIXTURE_NODE})
+    return {
+        "missing": ([], root / "absent"),
+        "not-a-bundle": ([], root / "not-a-bundle"),
+        "other-nodes": ([], other),
+        "with-bundle": (["--bundle", str(root / "new")], mine),
+    }
+
+
+@pytest.mark.parametrize("case", ["missing", "not-a-bundle", "other-nodes", "with-bundle"])
+def test_check_topology_from_bad_input_exits_2_naming_the_path(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(check_cli, "collect", _no_collection)
+    extra, path = _bad_inputs(tmp_path)[case]
+    assert _check_from(path, "--json", *extra) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    message = " ".join(captured.err.split())
+    assert str(path) in message and "Fix:" in message
+    if case == "other-nodes":
+        assert "node1" in message and "c4140-1, c4140-2" in message
+    assert not (tmp_path / "new").exists()

@@ -1,5 +1,6 @@
 """`clusterctl check topology` and `clusterctl collect`: gather host facts from every node into a
-bundle, judge them against the inventory and show one table per concern."""
+bundle, judge them against the inventory and show one table per concern. `check topology --from DIR`
+judges a bundle saved earlier instead, without contacting any host."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ import typer
 from rich.table import Table
 
 from clusterctl.cli.common import InventoryOption, console, err_console, load, print_json
-from clusterctl.diagnostics.bundle import NodeMeta, write_bundle
+from clusterctl.diagnostics.bundle import NodeMeta, read_bundle_of, write_bundle
 from clusterctl.diagnostics.collect import COLLECTORS, collect
 from clusterctl.diagnostics.parsers.ibstat import IbStat
 from clusterctl.diagnostics.parsers.ip_addr import IpAddr
 from clusterctl.diagnostics.parsers.nvidia_smi_topo import NvidiaSmiTopo
 from clusterctl.diagnostics.rules_cluster import TopologyReport, judge_bundle, node_versions
+from clusterctl.errors import InputError
 from clusterctl.findings import Finding, exit_code
 from clusterctl.inventory import Inventory
 
@@ -41,14 +43,27 @@ def topology(
     bundle: Path | None = typer.Option(
         None, "--bundle", help="Where to write the bundle. Default: runs/topology/<UTC time>/."
     ),
+    source: Path | None = typer.Option(
+        None,
+        "--from",
+        help="Judge this saved bundle (from `check topology`, `collect -o` or a run's topology/) instead "
+        "of collecting; no host is contacted.",
+    ),
     timeout: float = TimeoutOption,
 ) -> int:
     """Collect GPU, IB, OFED, address and module facts on every node, judge them, show the findings."""
+    if source is not None and bundle is not None:
+        raise InputError(
+            f"--from {source} and --bundle {bundle} together: --from judges a saved bundle and writes none. "
+            "Fix: drop --bundle to re-judge the saved bundle, or drop --from to collect a new one."
+        )
     inventory = load(inventory_path)
-    directory = write_bundle(
-        bundle or default_bundle_dir(), collect(inventory, inventory.nodes, timeout_s=timeout)
-    )
-    report = judge_bundle(directory, inventory)
+    if source is not None:
+        directory, bundles = source, read_bundle_of(source, inventory)
+    else:
+        bundles = collect(inventory, inventory.nodes, timeout_s=timeout)
+        directory = write_bundle(bundle or default_bundle_dir(), bundles)
+    report = judge_bundle(bundles, inventory)
     if as_json:
         print_json(
             {
@@ -62,7 +77,8 @@ def topology(
         )
     else:
         _show(inventory, report)
-        err_console.print(f"bundle written to {directory}", highlight=False)
+        done = "judged from" if source is not None else "written to"
+        err_console.print(f"bundle {done} {directory}", highlight=False)
     return exit_code(report.findings, strict=strict)
 
 

@@ -19,6 +19,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from clusterctl.errors import InputError
+from clusterctl.inventory import Inventory
 
 META = "meta.json"
 SectionStatus = Literal["ok", "missing", "failed", "timed-out", "no-answer"]
@@ -78,8 +79,15 @@ def read_bundle(directory: Path) -> dict[str, NodeBundle]:
     """Read every ``<node>/meta.json`` under ``directory`` with the outputs it lists.
 
     Raises:
-        InputError: no node directory with a meta.json, or a meta.json that is not one.
+        InputError: ``directory`` does not exist, holds no node directory with a meta.json, or holds a
+            meta.json that is not one.
     """
+    fix = (
+        "Fix: pass the directory `clusterctl check topology --bundle DIR` or `clusterctl collect -o DIR` "
+        "wrote (a run directory keeps its bundle in topology/), or collect one with `clusterctl collect -o DIR`."
+    )
+    if not directory.exists():
+        raise InputError(f"{directory} does not exist, so there is no bundle to read. {fix}")
     bundles: dict[str, NodeBundle] = {}
     for meta_path in sorted(directory.glob(f"*/{META}")):
         try:
@@ -95,7 +103,26 @@ def read_bundle(directory: Path) -> dict[str, NodeBundle]:
         }
         bundles[meta.node] = NodeBundle(meta=meta, outputs=outputs)
     if not bundles:
+        raise InputError(f"{directory} holds no bundle (no <node>/{META} in it). {fix}")
+    return bundles
+
+
+def read_bundle_of(directory: Path, inventory: Inventory) -> dict[str, NodeBundle]:
+    """Read the bundle in ``directory``; every node in it must be one of the inventory's nodes.
+
+    An inventory node the bundle lacks is no error here: the judgement reports it (node-not-in-bundle).
+
+    Raises:
+        InputError: what :func:`read_bundle` raises, or a node the inventory does not have (the bundle
+            was collected with another inventory).
+    """
+    bundles = read_bundle(directory)
+    names = [node.name for node in inventory.nodes]
+    strangers = sorted(set(bundles) - set(names))
+    if strangers:
         raise InputError(
-            f"{directory} holds no bundle (no <node>/{META}). Fix: run `clusterctl collect -o {directory}`."
+            f"the bundle {directory} holds nodes that inventory {inventory.cluster.name!r} does not have: "
+            f"{', '.join(strangers)} (its nodes: {', '.join(names)}). Fix: pass the inventory the bundle was "
+            "collected with (-i FILE), or a bundle collected from this inventory's nodes."
         )
     return bundles

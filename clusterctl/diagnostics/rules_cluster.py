@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
-from clusterctl.diagnostics.bundle import NodeBundle, read_bundle
+from clusterctl.diagnostics.bundle import NodeBundle
 from clusterctl.diagnostics.parsers.ibstat import IbStat
 from clusterctl.diagnostics.parsers.ibv_devinfo import IbvDevinfo
 from clusterctl.diagnostics.parsers.nvidia_smi_csv import NvidiaSmiCsv
@@ -68,8 +67,7 @@ def cluster_rules(inventory: Inventory, reports: Mapping[str, NodeReport]) -> li
     ]
 
 
-def judge_bundle(bundle: Path | Mapping[str, NodeBundle], inventory: Inventory) -> TopologyReport:
-    """Judge a bundle (a directory or one already read) against the inventory's nodes."""
-    bundles = read_bundle(bundle) if isinstance(bundle, Path) else bundle
+def judge_bundle(bundles: Mapping[str, NodeBundle], inventory: Inventory) -> TopologyReport:
+    """Judge a bundle (just collected, or read with ``read_bundle_of``) against the inventory's nodes."""
     reports = {node.name: judge_node(inventory, node, bundles.get(node.name)) for node in inventory.nodes}
     return TopologyReport(nodes=reports, cluster=cluster_rules(inventory, reports))

@@ -157,16 +157,24 @@ def gpu_count_rules(node: Node, csv: NvidiaSmiCsv) -> list[Finding]:
 
 def judge_node(inventory: Inventory, node: Node, bundle: NodeBundle | None) -> NodeReport:
     """Every per-node finding for ``node`` from its part of a bundle (None: not in the bundle)."""
-    if bundle is None or bundle.meta.unreachable or not bundle.meta.sections:
-        reason = "not in the bundle" if bundle is None else bundle.meta.error or "no output"
+    if bundle is None:  # a saved bundle of fewer nodes, e.g. a run's snapshot of the run's nodes
+        finding = Finding(
+            severity="warning",
+            code="node-not-in-bundle",
+            message="the bundle holds nothing from this node, so it was not judged",
+            advice="Collect a bundle of every node (`clusterctl collect -o DIR`) to judge it too.",
+            node=node.name,
+        )
+        return NodeReport(node=node.name, meta=None, findings=[finding])
+    if bundle.meta.unreachable or not bundle.meta.sections:
         finding = Finding(
             severity="error",
-            code="node-unreachable" if bundle is None or bundle.meta.unreachable else "collection-failed",
-            message=f"nothing collected: {reason}",
+            code="node-unreachable" if bundle.meta.unreachable else "collection-failed",
+            message=f"nothing collected: {bundle.meta.error or 'no output'}",
             advice="Check `clusterctl inventory check` / SSH to the node, then collect again.",
             node=node.name,
         )
-        return NodeReport(node=node.name, meta=bundle.meta if bundle else None, findings=[finding])
+        return NodeReport(node=node.name, meta=bundle.meta, findings=[finding])
     report = NodeReport(node=node.name, meta=bundle.meta)
     expect = expectation_for(inventory, node)
     for key, section in bundle.meta.sections.items():

@@ -1,4 +1,5 @@
-"""`clusterctl check topology` and `collect` on the 2-node sandbox (CPU, ethernet, no GPU/IB tools)."""
+"""`clusterctl check topology` (live, then `--from` its bundle) and `collect` on the 2-node sandbox (CPU,
+ethernet, no GPU/IB tools)."""
 
 from __future__ import annotations
 
@@ -32,6 +33,20 @@ def test_check_topology_reports_missing_tools_and_writes_the_bundle(
         assert meta["sections"]["ip-addr"]["status"] == "ok"
         assert json.loads((bundle / name / "ip-addr.txt").read_text())  # raw `ip -j addr` output
     assert not [f for f in out["cluster_findings"] if f["severity"] == "error"]
+
+    # The same bundle judged again from disk, no host contacted: the same findings and exit code.
+    again = main(["check", "topology", "-i", str(sandbox2.inventory_path), "--json", "--from", str(bundle)])
+    rejudged = json.loads(capsys.readouterr().out)
+    assert again == code
+    assert rejudged.pop("bundle") == out.pop("bundle") == str(bundle)
+    assert rejudged == out
+
+    # inspect reads every file of a node's part of the bundle: each has a kind, or is the meta.json.
+    assert main(["inspect", "--json", *sorted(map(str, (bundle / nodes[0]).iterdir()))]) == 0
+    inspected = {Path(item["file"]).name: item for item in json.loads(capsys.readouterr().out)}
+    assert inspected["ip-addr.txt"]["kind"] == "ip-addr" and inspected["peermem.txt"]["kind"] == "peermem"
+    assert [f["code"] for f in inspected.pop("meta.json")["findings"]] == ["bundle-meta"]
+    assert all(item["kind"] for item in inspected.values())
 
 
 def test_collect_writes_only_the_bundle(sandbox2, tmp_path: Path) -> None:
