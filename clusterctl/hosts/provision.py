@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import posixpath
 import shutil
 import stat
 import time
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import fabric
+import paramiko
 
 from clusterctl.cluster_keys import ensure_cluster_keys
 from clusterctl.errors import ConnectError
@@ -121,13 +123,18 @@ def step_files(inventory: Inventory) -> dict[str, StepFile]:
 def _upload(conn: fabric.Connection, data: StepFile, dest: str, mode: int) -> None:
     """Write ``data`` to ``dest`` over SFTP in chunks, its mode set before any byte is written.
 
-    Whatever is at ``dest`` is removed and the file created exclusively (O_EXCL), so a file or symlink
+    A missing parent directory is created (mode 0700). Whatever is at ``dest`` is removed and the file created exclusively (O_EXCL), so a file or symlink
     planted there (``/tmp`` is world-writable) is neither written through nor kept with its owner.
 
     Raises:
         OSError: the source cannot be read, the node refuses the file, or fewer bytes arrived.
     """
     sftp = conn.sftp()
+    parent = posixpath.dirname(dest)
+    try:
+        sftp.stat(parent)
+    except FileNotFoundError:
+        sftp.mkdir(parent, 0o700)  # e.g. /root/.ssh on a host that never had one
     with contextlib.suppress(FileNotFoundError):
         sftp.remove(dest)
     source = io.BytesIO(data) if isinstance(data, bytes) else data.open("rb")
@@ -182,6 +189,8 @@ def run_step_on_host(
             _upload(conn, files[source], dest, mode)
     except OSError as exc:
         return result("failed", f"upload: {exc}")
+    except (paramiko.SSHException, EOFError) as exc:  # the connection dropped mid-transfer
+        return result("unreachable", f"upload: connection lost ({exc or type(exc).__name__})")
     applied = run(conn, node, rendered.apply, timeout_s=step.timeout_s)
     if (bad := outcome_of(applied, "apply")) is not None:
         return bad

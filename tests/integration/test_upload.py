@@ -106,6 +106,31 @@ def test_a_controller_file_is_streamed_once_with_its_mode(sandbox2, tmp_path: Pa
         _sh(sandbox2, "node1", f"rm -f {dest} {marker} {victim}")
 
 
+def test_an_upload_creates_its_missing_parent_directory(sandbox2) -> None:
+    """cluster-ssh uploads into /root/.ssh before its apply runs; a host without that directory must work."""
+    inv = sandbox2.inventory
+    node = inv.node("node2")
+    parent = f"/root/clusterctl-upload-dir-{uuid.uuid4().hex[:8]}"
+    step = Step.model_validate(
+        {
+            "name": "push-key",
+            "description": "a small file into a directory that does not exist yet",
+            "upload": [{"source": "key", "dest": f"{parent}/key", "mode": 0o600}],
+            "check": f"test -f {parent}/key",
+            "apply": "true",
+        }
+    )
+    conn = connect(inv, node)
+    try:
+        outcome = run_step_on_host(conn, node, render_step(step, node, {}), {"key": b"secret"}, dry_run=False)
+        assert outcome.status == "changed", outcome.reason
+        assert _sh(sandbox2, "node2", f"stat -c '%a %F' {parent}") == "700 directory"
+        assert _sh(sandbox2, "node2", f"cat {parent}/key") == "secret"
+    finally:
+        conn.close()
+        _sh(sandbox2, "node2", f"rm -rf {parent}")
+
+
 def _fake_mofed_tarball(path: Path) -> str:
     """A gzip tarball shaped like MLNX OFED's (one top directory holding mlnxofedinstall); the payload's sha256."""
     payload = os.urandom(2 * 1024 * 1024)
