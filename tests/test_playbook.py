@@ -63,11 +63,13 @@ def test_paper_mofed_installs_the_whitepapers_version_without_firmware_update() 
     url = "https://content.mellanox.com/ofed/MLNX_OFED-4.7-3.2.9.0/MLNX_OFED_LINUX-4.7-3.2.9.0-ubuntu18.04-x86_64.tgz"
     assert url in r.apply
     assert "--without-fw-update" in r.apply
-    assert (
-        "rm -rf /tmp/clusterctl-mofed" in r.apply.splitlines()[1]
-    )  # a stale install directory is cleaned first
+    # root's own directory (never world-writable /tmp), then a stale install directory cleaned first
+    assert r.apply.splitlines()[1:3] == [
+        "install -d -m 0700 /var/lib/clusterctl",
+        "rm -rf /var/lib/clusterctl/mofed && mkdir -p /var/lib/clusterctl/mofed",
+    ]
     assert r.uploads == ()  # without provision.mofed_tarball_path nothing is pushed
-    assert f"curl -fsSL {url} | tar -xz -C /tmp/clusterctl-mofed" in r.apply
+    assert f"curl -fsSL {url} | tar -xz -C /var/lib/clusterctl/mofed" in r.apply
 
 
 def _pushed_tarball_inventory(tmp_path: Path) -> Inventory:
@@ -84,16 +86,17 @@ def test_mofed_pushes_the_controller_tarball_and_installs_from_it(tmp_path: Path
     inv = _pushed_tarball_inventory(tmp_path)
     (step,) = select_steps(load_playbook(PLAYBOOK), ["mofed"])
     r = render_step(step, inv.nodes[1], _context(inv))
-    assert r.uploads == (("mofed_tarball", "/tmp/clusterctl-mofed.tgz", 0o600),)
+    assert r.uploads == (("mofed_tarball", "/var/lib/clusterctl/mofed.tgz", 0o600),)
     assert "curl" not in r.apply and "https://" not in r.apply
     lines = r.apply.splitlines()
-    extract = lines.index("tar -xzf /tmp/clusterctl-mofed.tgz -C /tmp/clusterctl-mofed --strip-components=1")
-    install = lines.index("/tmp/clusterctl-mofed/mlnxofedinstall --without-fw-update --all --force")
-    assert (
-        lines[1] == "rm -rf /tmp/clusterctl-mofed && mkdir -p /tmp/clusterctl-mofed" and 1 < extract < install
+    extract = lines.index(
+        "tar -xzf /var/lib/clusterctl/mofed.tgz -C /var/lib/clusterctl/mofed --strip-components=1"
     )
+    install = lines.index("/var/lib/clusterctl/mofed/mlnxofedinstall --without-fw-update --all --force")
+    assert lines[2] == "rm -rf /var/lib/clusterctl/mofed && mkdir -p /var/lib/clusterctl/mofed"
+    assert 2 < extract < install
     # both the extracted directory and the pushed tarball go, whether the install succeeds or fails
-    assert "trap 'rm -rf /tmp/clusterctl-mofed /tmp/clusterctl-mofed.tgz' EXIT" in lines[:extract]
+    assert "trap 'rm -rf /var/lib/clusterctl/mofed /var/lib/clusterctl/mofed.tgz' EXIT" in lines[:extract]
     assert "MLNX_OFED_LINUX-4.7-3.2.9.0" in r.check  # the probe is unchanged: an equal version is kept
 
 

@@ -32,8 +32,8 @@ FAKE_INSTALLER = f"""\
 set -e
 here=$(dirname "$0")
 echo "$@" > /var/tmp/clusterctl-fake-mofed.args
-stat -c %a /tmp/clusterctl-mofed.tgz > /var/tmp/clusterctl-fake-mofed.mode
-sha256sum /tmp/clusterctl-mofed.tgz | cut -d' ' -f1 > /var/tmp/clusterctl-fake-mofed.tarball
+stat -c %a /var/lib/clusterctl/mofed.tgz > /var/tmp/clusterctl-fake-mofed.mode
+sha256sum /var/lib/clusterctl/mofed.tgz | cut -d' ' -f1 > /var/tmp/clusterctl-fake-mofed.tarball
 sha256sum "$here/payload.bin" | cut -d' ' -f1 > /var/tmp/clusterctl-fake-mofed.payload
 printf '#!/bin/sh\\necho MLNX_OFED_LINUX-{MOFED_VERSION}:\\n' > /usr/bin/ofed_info
 chmod 0755 /usr/bin/ofed_info
@@ -177,7 +177,7 @@ def test_mofed_step_pushes_the_tarball_installs_from_it_and_cleans_up(sandbox2, 
         assert _sh(sandbox2, "node1", "cat /var/tmp/clusterctl-fake-mofed.mode") == "600"
         assert _sh(sandbox2, "node1", "cat /var/tmp/clusterctl-fake-mofed.tarball") == tarball_digest
         assert _sh(sandbox2, "node1", "cat /var/tmp/clusterctl-fake-mofed.payload") == payload_digest
-        leftovers = "ls -d /tmp/clusterctl-mofed /tmp/clusterctl-mofed.tgz 2>/dev/null || true"
+        leftovers = "ls -d /var/lib/clusterctl/mofed /var/lib/clusterctl/mofed.tgz 2>/dev/null || true"
         assert _sh(sandbox2, "node1", leftovers) == ""  # the unpacked directory and the tarball are gone
 
         # An equal version is never reinstalled, and nothing is pushed: the local tarball is not even read.
@@ -189,5 +189,5 @@ def test_mofed_step_pushes_the_tarball_installs_from_it_and_cleans_up(sandbox2, 
         _sh(
             sandbox2,
             "node1",
-            f"rm -rf {FAKE_INSTALL_LEFTOVERS} /tmp/clusterctl-mofed /tmp/clusterctl-mofed.tgz",
+            f"rm -rf {FAKE_INSTALL_LEFTOVERS} /var/lib/clusterctl/mofed /var/lib/clusterctl/mofed.tgz",
         )
