@@ -37,6 +37,15 @@ def test_down_port_on_another_hca_is_info() -> None:
     assert [f.severity for f in findings if f.code == "ib-port-down"] == ["info"]
 
 
+def test_inventory_hca_absent_from_the_host_is_an_error() -> None:
+    report = parse_ibstat(fixture_text(_IBSTAT_DOWN))
+    findings = ib_rules(report, Expectation(node="n1", hca="mlx5_7"))
+    absent = [f for f in findings if f.code == "hca-not-found"]
+    assert len(absent) == 1 and absent[0].severity == "error" and absent[0].node == "n1"
+    assert "mlx5_7" in absent[0].message and "mlx5_1" in absent[0].message
+    assert not [f for f in ib_rules(report, Expectation(hca="mlx5_1")) if f.code == "hca-not-found"]
+
+
 def test_10g_port_where_100_expected() -> None:
     findings = ib_rules(parse_ibstat(_SLOW_PORT), Expectation(rate_gbps=100, link_layer="InfiniBand"))
     assert [f.code for f in findings] == ["ib-rate-below-expected"]

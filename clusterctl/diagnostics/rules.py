@@ -61,6 +61,18 @@ def ib_rules(report: IbStat, expect: Expectation) -> list[Finding]:
     findings: list[Finding] = []
     if report.error:
         findings.append(_missing("ibstat", report.error, expect))
+    names = [ca.name for ca in report.cas]
+    if expect.hca and names and expect.hca not in names:
+        findings.append(
+            Finding(
+                severity="error",
+                code="hca-not-found",
+                message=f"the inventory's HCA {expect.hca} is not on this host (found: {', '.join(names)})",
+                advice="Set fabric.hca in the inventory to one of the HCAs found (`ibv_devices` lists them), "
+                "or check that the HCA's driver is loaded; NCCL_IB_HCA and the checks use this name.",
+                node=expect.node,
+            )
+        )
     for ca in report.cas:
         used = expect.hca is None or ca.name == expect.hca
         for port in ca.ports:
