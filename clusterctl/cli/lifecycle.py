@@ -11,6 +11,7 @@ from rich.table import Table
 
 from clusterctl import containers
 from clusterctl.cli.common import InventoryOption, console, err_console, load, print_json
+from clusterctl.container_plan import container_spec, docker_run_argv
 from clusterctl.image.build import effective_image_ref
 
 
@@ -28,10 +29,8 @@ def up(
     image_ref = effective_image_ref(inv)
     if dry_run:
         for node in [*inv.secondaries, inv.primary]:
-            plan = containers.container_spec(inv, node, image_ref)
-            console.print(
-                f"[bold]{node.name}[/] ({node.role}): {shlex.join(containers.docker_run_argv(plan))}"
-            )
+            plan = container_spec(inv, node, image_ref)
+            console.print(f"[bold]{node.name}[/] ({node.role}): {shlex.join(docker_run_argv(plan))}")
         return
     outcomes = containers.up(
         inv,
