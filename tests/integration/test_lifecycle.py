@@ -22,14 +22,18 @@ from clusterctl.inventory import Inventory
 pytestmark = pytest.mark.integration
 
 # Holds the container sshd port on every address family, so the container's sshd cannot bind it.
+# SO_REUSEADDR (as sshd sets it): connections of an earlier test's sshd may linger in TIME_WAIT on
+# the port, and without it bind fails then; it never lets a second socket listen on the port.
 _SQUATTER = """
 import socket, time
 try:
     s = socket.socket(socket.AF_INET6)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
     s.bind(("::", PORT))
 except OSError:
     s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     s.bind(("0.0.0.0", PORT))
 s.listen()
 print("bound", flush=True)
