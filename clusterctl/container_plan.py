@@ -1,22 +1,38 @@
-"""What ``up`` starts on a node: the benchmark container's spec, from the inventory alone (pure).
+"""What ``up`` would start on a node, and how that compares with what runs there (all pure).
 
 ``container_spec`` turns the inventory into the whitepaper's ``docker run`` settings (GPUs, host
 network, IPC_LOCK, data and benchmark mounts, localtime) with the admin-key mount replaced by the
-cluster's own SSH material.
+cluster's own SSH material. ``spec_hash`` fingerprints everything a container is started from: the
+docker run arguments, the image ID on the node and the public half of the SSH files pushed for it.
+``up`` records it in the ``SPEC_LABEL`` label, and ``decide`` compares it with a container found on
+a node: keep it, replace it, or refuse (a running container that does not match: a benchmark may
+still be running in it).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import PurePosixPath
+
 from docker.types import DeviceRequest, Mount, Ulimit
 from pydantic import BaseModel, Field
 
-from clusterctl.cluster_keys import node_ssh_dir
+from clusterctl.cluster_keys import ClusterKeys, node_ssh_dir
 from clusterctl.image.render import CONTAINER_SSH_DIR
 from clusterctl.inventory import Inventory, Node
+from clusterctl.sshkeys import fingerprint, public_key_of
 
 CLUSTER_LABEL = "io.clusterctl.cluster"
 NODE_LABEL = "io.clusterctl.node"
 ROLE_LABEL = "io.clusterctl.role"
+# sha256 of what the container was started from (see spec_hash).
+SPEC_LABEL = "io.clusterctl.spec"
+# States in which a container holds live processes: replacing it would kill them.
+LIVE_STATES = frozenset({"running", "paused", "restarting"})
 
 
 # --------------------------------------------------------------------------- the spec
@@ -111,3 +127,121 @@ def docker_run_argv(plan: ContainerPlan) -> list[str]:
 
 def _volume_arg(mount: BindMount) -> str:
     return f"{mount.source}:{mount.target}{':ro' if mount.read_only else ''}"
+
+
+# --------------------------------------------------------------------------- the spec hash
+
+
+def ssh_material(keys: ClusterKeys, node: Node) -> dict[str, str]:
+    """The public part of ``node``'s container SSH files: what the spec hash covers of them.
+
+    The client key's public half (``authorized_keys``), the fingerprint of the node's host key and the
+    cluster's ``known_hosts``; never a private key's bytes.
+    """
+    return {
+        "authorized_keys": keys.client_key.with_name(keys.client_key.name + ".pub").read_text(),
+        "host_key": fingerprint(public_key_of(keys.host_key(node))),
+        "known_hosts": keys.known_hosts.read_text(),
+    }
+
+
+def spec_hash(run_kwargs: Mapping[str, object], image_id: str, ssh: Mapping[str, str]) -> str:
+    """sha256 over the docker run arguments, the image ID and the SSH material, independent of key order."""
+    document = {"run": run_kwargs, "image_id": image_id, "ssh": ssh}
+    canonical = json.dumps(document, sort_keys=True, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+
+
+# --------------------------------------------------------------------------- keep, replace or refuse
+
+
+class Action(StrEnum):
+    """What ``up`` does with a node's container."""
+
+    KEEP = "keep"
+    REPLACE = "replace"
+    CONFLICT = "conflict"
+
+
+def decide(state: str | None, label: str | None, wanted: str, *, force_recreate: bool = False) -> Action:
+    """Keep, replace or refuse, from the container's state (None: no container) and its spec label.
+
+    Keep: running and started from ``wanted``. Replace: no container, one that is not live (created,
+    exited, dead), or any container with ``force_recreate``. Conflict: live but not (running and
+    matching): replacing it would kill what runs in it.
+    """
+    if state is None or force_recreate or state not in LIVE_STATES:
+        return Action.REPLACE
+    return Action.KEEP if state == "running" and label == wanted else Action.CONFLICT
+
+
+def difference(container_image_id: str, label: str | None, image_id: str, wanted: str) -> str:
+    """What differs between a container and what ``up`` would start now, in words ('' if nothing)."""
+    if container_image_id != image_id:
+        return "image differs"
+    if label is None:
+        return "no spec label (started by an older clusterctl)"
+    return "settings differ" if label != wanted else ""
+
+
+def user_processes(top: Mapping[str, Sequence[object]]) -> list[str]:
+    """The distinct programs in ``docker top`` output besides the container's own sshd (the first five)."""
+    titles = list(top.get("Titles") or [])
+    if "CMD" not in titles:
+        return []
+    column = titles.index("CMD")
+    names: list[str] = []
+    for process in top.get("Processes") or []:
+        argv = str(process[column]).split()
+        name = PurePosixPath(argv[0]).name if argv else ""
+        if name and not name.startswith("sshd") and name not in names:
+            names.append(name)
+    return names[:5]
+
+
+@dataclass
+class Found:
+    """A node's container as ``up`` found it (``container_id`` None: none), and what ``up`` will do with it."""
+
+    node: str
+    action: Action
+    wanted: str  # the spec hash a container started now gets as its SPEC_LABEL
+    name: str
+    container_id: str | None = None
+    state: str | None = None
+    differs: str = ""  # see difference()
+    processes: list[str] | None = None  # see user_processes(); None: not asked, or no answer
+
+    @property
+    def verb(self) -> str:
+        """What ``up`` does with the node's container, in one word: kept, replaced or started."""
+        if self.action is Action.KEEP:
+            return "kept"
+        return "replaced" if self.container_id else "started"
+
+    def was(self) -> str:
+        """The found container in words: state, what differs, what runs in it."""
+        parts = [self.state or "unknown state", self.differs]
+        if self.processes is not None:
+            parts.append(f"running {', '.join(self.processes)}" if self.processes else "only sshd running")
+        return "; ".join(p for p in parts if p)
+
+    def summary(self) -> str:
+        """What ``up`` does with the node's container, as a progress line."""
+        if self.action is Action.KEEP:
+            return f"kept {self.name} (running, spec unchanged)"
+        return f"replaced {self.name} (was {self.was()})" if self.container_id else f"started {self.name}"
+
+
+def conflict_message(conflicts: Sequence[Found]) -> str:
+    """Why ``up`` refused: each conflicting node, what differs, what runs in it, and the fix."""
+    lines = [
+        f"up: refusing to replace live containers that differ from what up would start, on "
+        f"{', '.join(f.node for f in conflicts)}; nothing was changed on any node."
+    ]
+    lines += [f"  {f.node}: {f.name} is {f.was()}" for f in conflicts]
+    lines.append(
+        "Fix: `clusterctl down` first (ends whatever runs in them), or `clusterctl up --force-recreate` "
+        "to replace them now."
+    )
+    return "\n".join(lines)

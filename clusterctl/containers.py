@@ -4,10 +4,15 @@ The whitepaper's appendix starts one container per node by hand: secondaries fir
 ``sshd -p 50000; sleep infinity``, then the primary, which runs mpirun. The image's default command is
 a long-lived ``sshd -D -e`` (never ``sshd -d``, which serves one connection: horovod#1226).
 
-``up`` starts the secondaries in parallel, waits until each one's sshd accepts a login with the
-cluster key (verified container host key, bounded by a deadline), then starts and gates the primary.
-If anything fails, or the user presses Ctrl-C or sends SIGTERM, every container this ``up`` started is
-removed before the error propagates. Containers are found again by their labels, never by image.
+``up`` reconciles: it first asks every node, changing nothing, whether this cluster's container is
+there, its state, and whether its spec label matches what ``up`` would start now. A running, matching
+container is kept; an absent, stopped or non-matching stopped one is replaced; a live one that does
+not match is a conflict, and ``up`` refuses (before touching any node) unless asked to
+``force_recreate``. Then the secondaries start (or, kept, are only checked) in parallel, each one's
+sshd must accept a login with the cluster key (verified container host key, bounded by a deadline),
+then the primary the same way. If anything fails, or the user presses Ctrl-C or sends SIGTERM, every
+container this ``up`` started is removed before the error propagates; kept containers stay.
+Containers are found again by their labels, never by image.
 """
 
 from __future__ import annotations
@@ -30,10 +35,20 @@ from docker.models.containers import Container
 from clusterctl.cluster_keys import ClusterKeys, ensure_cluster_keys, node_ssh_dir, push_ssh_dir
 from clusterctl.container_plan import (
     CLUSTER_LABEL,
+    LIVE_STATES,
     NODE_LABEL,
+    SPEC_LABEL,
+    Action,
+    Found,
+    conflict_message,
     container_name,
     container_spec,
+    decide,
+    difference,
     docker_run_kwargs,
+    spec_hash,
+    ssh_material,
+    user_processes,
 )
 from clusterctl.errors import ClusterctlError, RunFailed, StepError
 from clusterctl.hosts.docker_remote import docker_client
@@ -63,6 +78,8 @@ class NodeOutcome:
     node: str
     detail: str = ""
     error: str | None = None
+    # up only: what happened to the node's container, "kept", "replaced" or "started".
+    action: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -198,46 +215,105 @@ def wait_ready(
 # --------------------------------------------------------------------------- up / down / status
 
 
+class UpConflict(StepError):
+    """``up`` refused: a node's container is live but does not match; nothing was changed on any node."""
+
+
+def _processes(container: Container) -> list[str] | None:
+    """The programs running in ``container`` besides its sshd (docker top), or None if the engine cannot say."""
+    try:
+        return user_processes(container.top())
+    except docker.errors.DockerException:
+        return None
+
+
 @dataclass
 class _UpRun:
-    """State of one ``up``: what it started, so that a failure or an interrupt removes exactly that."""
+    """State of one ``up``: what it found on each node, and the nodes whose containers it now owns, so
+    that a failure or an interrupt removes exactly what it started."""
 
     inventory: Inventory
     keys: ClusterKeys
     image_ref: str
     ready_timeout_s: float
     on_event: Callable[[str, str], None]
+    force_recreate: bool
     abort: threading.Event = field(default_factory=threading.Event)
-    started: dict[str, Container] = field(default_factory=dict)
+    found: dict[str, Found] = field(default_factory=dict)
+    # Nodes whose old container this up removes: any container of the cluster there is this up's.
+    owned: set[str] = field(default_factory=set)
 
-    def prepare(self, node: Node) -> NodeOutcome:
-        """Push the node's container SSH files, check the image, remove a previous container."""
+    def inspect(self, node: Node) -> Found | NodeOutcome:
+        """Find the node's container and decide what to do with it, changing nothing (errors as outcomes)."""
         try:
-            with connect(self.inventory, node) as conn:
-                push_ssh_dir(conn, self.inventory, self.keys, node)
             with _node_client(self.inventory, node) as client:
                 try:
-                    client.images.get(self.image_ref)
+                    image_id = client.images.get(self.image_ref).id
                 except docker.errors.ImageNotFound:
                     return NodeOutcome(
                         node.name,
                         error=f"image {self.image_ref} is not there. Fix: run `clusterctl image push`.",
                     )
-                old = _ours(client, self.inventory, node)
-                for container in old:
+                plan = container_spec(self.inventory, node, self.image_ref)
+                wanted = spec_hash(docker_run_kwargs(plan), image_id, ssh_material(self.keys, node))
+                existing = _ours(client, self.inventory, node)
+                if not existing:
+                    return Found(node.name, decide(None, None, wanted), wanted, plan.name)
+                container = existing[0]
+                label = container.labels.get(SPEC_LABEL)
+                found = Found(
+                    node.name,
+                    decide(container.status, label, wanted, force_recreate=self.force_recreate),
+                    wanted,
+                    container.name,
+                    container_id=container.id,
+                    state=container.status,
+                    differs=difference(container.attrs["Image"], label, image_id, wanted),
+                )
+                if found.state in LIVE_STATES and found.action is not Action.KEEP:
+                    found.processes = _processes(container)
+        except (ClusterctlError, docker.errors.DockerException, OSError) as exc:
+            return NodeOutcome(node.name, error=str(exc))
+        return found
+
+    def plan(self) -> None:
+        """Inspect every node in parallel and decide; raise, having changed nothing, if up cannot go on.
+
+        Raises:
+            StepError: a node could not be asked, or lacks the image.
+            UpConflict: a node's container is live but does not match (and ``force_recreate`` is off).
+        """
+        results = fan_out(self.inventory.nodes, self.inspect, deadline_s=DOCKER_CALL_TIMEOUT_S * 2 + 30)
+        failed = _outcomes({name: r for name, r in results.items() if not isinstance(r, Found)})
+        if failed:
+            raise StepError(
+                f"up: cannot check {', '.join(failed)} (nothing was changed): {_describe(failed)}"
+            )
+        self.found = {name: r for name, r in results.items() if isinstance(r, Found)}
+        conflicts = [f for f in self.found.values() if f.action is Action.CONFLICT]
+        if conflicts:
+            raise UpConflict(conflict_message(conflicts))
+
+    def prepare(self, node: Node) -> NodeOutcome:
+        """Push the node's container SSH files and remove its old container (a node being replaced)."""
+        try:
+            with connect(self.inventory, node) as conn:
+                push_ssh_dir(conn, self.inventory, self.keys, node)
+            self.owned.add(node.name)
+            with _node_client(self.inventory, node) as client:
+                for container in _ours(client, self.inventory, node):
                     container.remove(force=True)
         except (ClusterctlError, docker.errors.DockerException, OSError) as exc:
             return NodeOutcome(node.name, error=str(exc))
-        self.on_event(
-            node.name,
-            f"ssh files in {node_ssh_dir(self.inventory)}" + (", old container removed" if old else ""),
-        )
+        removed = ", old container removed" if self.found[node.name].container_id else ""
+        self.on_event(node.name, f"ssh files in {node_ssh_dir(self.inventory)}{removed}")
         return NodeOutcome(node.name, "prepared")
 
     def start_and_gate(self, node: Node, deadline: float) -> NodeOutcome:
-        """Create and start the node's container, then wait until its sshd answers."""
+        """Start the node's container (a kept one is only looked up), then wait until its sshd answers."""
         if self.abort.is_set():
             return NodeOutcome(node.name, error="not started: up was aborted")
+        found = self.found[node.name]
         plan = container_spec(self.inventory, node, self.image_ref)
         try:
             client = docker_client(self.inventory, node, timeout_s=DOCKER_CALL_TIMEOUT_S)
@@ -245,19 +321,23 @@ class _UpRun:
             return NodeOutcome(node.name, error=str(exc))
         with contextlib.closing(client):
             try:
-                container = client.containers.create(**docker_run_kwargs(plan))
-                self.started[node.name] = container
-                if self.abort.is_set():
-                    container.remove(force=True)
-                    return NodeOutcome(node.name, error="removed: up was aborted")
-                container.start()
+                if found.action is Action.KEEP:
+                    container = client.containers.get(found.container_id)
+                else:
+                    labels = plan.labels | {SPEC_LABEL: found.wanted}
+                    container = client.containers.create(**docker_run_kwargs(plan) | {"labels": labels})
+                    if self.abort.is_set():
+                        container.remove(force=True)
+                        return NodeOutcome(node.name, error="removed: up was aborted")
+                    container.start()
             except docker.errors.DockerException as exc:
                 return NodeOutcome(node.name, error=f"cannot start {plan.name}: {exc}")
-            self.on_event(node.name, f"{plan.name} started; waiting for its sshd")
+            self.on_event(node.name, f"{found.summary()}; waiting for its sshd")
             outcome = wait_ready(
                 self.inventory, self.keys, node, container, deadline=deadline, abort=self.abort
             )
         self.on_event(node.name, outcome.detail if outcome.ok else f"FAILED: {outcome.error}")
+        outcome.action = found.verb
         return outcome
 
     def stage(self, nodes: Sequence[Node], what: str) -> dict[str, NodeOutcome]:
@@ -276,14 +356,11 @@ class _UpRun:
         return outcomes
 
     def teardown(self) -> dict[str, NodeOutcome]:
-        """Remove every container of this cluster on every node this ``up`` touched."""
+        """Remove what this ``up`` started: the cluster's containers on the nodes it owns (never kept ones)."""
         self.abort.set()
+        owned = [node for node in self.inventory.nodes if node.name in self.owned]
         return _outcomes(
-            fan_out(
-                self.inventory.nodes,
-                lambda n: _remove_ours(self.inventory, n),
-                deadline_s=DOCKER_CALL_TIMEOUT_S * 2,
-            )
+            fan_out(owned, lambda n: _remove_ours(self.inventory, n), deadline_s=DOCKER_CALL_TIMEOUT_S * 2)
         )
 
 
@@ -309,30 +386,38 @@ def up(
     image_ref: str,
     *,
     ready_timeout_s: float = 60.0,
+    force_recreate: bool = False,
     on_event: Callable[[str, str], None] = lambda node, message: None,
 ) -> dict[str, NodeOutcome]:
-    """Start the benchmark containers: every secondary, a readiness gate, then the primary.
+    """Bring the benchmark containers to what the inventory asks: every secondary, a readiness gate, then
+    the primary. A running container that matches is kept (only its sshd is checked); others are replaced.
 
     Args:
         inventory: the cluster.
         image_ref: the image to run (see ``clusterctl.image.build.effective_image_ref``).
         ready_timeout_s: deadline for each stage's sshd to answer a login with the cluster key.
+        force_recreate: replace every container, also live ones that match or do not.
         on_event: called with (node, message) as the start progresses.
 
     Returns:
-        Each node's outcome, all ok.
+        Each node's outcome, all ok; ``action`` says whether its container was kept, replaced or started.
 
     Raises:
-        StepError: a node could not be prepared or started, or its sshd did not answer in time; the
-            message names those hosts. No container of the cluster is left on any node.
-        KeyboardInterrupt: Ctrl-C or SIGTERM; no container of the cluster is left on any node.
+        UpConflict: a node's container is live but does not match what up would start (a benchmark may
+            run in it) and ``force_recreate`` is off; the message names those nodes and the fix.
+            Nothing was changed on any node.
+        StepError: a node could not be inspected, prepared or started, or its sshd did not answer in
+            time; the message names those hosts. Every container this up started has been removed.
+        KeyboardInterrupt: Ctrl-C or SIGTERM; every container this up started has been removed.
     """
-    run = _UpRun(inventory, ensure_cluster_keys(inventory), image_ref, ready_timeout_s, on_event)
+    run = _UpRun(
+        inventory, ensure_cluster_keys(inventory), image_ref, ready_timeout_s, on_event, force_recreate
+    )
     with _sigterm_interrupts():
+        run.plan()
         try:
-            prepared = _outcomes(
-                fan_out(inventory.nodes, run.prepare, deadline_s=DOCKER_CALL_TIMEOUT_S * 2 + 30)
-            )
+            replaced = [n for n in inventory.nodes if run.found[n.name].action is Action.REPLACE]
+            prepared = _outcomes(fan_out(replaced, run.prepare, deadline_s=DOCKER_CALL_TIMEOUT_S * 2 + 30))
             failed = _failed(prepared)
             if failed:
                 raise StepError(f"up: cannot prepare {', '.join(failed)}: {_describe(failed)}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 
@@ -23,8 +24,16 @@ def up(
     dry_run: bool = typer.Option(
         False, "--dry-run", help="Print each node's docker run line; start nothing."
     ),
+    force_recreate: bool = typer.Option(
+        False,
+        "--force-recreate",
+        help="Replace every container, also running ones (ends whatever runs in them).",
+    ),
 ) -> None:
-    """Start the benchmark containers: secondaries, a readiness gate, then the primary."""
+    """Start the benchmark containers: secondaries, a readiness gate, then the primary.
+
+    Matching running containers are kept; a running one that differs stops up (exit 1) unless forced.
+    """
     inv = load(inventory)
     image_ref = effective_image_ref(inv)
     if dry_run:
@@ -36,9 +45,20 @@ def up(
         inv,
         image_ref,
         ready_timeout_s=timeout,
+        force_recreate=force_recreate,
         on_event=lambda node, message: err_console.print(f"{node}: {message}", highlight=False),
     )
-    console.print(f"up: {len(outcomes)} containers running {image_ref}; sshd answering on every node")
+    actions = Counter(o.action for o in outcomes.values())
+    if set(actions) == {"kept"}:
+        console.print(
+            f"up: unchanged, {len(outcomes)} containers already running {image_ref}; "
+            "sshd answering on every node"
+        )
+    else:
+        done = ", ".join(f"{count} {action}" for action, count in sorted(actions.items()))
+        console.print(
+            f"up: {len(outcomes)} containers running {image_ref} ({done}); sshd answering on every node"
+        )
 
 
 def down(inventory: Path | None = InventoryOption) -> None:

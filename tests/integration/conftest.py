@@ -4,7 +4,8 @@
 up, run, check) and removes it at the end of the session. Its state directory is private to the
 session, and ``CLUSTERCTL_STATE_DIR`` points there for the whole session, so commands run without
 ``-i`` use its inventory. Its name and subnet are picked per session, so concurrent sessions on one
-engine do not collide.
+engine do not collide. ``cluster`` is its inventory with the image built and delivered; no
+benchmark container is left after the test.
 """
 
 from __future__ import annotations
@@ -19,8 +20,13 @@ import docker
 import pytest
 from docker.errors import DockerException
 
+from clusterctl import containers
+from clusterctl.container_plan import CLUSTER_LABEL
+from clusterctl.hosts.docker_remote import docker_client
+from clusterctl.image.build import build_image
+from clusterctl.image.distribute import distribute
 from clusterctl.inventory import Inventory, load_inventory
-from clusterctl.sandbox import cluster
+from clusterctl.sandbox import cluster as sandbox_cluster
 
 
 def _engine() -> docker.DockerClient | None:
@@ -84,12 +90,38 @@ def sandbox2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
         mp.setenv("CLUSTERCTL_STATE_DIR", str(state))
         mp.delenv("CLUSTERCTL_INVENTORY", raising=False)
         try:
-            result = cluster.up(name, 2, free_subnet())
+            result = sandbox_cluster.up(name, 2, free_subnet())
             path = result.files.inventory
             yield Sandbox(name=name, state_dir=state, inventory_path=path, inventory=load_inventory(path))
         finally:
-            cluster.down(name)
+            sandbox_cluster.down(name)
             _untag_cluster_images(name)
+
+
+@pytest.fixture
+def cluster(sandbox2: Sandbox, monkeypatch: pytest.MonkeyPatch) -> Iterator[Inventory]:
+    """The sandbox's inventory with its image built and delivered; containers removed afterwards."""
+    monkeypatch.setenv("CLUSTERCTL_STATE_DIR", str(sandbox2.state_dir))
+    inv = sandbox2.inventory
+    build_image(inv)
+    distribute(inv)
+    yield inv
+    containers.down(inv)
+
+
+def benchmark_containers(inv: Inventory) -> dict[str, list[tuple[str, str]]]:
+    """Per node: (ID, state) of each container of ``inv``'s cluster on the node's engine."""
+    found = {}
+    for node in inv.nodes:
+        client = docker_client(inv, node)
+        try:
+            labelled = client.containers.list(
+                all=True, filters={"label": f"{CLUSTER_LABEL}={inv.cluster.name}"}
+            )
+            found[node.name] = [(c.id, c.status) for c in labelled]
+        finally:
+            client.close()
+    return found
 
 
 def _untag_cluster_images(cluster_name: str) -> None:

@@ -1,12 +1,13 @@
 """Image build, delivery and the container lifecycle on the 2-node sandbox (cpu profile), real parts only:
 the local engine builds, each node's engine loads over SSH, the containers' sshd and Open MPI run for real.
 
-Uses the session fixture ``sandbox2`` (tests/integration/conftest.py): ``.inventory_path``,
-``.inventory``, ``.state_dir``, ``.name``.
+Uses the fixture ``cluster`` (tests/integration/conftest.py): the session sandbox's inventory with
+the image built and delivered, containers removed after each test.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterator
 
@@ -15,9 +16,10 @@ import pytest
 from clusterctl import containers
 from clusterctl.errors import StepError
 from clusterctl.hosts.docker_remote import docker_client
-from clusterctl.image.build import build_image, effective_image_ref
+from clusterctl.image.build import effective_image_ref
 from clusterctl.image.distribute import distribute
-from clusterctl.inventory import Inventory
+from clusterctl.inventory import Inventory, Node
+from tests.integration.conftest import benchmark_containers
 
 pytestmark = pytest.mark.integration
 
@@ -52,31 +54,6 @@ def _wait_for_log_line(container, line: str, timeout_s: float) -> None:
             break
         time.sleep(0.2)
     raise AssertionError(f"{container.name} never printed {line!r}: {container.logs()!r}")
-
-
-@pytest.fixture
-def cluster(sandbox2, monkeypatch: pytest.MonkeyPatch) -> Iterator[Inventory]:
-    """The sandbox's inventory with its image built and delivered; containers removed afterwards."""
-    monkeypatch.setenv("CLUSTERCTL_STATE_DIR", str(sandbox2.state_dir))
-    inv = sandbox2.inventory
-    build_image(inv)
-    distribute(inv)
-    yield inv
-    containers.down(inv)
-
-
-def _ours_everywhere(inv: Inventory) -> dict[str, list[str]]:
-    found = {}
-    for node in inv.nodes:
-        client = docker_client(inv, node)
-        found[node.name] = [
-            c.name
-            for c in client.containers.list(
-                all=True, filters={"label": f"{containers.CLUSTER_LABEL}={inv.cluster.name}"}
-            )
-        ]
-        client.close()
-    return found
 
 
 def test_second_delivery_moves_nothing(cluster: Inventory) -> None:
@@ -125,7 +102,7 @@ def test_up_ssh_between_containers_mpirun_then_down(cluster: Inventory) -> None:
     assert code == 0 and sorted(lines) == sorted(n.name for n in cluster.nodes)
 
     containers.down(cluster)
-    assert _ours_everywhere(cluster) == {n.name: [] for n in cluster.nodes}
+    assert benchmark_containers(cluster) == {n.name: [] for n in cluster.nodes}
 
 
 def test_exec_timeout_kills_the_command(cluster: Inventory) -> None:
@@ -143,25 +120,46 @@ def test_exec_timeout_kills_the_command(cluster: Inventory) -> None:
     assert "sleep" not in lines
 
 
-def test_secondary_whose_sshd_cannot_start_fails_up_and_leaves_nothing(cluster: Inventory) -> None:
-    broken = cluster.secondaries[0]
-    client = docker_client(cluster, broken)
+@contextlib.contextmanager
+def _port_squatter(inv: Inventory, node: Node) -> Iterator[None]:
+    """Hold the container sshd port on ``node`` while inside, so a new container's sshd cannot start."""
+    client = docker_client(inv, node)
     squatter = client.containers.run(
-        effective_image_ref(cluster),
-        ["python3", "-c", _SQUATTER.replace("PORT", str(cluster.container.sshd_port))],
+        effective_image_ref(inv),
+        ["python3", "-c", _SQUATTER.replace("PORT", str(inv.container.sshd_port))],
         network_mode="host",
         detach=True,
         name="clusterctl-test-port-squatter",
     )
-    deadline_s = 20
     try:
         _wait_for_log_line(squatter, "bound", timeout_s=30)
+        yield
+    finally:
+        squatter.remove(force=True)
+        client.close()
+
+
+def test_secondary_whose_sshd_cannot_start_fails_up_and_leaves_nothing(cluster: Inventory) -> None:
+    broken = cluster.secondaries[0]
+    deadline_s = 20
+    with _port_squatter(cluster, broken):
         start = time.monotonic()
         with pytest.raises(StepError) as exc:
             containers.up(cluster, effective_image_ref(cluster), ready_timeout_s=deadline_s)
         assert time.monotonic() - start < deadline_s + containers.DOCKER_CALL_TIMEOUT_S / 6
         assert f"not ready on {broken.name}:" in str(exc.value)  # names exactly that host
-        assert _ours_everywhere(cluster) == {n.name: [] for n in cluster.nodes}
-    finally:
-        squatter.remove(force=True)
-        client.close()
+        assert benchmark_containers(cluster) == {n.name: [] for n in cluster.nodes}
+
+
+def test_failed_up_removes_what_it_started_but_not_what_it_kept(cluster: Inventory) -> None:
+    image_ref = effective_image_ref(cluster)
+    containers.up(cluster, image_ref, ready_timeout_s=60)
+    before = benchmark_containers(cluster)
+    # The secondary is kept (and gated); the primary, exited, is replaced and cannot start.
+    broken, kept = cluster.primary, cluster.secondaries[0]
+    client = docker_client(cluster, broken)
+    client.containers.get(before[broken.name][0][0]).stop(timeout=2)
+    client.close()
+    with _port_squatter(cluster, broken), pytest.raises(StepError, match=f"not ready on {broken.name}:"):
+        containers.up(cluster, image_ref, ready_timeout_s=20)
+    assert benchmark_containers(cluster) == {broken.name: [], kept.name: before[kept.name]}
