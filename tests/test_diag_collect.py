@@ -400,10 +400,11 @@ def _bad_inputs(root: Path) -> dict[str, tuple[list[str], Path]]:
         "not-a-bundle": ([], root / "not-a-bundle"),
         "other-nodes": ([], other),
         "with-bundle": (["--bundle", str(root / "new")], mine),
+        "with-timeout": (["--timeout", "30"], mine),
     }
 
 
-@pytest.mark.parametrize("case", ["missing", "not-a-bundle", "other-nodes", "with-bundle"])
+@pytest.mark.parametrize("case", ["missing", "not-a-bundle", "other-nodes", "with-bundle", "with-timeout"])
 def test_check_topology_from_bad_input_exits_2_naming_the_path(
     case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

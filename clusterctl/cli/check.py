@@ -25,8 +25,9 @@ app = typer.Typer(help="Check the cluster's hosts against the inventory.", no_ar
 
 _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
 _STATUS_STYLE = {"ok": "green", "missing": "yellow", "failed": "red", "timed-out": "red", "no-answer": "red"}
+DEFAULT_TIMEOUT_S = 180.0
 TimeoutOption = typer.Option(
-    180.0, "--timeout", min=1, help="Seconds each node gets for the whole collection."
+    DEFAULT_TIMEOUT_S, "--timeout", min=1, help="Seconds each node gets for the whole collection."
 )
 
 
@@ -49,19 +50,26 @@ def topology(
         help="Judge this saved bundle (from `check topology`, `collect -o` or a run's topology/) instead "
         "of collecting; no host is contacted.",
     ),
-    timeout: float = TimeoutOption,
+    timeout: float | None = typer.Option(
+        None,
+        "--timeout",
+        min=1,
+        help=f"Seconds each node gets for the whole collection. Default: {DEFAULT_TIMEOUT_S:g}.",
+    ),
 ) -> int:
     """Collect GPU, IB, OFED, address and module facts on every node, judge them, show the findings."""
-    if source is not None and bundle is not None:
+    if source is not None and (bundle is not None or timeout is not None):
+        given = f"--bundle {bundle}" if bundle is not None else f"--timeout {timeout:g}"
         raise InputError(
-            f"--from {source} and --bundle {bundle} together: --from judges a saved bundle and writes none. "
-            "Fix: drop --bundle to re-judge the saved bundle, or drop --from to collect a new one."
+            f"--from {source} and {given} together: --from judges a saved bundle, collects nothing and "
+            "writes none. Fix: drop --bundle/--timeout to re-judge the saved bundle, or drop --from to "
+            "collect a new one."
         )
     inventory = load(inventory_path)
     if source is not None:
         directory, bundles = source, read_bundle_of(source, inventory)
     else:
-        bundles = collect(inventory, inventory.nodes, timeout_s=timeout)
+        bundles = collect(inventory, inventory.nodes, timeout_s=timeout or DEFAULT_TIMEOUT_S)
         directory = write_bundle(bundle or default_bundle_dir(), bundles)
     report = judge_bundle(bundles, inventory)
     if as_json:
