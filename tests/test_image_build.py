@@ -1,13 +1,22 @@
-"""Image tags, the build record and the effective image reference (pure parts, no engine)."""
+"""Image tags, the build record, the effective image reference, and a build's read timeout against a
+real HTTP server that goes silent (no Docker engine needed)."""
 
 from __future__ import annotations
 
+import contextlib
+import re
+import socket
+import threading
+import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+import docker
 import pytest
 
 from clusterctl.errors import InputError, StepError
+from clusterctl.hosts.docker_remote import API_VERSION
 from clusterctl.image.build import (
     ImageRecord,
     _stream_lines,
@@ -15,6 +24,7 @@ from clusterctl.image.build import (
     image_tag,
     read_record,
     record_path,
+    run_build,
 )
 from clusterctl.image.render import write_context
 from clusterctl.inventory import load_inventory
@@ -91,3 +101,53 @@ def test_build_stream_error_carries_the_failing_steps_output_tail() -> None:
         "Step 2/9 : RUN apt-get install nope",
         "E: Unable to locate package nope",
     ]
+
+
+@contextlib.contextmanager
+def _silent_engine(silent_for_s: float) -> Iterator[str]:
+    """A real HTTP server that takes one build request, starts a chunked reply, then stays silent."""
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        with conn:
+            conn.settimeout(10)
+            request = b""
+            while b"\r\n\r\n" not in request:
+                request += conn.recv(65536)
+            head, body = request.split(b"\r\n\r\n", 1)
+            length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))  # type: ignore[union-attr]
+            while len(body) < length:
+                body += conn.recv(65536)
+            conn.sendall(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+            )
+            line = b'{"stream":"Step 1/2 : FROM x"}'
+            conn.sendall(b"%x\r\n%s\r\n" % (len(line), line))
+            time.sleep(silent_for_s)
+            with contextlib.suppress(OSError):  # the client may have given up and closed already
+                conn.sendall(b"0\r\n\r\n")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"tcp://127.0.0.1:{server.getsockname()[1]}"
+    finally:
+        thread.join(timeout=silent_for_s + 5)
+        server.close()
+
+
+def test_build_that_goes_silent_fails_after_the_read_timeout_not_never(sandbox_inv, tmp_path: Path) -> None:
+    ctx = write_context(sandbox_inv, tmp_path / "ctx")
+    with _silent_engine(silent_for_s=4) as url:
+        # The client's own timeout is long: the build must bound its reads itself.
+        client = docker.DockerClient(base_url=url, version=API_VERSION, timeout=600)
+        seen: list[str] = []
+        start = time.monotonic()
+        with pytest.raises(StepError, match="sent nothing for 1 s") as exc:
+            run_build(
+                client, ctx.directory, "t:1", ctx.content_hash, seen.append, where="x", read_timeout_s=1
+            )
+        assert time.monotonic() - start < 3.5
+        assert seen == ["Step 1/2 : FROM x"] and "Step 1/2 : FROM x" in str(exc.value)
+        client.close()

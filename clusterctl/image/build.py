@@ -19,6 +19,8 @@ from pathlib import Path
 
 import docker
 import docker.errors
+import requests.exceptions
+import urllib3.exceptions
 from docker.models.images import Image
 from pydantic import BaseModel, Field
 
@@ -134,6 +136,47 @@ def _stream_lines(events: Iterator[dict[str, object]], tail: list[str]) -> Itera
                     yield line
 
 
+def run_build(
+    client: docker.DockerClient,
+    directory: Path,
+    tag: str,
+    content_hash: str,
+    on_line: Callable[[str], None],
+    *,
+    where: str,
+    read_timeout_s: int = BUILD_READ_TIMEOUT_S,
+) -> None:
+    """Send the context in ``directory`` to ``client``'s engine and build it as ``tag``, streaming its output.
+
+    Raises:
+        StepError: a build step failed, or the engine stayed silent for ``read_timeout_s`` or dropped
+            the connection; the message carries the output tail.
+    """
+    tail: list[str] = []
+    try:
+        events = client.api.build(
+            path=str(directory),
+            tag=tag,
+            rm=True,
+            forcerm=True,
+            decode=True,
+            # The SDK's build ignores the client's timeout (it passes its own, None: wait forever).
+            timeout=read_timeout_s,
+            # Only the content hash: image labels pass to every container of the image, and the
+            # io.clusterctl.* container labels must mark exactly the containers `up` starts.
+            labels={CONTEXT_LABEL: content_hash},
+        )
+        for line in _stream_lines(events, tail):
+            on_line(line)
+    # requests' errors come from sending the context, urllib3's from reading the streamed output.
+    except (requests.exceptions.RequestException, urllib3.exceptions.HTTPError) as exc:
+        shown = "\n".join(tail[-ERROR_TAIL_LINES:])
+        raise StepError(
+            f"image build on {where}: the engine sent nothing for {read_timeout_s} s or the connection "
+            f"dropped ({exc}).\n--- last build output ---\n{shown}"
+        ) from None
+
+
 def build_image(
     inventory: Inventory,
     *,
@@ -151,7 +194,8 @@ def build_image(
         The image record and whether a build ran (False: the tag was already on the builder).
 
     Raises:
-        StepError: a build step failed; the message carries the step's output tail.
+        StepError: a build step failed (the message carries the step's output tail), or the builder's
+            engine stayed silent for ``BUILD_READ_TIMEOUT_S`` or dropped the connection.
         InputError: the wheelhouse is missing.
     """
     context = write_context(inventory, build_dir(inventory))
@@ -160,19 +204,9 @@ def build_image(
     image = _existing(client, tag, context.content_hash)
     built = image is None
     if image is None:
-        tail: list[str] = []
-        events = client.api.build(
-            path=str(context.directory),
-            tag=tag,
-            rm=True,
-            forcerm=True,
-            decode=True,
-            # Only the content hash: image labels pass to every container of the image, and the
-            # io.clusterctl.* container labels must mark exactly the containers `up` starts.
-            labels={CONTEXT_LABEL: context.content_hash},
+        run_build(
+            client, context.directory, tag, context.content_hash, on_line, where=builder or "the local engine"
         )
-        for line in _stream_lines(events, tail):
-            on_line(line)
         image = client.images.get(tag)
     record = ImageRecord(
         reference=tag,
