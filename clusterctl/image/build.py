@@ -22,6 +22,7 @@ import docker.errors
 import requests.exceptions
 import urllib3.exceptions
 from docker.models.images import Image
+from docker.utils import parse_repository_tag
 from pydantic import BaseModel, Field
 
 from clusterctl.errors import EnvironmentProblem, InputError, StepError
@@ -120,6 +121,48 @@ def _existing(client: docker.DockerClient, tag: str, content_hash: str) -> Image
     return image if image.labels.get(CONTEXT_LABEL) == content_hash else None
 
 
+def _pull_failure(client: docker.DockerClient, reference: str) -> str | None:
+    """Pull ``reference`` onto the engine; None when it worked, else the engine's reason it did not."""
+    repository, tag = parse_repository_tag(reference)
+    try:
+        for event in client.api.pull(repository, tag=tag or "latest", stream=True, decode=True):
+            error = event.get("error") or (event.get("errorDetail") or {}).get("message")
+            if error:
+                return str(error).strip()
+    except docker.errors.APIError as exc:
+        return str(exc.explanation or exc).strip()
+    return None
+
+
+def ensure_base_image(client: docker.DockerClient, base: str, builder: str | None) -> None:
+    """Make sure the builder's engine holds the base image, pulling it when missing, before any upload.
+
+    Raises:
+        EnvironmentProblem: the base image is missing and cannot be pulled; the message names the
+            image, the builder and the fix.
+    """
+    try:
+        client.images.get(base)
+        return
+    except docker.errors.ImageNotFound:
+        pass
+    reason = _pull_failure(client, base)
+    if reason is None:
+        return
+    if builder is None:
+        fix = f"run `docker pull {base}` where a registry answers, or set image.base to an image the local engine has"
+        where = "the local Docker engine"
+    else:
+        fix = (
+            f"pull it on {builder} (`docker pull {base}` there), or load it there "
+            f"(`docker save {base} | ssh {builder} docker load`), or build on the local engine (no --builder)"
+        )
+        where = f"the builder node {builder}"
+    raise EnvironmentProblem(
+        f"the base image {base} is not on {where}, and pulling it there failed ({reason}). Fix: {fix}."
+    )
+
+
 def _stream_lines(events: Iterator[dict[str, object]], tail: list[str]) -> Iterator[str]:
     """Text lines of a decoded build stream; raises StepError with the output tail on an error event."""
     for event in events:
@@ -196,6 +239,7 @@ def build_image(
     Raises:
         StepError: a build step failed (the message carries the step's output tail), or the builder's
             engine stayed silent for ``BUILD_READ_TIMEOUT_S`` or dropped the connection.
+        EnvironmentProblem: the base image is not on the builder and cannot be pulled.
         InputError: the wheelhouse is missing.
     """
     context = write_context(inventory, build_dir(inventory))
@@ -204,6 +248,8 @@ def build_image(
     image = _existing(client, tag, context.content_hash)
     built = image is None
     if image is None:
+        if inventory.image.base is not None:
+            ensure_base_image(client, inventory.image.base, builder)
         run_build(
             client, context.directory, tag, context.content_hash, on_line, where=builder or "the local engine"
         )
