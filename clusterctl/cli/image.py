@@ -54,13 +54,11 @@ def build(
             table.add_row(f"[dim]{line[: console.width - 2]}[/]")
         return table
 
-    with Live(view(), console=err_console, refresh_per_second=4, transient=True) as live:
-
-        def on_line(line: str) -> None:
-            lines.append(_ANSI.sub("", line))
-            live.update(view())
-
-        record, built = build_image(inv, builder=builder, on_line=on_line)
+    # get_renderable: the elapsed time ticks on while the engine is silent (context upload, quiet steps).
+    with Live(console=err_console, refresh_per_second=4, transient=True, get_renderable=view):
+        record, built = build_image(
+            inv, builder=builder, on_line=lambda line: lines.append(_ANSI.sub("", line))
+        )
     took = f"built in {time.monotonic() - start:.0f} s" if built else "already built (same context hash)"
     console.print(
         f"{record.reference} {record.image_id[:19]}: {took}; recorded in {record_path(inv)}", highlight=False
