@@ -3,7 +3,7 @@
 ``container_spec`` turns the inventory into the whitepaper's ``docker run`` settings (GPUs, host
 network, IPC_LOCK, data and benchmark mounts, localtime) with the admin-key mount replaced by the
 cluster's own SSH material. ``spec_hash`` fingerprints everything a container is started from: the
-docker run arguments, the image ID on the node and the public half of the SSH files pushed for it.
+container plan, the image ID on the node and the public half of the SSH files pushed for it.
 ``up`` records it in the ``SPEC_LABEL`` label, and ``decide`` compares it with a container found on
 a node: keep it, replace it, or refuse (a running container that does not match: a benchmark may
 still be running in it).
@@ -145,9 +145,9 @@ def ssh_material(keys: ClusterKeys, node: Node) -> dict[str, str]:
     }
 
 
-def spec_hash(run_kwargs: Mapping[str, object], image_id: str, ssh: Mapping[str, str]) -> str:
-    """sha256 over the docker run arguments, the image ID and the SSH material, independent of key order."""
-    document = {"run": run_kwargs, "image_id": image_id, "ssh": ssh}
+def spec_hash(plan: ContainerPlan, image_id: str, ssh: Mapping[str, str]) -> str:
+    """sha256 over the container plan, the image ID and the SSH material, independent of key order."""
+    document = {"plan": plan.model_dump(mode="json"), "image_id": image_id, "ssh": ssh}
     canonical = json.dumps(document, sort_keys=True, separators=(",", ":"))
     return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
 

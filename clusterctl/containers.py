@@ -255,7 +255,7 @@ class _UpRun:
                         error=f"image {self.image_ref} is not there. Fix: run `clusterctl image push`.",
                     )
                 plan = container_spec(self.inventory, node, self.image_ref)
-                wanted = spec_hash(docker_run_kwargs(plan), image_id, ssh_material(self.keys, node))
+                wanted = spec_hash(plan, image_id, ssh_material(self.keys, node))
                 existing = _ours(client, self.inventory, node)
                 if not existing:
                     return Found(node.name, decide(None, None, wanted), wanted, plan.name)

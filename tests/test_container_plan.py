@@ -14,7 +14,6 @@ from clusterctl.container_plan import (
     container_spec,
     decide,
     difference,
-    docker_run_kwargs,
     spec_hash,
     ssh_material,
     user_processes,
@@ -32,7 +31,7 @@ def _paper() -> Inventory:
 
 def _hash(inv: Inventory, image_id: str = "sha256:img1", ssh: dict[str, str] | None = None) -> str:
     plan = container_spec(inv, inv.primary, "img:1")
-    return spec_hash(docker_run_kwargs(plan), image_id, ssh or {"known_hosts": "k"})
+    return spec_hash(plan, image_id, ssh or {"known_hosts": "k"})
 
 
 @pytest.mark.parametrize(
@@ -68,10 +67,10 @@ def test_spec_hash_is_stable_for_the_same_inventory_and_image() -> None:
 
 
 def test_spec_hash_does_not_depend_on_key_order() -> None:
-    kwargs = docker_run_kwargs(container_spec(_paper(), _paper().primary, "img:1"))
-    reordered = dict(reversed(list(kwargs.items())))
+    plan = container_spec(_paper(), _paper().primary, "img:1")
+    reordered = plan.model_copy(update={"labels": dict(reversed(list(plan.labels.items())))})
     ssh = {"a": "1", "b": "2"}
-    assert spec_hash(kwargs, "i", ssh) == spec_hash(reordered, "i", dict(reversed(list(ssh.items()))))
+    assert spec_hash(plan, "i", ssh) == spec_hash(reordered, "i", dict(reversed(list(ssh.items()))))
 
 
 @pytest.mark.parametrize(
