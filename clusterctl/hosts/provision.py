@@ -123,8 +123,9 @@ def step_files(inventory: Inventory) -> dict[str, StepFile]:
 def _upload(conn: fabric.Connection, data: StepFile, dest: str, mode: int) -> None:
     """Write ``data`` to ``dest`` over SFTP in chunks, its mode set before any byte is written.
 
-    A missing parent directory is created (mode 0700). Whatever is at ``dest`` is removed and the file created exclusively (O_EXCL), so a file or symlink
-    planted there (``/tmp`` is world-writable) is neither written through nor kept with its owner.
+    A missing parent directory is created (mode 0700). Whatever is at ``dest`` is removed and the file
+    created exclusively (O_EXCL), so a file or symlink planted there is neither written through nor kept
+    with its owner.
 
     Raises:
         OSError: the source cannot be read, the node refuses the file, or fewer bytes arrived.
