@@ -12,6 +12,7 @@ cache keeps changed rebuilds fast. The tag is ``clusterctl/<cluster>:<profile>-<
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -244,16 +245,15 @@ def build_image(
     """
     context = write_context(inventory, build_dir(inventory))
     tag = image_tag(inventory, context.content_hash)
-    client = builder_client(inventory, builder)
-    image = _existing(client, tag, context.content_hash)
-    built = image is None
-    if image is None:
-        if inventory.image.base is not None:
-            ensure_base_image(client, inventory.image.base, builder)
-        run_build(
-            client, context.directory, tag, context.content_hash, on_line, where=builder or "the local engine"
-        )
-        image = client.images.get(tag)
+    with contextlib.closing(builder_client(inventory, builder)) as client:  # an SSH session to a node
+        image = _existing(client, tag, context.content_hash)
+        built = image is None
+        if image is None:
+            if inventory.image.base is not None:
+                ensure_base_image(client, inventory.image.base, builder)
+            where = builder or "the local engine"
+            run_build(client, context.directory, tag, context.content_hash, on_line, where=where)
+            image = client.images.get(tag)
     record = ImageRecord(
         reference=tag,
         image_id=image.id,
