@@ -295,6 +295,8 @@ def test_check_topology_exit_1_and_bundle_when_a_node_is_unreachable(
     assert code == 1
     assert out["bundle"] == str(tmp_path / "b")
     assert [f["code"] for f in out["nodes"]["n1"]["findings"]] == ["node-unreachable"]
+    advice = out["nodes"]["n1"]["findings"][0]["advice"]
+    assert "--limit n1" in advice and "clusterctl inventory check" not in advice  # a command that exists
     assert json.loads((tmp_path / "b" / "n1" / "meta.json").read_text())["unreachable"] is True
 
 

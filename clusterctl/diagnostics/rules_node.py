@@ -171,7 +171,8 @@ def judge_node(inventory: Inventory, node: Node, bundle: NodeBundle | None) -> N
             severity="error",
             code="node-unreachable" if bundle.meta.unreachable else "collection-failed",
             message=f"nothing collected: {bundle.meta.error or 'no output'}",
-            advice="Check `clusterctl inventory check` / SSH to the node, then collect again.",
+            advice=f"Check that {node.name} answers SSH at {node.address}:{node.ssh.port} as {node.ssh.user} "
+            f"(`clusterctl provision --dry-run --limit {node.name}` tries it), then collect again.",
             node=node.name,
         )
         return NodeReport(node=node.name, meta=bundle.meta, findings=[finding])
