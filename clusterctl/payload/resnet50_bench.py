@@ -234,9 +234,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def use_allowed_cpus() -> int:
+    """Run torch's intra-op pool on exactly the CPUs this process may use; return how many.
+
+    ``torch.get_num_threads()`` defaults to every core of the machine, also inside a container
+    limited to a cpuset: two ranks whose cpusets are disjoint would then each oversubscribe their
+    share. The affinity mask is what the container (and mpirun's binding) really allows.
+    """
+    allowed = len(os.sched_getaffinity(0))
+    torch.set_num_threads(allowed)
+    return allowed
+
+
 def main(argv: list[str] | None = None) -> int:
     """Train on synthetic data and report throughput from rank 0."""
     args = parse_args(argv)
+    cpu_threads = use_allowed_cpus()
     trainer = Trainer(args)
     device = trainer.device
     dtype = autocast_dtype(args.precision, device)
@@ -301,6 +314,7 @@ def main(argv: list[str] | None = None) -> int:
             "channels_last": args.channels_last,
             "compile": args.compile,
             "device": device.type,
+            "cpu_threads": cpu_threads,
             "torch_version": torch.__version__,
             "horovod_version": trainer.horovod_version,
         }
