@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import inspect
 import json
 import os
 import sys
@@ -151,18 +152,52 @@ class Trainer:
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
 
-    def wrap(self, model: nn.Module, lr: float) -> tuple[nn.Module, torch.optim.Optimizer]:
-        """The model and optimizer made data parallel, with identical initial weights on every rank."""
+    def wrap(self, model: nn.Module, args: argparse.Namespace) -> tuple[nn.Module, torch.optim.Optimizer]:
+        """The model and optimizer made data parallel, with identical initial weights on every rank.
+
+        DDP: gradients live in the communication buckets (``gradient_as_bucket_view``, no copy),
+        the graph is declared static (the bucket order is learnt once), and buffers are not
+        re-broadcast every step (batch-norm statistics stay per rank, as Horovod's do). Horovod:
+        optional fp16 compression of the allreduce (``--fp16-allreduce``).
+        """
+        lr = 0.01 * self.world_size
         if self.framework == "horovod":
-            optimizer = torch.optim.SGD(model.parameters(), lr=lr * self.world_size)
-            optimizer = self.hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
+            optimizer = _sgd(model.parameters(), lr, self.device)
+            compression = self.hvd.Compression.fp16 if args.fp16_allreduce else self.hvd.Compression.none
+            optimizer = self.hvd.DistributedOptimizer(
+                optimizer, named_parameters=model.named_parameters(), compression=compression
+            )
             self.hvd.broadcast_parameters(model.state_dict(), root_rank=0)
             return model, optimizer
         from torch.nn.parallel import DistributedDataParallel
 
         ids = [self.local_rank] if self.device.type == "cuda" else None
-        ddp = DistributedDataParallel(model, device_ids=ids)
-        return ddp, torch.optim.SGD(ddp.parameters(), lr=lr * self.world_size)
+        ddp = DistributedDataParallel(
+            model,
+            device_ids=ids,
+            bucket_cap_mb=args.bucket_cap_mb,
+            gradient_as_bucket_view=True,
+            static_graph=not args.compile,
+            **_no_forward_buffer_sync(DistributedDataParallel),
+        )
+        return ddp, _sgd(ddp.parameters(), lr, self.device)
+
+    def barrier(self) -> None:
+        """Wait until every rank gets here (the clock starts together everywhere)."""
+        if self.framework == "horovod":
+            self.hvd.allreduce(torch.zeros(1), name="clusterctl.barrier")
+        else:
+            self.dist.barrier()
+
+    def slowest(self, seconds: float) -> float:
+        """The largest of every rank's ``seconds``: the run is as fast as its slowest rank."""
+        value = torch.tensor([seconds], dtype=torch.float64)
+        if self.framework == "horovod":
+            return float(self.hvd.allreduce(value, name="clusterctl.elapsed", op=self.hvd.Max).item())
+        if self.device.type == "cuda":
+            value = value.to(self.device)
+        self.dist.all_reduce(value, op=self.dist.ReduceOp.MAX)
+        return float(value.item())
 
     def step(self, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None) -> None:
         """Apply the (already all-reduced, or about to be) gradients."""
@@ -188,11 +223,28 @@ class Trainer:
 # --------------------------------------------------------------------------- the benchmark
 
 
+def _no_forward_buffer_sync(ddp_class: type) -> dict[str, bool]:
+    """DDP's keyword for "do not re-broadcast buffers before every forward", in this torch's spelling.
+
+    torch 2.13 renamed ``broadcast_buffers`` to ``forward_sync_buffers`` (the new one still syncs
+    once at construction, which keeps the initial weights identical on every rank).
+    """
+    if "forward_sync_buffers" in inspect.signature(ddp_class.__init__).parameters:
+        return {"forward_sync_buffers": False}
+    return {"broadcast_buffers": False}
+
+
+def _sgd(params, lr: float, device: torch.device) -> torch.optim.Optimizer:
+    """Plain SGD; on a GPU the fused kernel (one launch for every parameter instead of one each)."""
+    return torch.optim.SGD(params, lr=lr, fused=device.type == "cuda")
+
+
 def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
     """The autocast dtype for ``precision`` on ``device``; None for fp32.
 
     Raises:
-        SystemExit: fp16 asked for on a CPU, where PyTorch's autocast does not support it.
+        SystemExit: fp16 asked for on a CPU (PyTorch's CPU autocast has no float16), or bf16 on a
+            GPU without bfloat16 support (a V100: use fp16, which runs with a GradScaler).
     """
     if precision == "fp32":
         return None
@@ -201,19 +253,45 @@ def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
             "resnet50_bench: --precision fp16 is not supported on CPU (PyTorch CPU autocast has no "
             "float16); use --precision bf16 or fp32."
         )
+    if precision == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        name = torch.cuda.get_device_name(device)
+        raise SystemExit(
+            f"resnet50_bench: --precision bf16 is not supported on {name} (no bfloat16 tensor cores "
+            "before Ampere); use --precision fp16 (mixed precision with a gradient scaler) or fp32."
+        )
     return torch.float16 if precision == "fp16" else torch.bfloat16
 
 
-def timed_steps(
-    train_step: Callable[[], None], steps: int, sync: Callable[[], None]
+def compile_wanted(args: argparse.Namespace) -> tuple[bool, str | None]:
+    """Whether to ``torch.compile`` the model, and a note when ``--compile`` is not honoured.
+
+    Horovod's hooks sit on the gradient accumulators: under a compiled backward every allreduce
+    waits for the whole backward pass, so nothing overlaps. PyTorch supports compile with DDP
+    only (its DDPOptimizer splits the graph at bucket boundaries).
+    """
+    if args.compile and args.framework == "horovod":
+        return False, (
+            "note: --compile is ignored with --framework horovod (a compiled backward serialises "
+            "Horovod's allreduces after it); use --framework ddp to compile."
+        )
+    return args.compile, None
+
+
+def timed_windows(
+    train_step: Callable[[], None], steps: int, window: int, sync: Callable[[], None]
 ) -> Iterator[tuple[int, float]]:
-    """Run ``steps`` training steps, yielding (step number, seconds since the start) after each."""
+    """Run ``steps`` training steps; yield (step number, seconds since the start) at window edges.
+
+    The device is synchronised only at the start and at the end of each window of ``window``
+    steps (and at the last step), so the host keeps queueing work between them.
+    """
     sync()
     start = time.perf_counter()
     for step in range(1, steps + 1):
         train_step()
-        sync()
-        yield step, time.perf_counter() - start
+        if step % window == 0 or step == steps:
+            sync()
+            yield step, time.perf_counter() - start
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -223,7 +301,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batch-size", type=int, default=64, help="images per device per step")
     p.add_argument("--precision", choices=["fp32", "fp16", "bf16"], default="fp32")
     p.add_argument("--channels-last", action="store_true", help="NHWC memory format")
-    p.add_argument("--compile", action="store_true", help="torch.compile the model (kernel fusion)")
+    p.add_argument("--compile", action="store_true", help="torch.compile the model (DDP only)")
+    p.add_argument(
+        "--bucket-cap-mb", type=float, default=25.0, help="DDP gradient bucket size (MB); torch's default"
+    )
+    p.add_argument(
+        "--fp16-allreduce", action="store_true", help="Horovod: compress gradients to fp16 for the allreduce"
+    )
     p.add_argument("--warmup-steps", type=int, default=10)
     p.add_argument("--steps", type=int, default=100, help="measured steps")
     p.add_argument("--image-size", type=int, default=224)
@@ -253,12 +337,16 @@ def main(argv: list[str] | None = None) -> int:
     trainer = Trainer(args)
     device = trainer.device
     dtype = autocast_dtype(args.precision, device)
+    compile_model, compile_note = compile_wanted(args)
     memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
+    if device.type == "cuda":
+        torch.backends.cudnn.benchmark = True  # the input shape never changes: pick the fastest kernels
 
     torch.manual_seed(0)
     model = ResNet50(args.num_classes).to(device, memory_format=memory_format)
-    model, optimizer = trainer.wrap(model, lr=0.01)
-    if args.compile:
+    args.compile = compile_model
+    model, optimizer = trainer.wrap(model, args)
+    if compile_model:
         model = torch.compile(model)
     scaler = torch.amp.GradScaler("cuda") if dtype == torch.float16 else None
 
@@ -268,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     autocast = torch.autocast(device.type, dtype=dtype) if dtype is not None else contextlib.nullcontext()
 
     def train_step() -> None:
-        optimizer.zero_grad()
+        optimizer.zero_grad()  # torch 2.x sets grads to None (Horovod takes no argument)
         with autocast:
             loss = F.cross_entropy(model(images), labels)
         (scaler.scale(loss) if scaler else loss).backward()
@@ -281,25 +369,29 @@ def main(argv: list[str] | None = None) -> int:
     leader = trainer.rank == 0
     global_batch = args.batch_size * trainer.world_size
     if leader:
+        if compile_note:
+            print(compile_note, flush=True)
         print(
             f"Model: {MODEL_NAME}  framework: {args.framework}  world size: {trainer.world_size}  "
             f"batch size per device: {args.batch_size}  precision: {args.precision}  device: {device.type}",
             flush=True,
         )
-    for _ in timed_steps(train_step, args.warmup_steps, sync):
+    for _ in timed_windows(train_step, args.warmup_steps, args.warmup_steps or 1, sync):
         pass
     if leader:
         print(f"Warm-up done ({args.warmup_steps} steps).", flush=True)
 
+    trainer.barrier()
     elapsed, last_step, last_time = 0.0, 0, 0.0
-    for step, elapsed in timed_steps(train_step, args.steps, sync):
-        if leader and (step % args.display_every == 0 or step == args.steps):
+    for step, elapsed in timed_windows(train_step, args.steps, args.display_every, sync):
+        if leader:
             rate = global_batch * (step - last_step) / (elapsed - last_time)
             print(f"Step {step}/{args.steps}: {rate:.2f} img/s total", flush=True)
             last_step, last_time = step, elapsed
+    slowest = trainer.slowest(elapsed)
 
     if leader:
-        total = global_batch * args.steps / elapsed
+        total = global_batch * args.steps / slowest
         result = {
             "model": MODEL_NAME,
             "framework": args.framework,
@@ -312,8 +404,11 @@ def main(argv: list[str] | None = None) -> int:
             "world_size": trainer.world_size,
             "precision": args.precision,
             "channels_last": args.channels_last,
-            "compile": args.compile,
+            "compile": compile_model,
+            "seconds": round(slowest, 6),
             "device": device.type,
+            "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+            "cuda_version": torch.version.cuda,
             "cpu_threads": cpu_threads,
             "torch_version": torch.__version__,
             "horovod_version": trainer.horovod_version,

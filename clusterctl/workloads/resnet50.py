@@ -91,9 +91,25 @@ class ResNet50(Workload):
             return [missing_result(self.name, "CLUSTERCTL_RESULT line from rank 0")]
         s = plan.options.settings
         return [
+            *_compile_note(s.xla, s.framework, result.get("compile")),
             *expect("wrong-model", result.get("model"), self.model, "model"),
             *expect("wrong-batch-size", result.get("batch_size"), s.batch_size, "batch size per device"),
             *expect("wrong-world-size", result.get("world_size"), plan.world_size, "world size"),
             *expect("wrong-precision", result.get("precision"), s.precision, "precision"),
             *expect("wrong-framework", result.get("framework"), s.framework, "framework"),
         ]
+
+
+def _compile_note(asked: bool, framework: str, compiled: object) -> list[Finding]:
+    """Say so when torch.compile was asked for and the payload did not compile (Horovod)."""
+    if not asked or compiled is not False:
+        return []
+    return [
+        Finding(
+            severity="info",
+            code="compile-not-used",
+            message=f"run.xla asked for torch.compile, but the payload does not compile under {framework}: "
+            "a compiled backward serialises Horovod's allreduces after the whole backward pass.",
+            advice="Use --framework ddp to measure a compiled model (PyTorch's DDPOptimizer overlaps it).",
+        )
+    ]
