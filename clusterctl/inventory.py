@@ -264,6 +264,14 @@ class RunDefaults(Strict):
         None, description="Data set path in the container; None: synthetic data."
     )
     display_every: int = Field(10, ge=1, description="Print throughput every N steps.")
+    fp16_allreduce: bool = Field(
+        False,
+        description="Horovod only: compress gradients to fp16 for the allreduce (half the bytes on the "
+        "fabric; meant for mixed precision). DDP ignores it.",
+    )
+    bucket_cap_mb: float = Field(
+        25.0, gt=0, le=1024, description="DDP only: gradient bucket size in MB (torch's default 25)."
+    )
 
 
 class ProvisionSpec(Strict):

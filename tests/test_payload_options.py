@@ -89,3 +89,18 @@ def test_a_horovod_run_asked_to_compile_gets_an_info_finding_not_a_failure() -> 
     assert [(f.code, f.severity) for f in findings] == [("compile-not-used", "info")]
     result["compile"] = True
     assert workload.sanity("CLUSTERCTL_RESULT " + json.dumps(result), plan) == []
+
+
+def test_the_inventory_reaches_the_payload_s_allreduce_options() -> None:
+    inventory = load_inventory(ROOT / "inventories" / "modern-h100.yml")
+    workload = get_workload("resnet50")
+
+    def argv(**overrides: object) -> list[str]:
+        return build_plan(inventory, run_options(inventory, "resnet50", nodes=1, **overrides), workload).argv
+
+    assert "--fp16-allreduce" in argv(framework="horovod", fp16_allreduce=True)
+    assert "--fp16-allreduce" not in argv(framework="horovod")
+    ddp = argv(framework="ddp", fp16_allreduce=True, bucket_cap_mb=50)
+    assert "--bucket-cap-mb=50" in ddp and "--fp16-allreduce" not in ddp
+    parsed = bench.parse_args(["--framework=horovod", "--fp16-allreduce"])
+    assert parsed.fp16_allreduce is True

@@ -70,6 +70,9 @@ class ResNet50(Workload):
             argv.append("--compile")
         if settings.framework == "ddp":
             argv += [f"--master-addr={master_addr}", f"--master-port={DDP_MASTER_PORT}"]
+            argv.append(f"--bucket-cap-mb={settings.bucket_cap_mb:g}")
+        elif settings.fp16_allreduce:
+            argv.append("--fp16-allreduce")
         return argv
 
     def metrics(self, log: str) -> dict[str, Metric]:
