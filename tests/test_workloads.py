@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from clusterctl.errors import InputError
 from clusterctl.inventory import load_inventory
 from clusterctl.launch import LaunchPlan, build_plan, run_options
-from clusterctl.workloads import REGISTRY, get_workload
+from clusterctl.workloads import REGISTRY, get_workload, profiles_running
 from clusterctl.workloads.resnet50 import parse_result_line
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,10 +21,20 @@ def fixture(relative: str) -> str:
     return "".join((FIXTURES / relative).read_text(encoding="utf-8").splitlines(keepends=True)[2:])
 
 
-def paper_plan(workload: str, **overrides) -> LaunchPlan:
-    inventory = load_inventory(ROOT / "inventories" / "paper-c4140.yml")
+def plan_on(example: str, workload: str, **overrides) -> LaunchPlan:
+    inventory = load_inventory(ROOT / "inventories" / example)
     options = run_options(inventory, workload, **overrides)
     return build_plan(inventory, options, get_workload(workload))
+
+
+def paper_plan(workload: str, **overrides) -> LaunchPlan:
+    """A plan on the whitepaper's cluster (2 x 4 V100, the paper-2020 image: TensorFlow)."""
+    return plan_on("paper-c4140.yml", workload, **overrides)
+
+
+def modern_plan(workload: str, **overrides) -> LaunchPlan:
+    """A plan on the H100 pair (2 x 8 H100, the modern image: PyTorch and nccl-tests)."""
+    return plan_on("modern-h100.yml", workload, **overrides)
 
 
 def codes(findings) -> list[str]:
@@ -83,12 +94,13 @@ def test_nccl_tests_metrics_on_real_logs(name: str, avg: float) -> None:
 def test_nccl_tests_sanity_checks_ranks_against_the_plan() -> None:
     log = fixture("nccl_tests/oci-bm-gpu-h100-8-2node-16gpu-roce-all_reduce_perf-1G-16G.txt")
     workload = get_workload("nccl-tests")
-    assert codes(workload.sanity(log, paper_plan("nccl-tests"))) == ["wrong-world-size"]  # 16 ranks, not 8
+    plan = modern_plan("nccl-tests", nodes=1)
+    assert codes(workload.sanity(log, plan)) == ["wrong-world-size"]  # 16 ranks, not 8
 
 
 def test_nccl_tests_that_failed_before_any_result_is_no_result() -> None:
     log = fixture("nccl_tests/nccl-tests-issue5-nccl1-8xp100-pcie-old-format-then-failure.txt")
-    assert codes(get_workload("nccl-tests").sanity(log, paper_plan("nccl-tests"))) == ["no-result"]
+    assert codes(get_workload("nccl-tests").sanity(log, modern_plan("nccl-tests"))) == ["no-result"]
 
 
 def test_result_line_is_read_from_rank_0_only_and_survives_a_glued_tag() -> None:
@@ -101,7 +113,51 @@ def test_result_line_is_read_from_rank_0_only_and_survives_a_glued_tag() -> None
 
 
 def test_resnet50_argv_carries_the_settings() -> None:
-    plan = paper_plan("resnet50", framework="ddp", data_format="NHWC")
+    plan = modern_plan("resnet50", framework="ddp", data_format="NHWC", precision="fp16")
     assert {"--batch-size=256", "--precision=fp16", "--channels-last", "--compile", "--framework=ddp"} <= set(
         plan.argv
     )
+
+
+# --------------------------------------------------------------------------- plan-time refusal
+
+
+@pytest.mark.parametrize(
+    ("example", "workload", "profile", "runs_on"),
+    [
+        ("paper-c4140.yml", "resnet50", "paper-2020", "modern"),  # Python 2.7 + TF 1.14: no torch
+        ("modern-h100.yml", "tf_cnn_benchmarks", "modern", "paper-2020"),  # no TensorFlow
+        ("sandbox-example.yml", "tf_cnn_benchmarks", "cpu", "paper-2020"),
+        ("paper-c4140.yml", "nccl-tests", "paper-2020", "modern"),  # no nccl-tests built
+        ("sandbox-example.yml", "nccl-tests", "cpu", "modern"),  # no CUDA
+    ],
+)
+def test_a_workload_the_image_cannot_run_is_refused_when_the_plan_is_built(
+    example: str, workload: str, profile: str, runs_on: str
+) -> None:
+    with pytest.raises(InputError) as caught:
+        plan_on(example, workload)
+    message = str(caught.value)
+    assert example in message and "image.profile" in message
+    assert f"the {profile} image" in message
+    assert f"runs on the {runs_on}" in message
+    assert "Fix:" in message
+
+
+def test_run_on_the_wrong_image_exits_2_before_printing_a_plan(capsys: pytest.CaptureFixture[str]) -> None:
+    from clusterctl.cli import main
+
+    code = main(["run", "resnet50", "--dry-run", "-i", str(ROOT / "inventories" / "paper-c4140.yml")])
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert "mpirun" not in out
+    assert "resnet50 runs on the modern or cpu profile" in err
+    assert "run tf_cnn_benchmarks, which this image runs" in err
+
+
+def test_every_workload_runs_on_some_profile_and_the_paper_image_on_the_papers_script() -> None:
+    running = {name: profiles_running(workload) for name, workload in REGISTRY.items()}
+    assert all(running.values()), running
+    assert running["tf_cnn_benchmarks"] == ["paper-2020"]
+    assert "paper-2020" not in running["resnet50"]
+    assert {"modern", "cpu"} <= set(running["resnet50"])
