@@ -272,3 +272,20 @@ def test_base_digest_is_validated_strictly(digest: str) -> None:
 def test_a_digest_is_given_in_one_place() -> None:
     with pytest.raises(InventoryError, match="digest in one place"):
         _inventory(MODERN, base=f"nvidia/cuda:12.4.1-cudnn-devel-ubuntu22.04@{DIGEST}", base_digest=DIGEST)
+
+
+def test_inventory_show_and_render_print_the_pinned_base(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from clusterctl.cli import main
+
+    text = MODERN.read_text()
+    assert "image:\n  profile: modern\n" in text
+    pinned = tmp_path / "pinned.yml"
+    pinned.write_text(
+        text.replace("image:\n  profile: modern\n", f"image:\n  profile: modern\n  base_digest: {DIGEST}\n")
+    )
+    assert main(["inventory", "show", str(pinned)]) == 0
+    assert f"base nvidia/cuda:12.4.1-cudnn-devel-ubuntu22.04@{DIGEST};" in capsys.readouterr().out
+    assert main(["render", "dockerfile", "-i", str(pinned), "-o", str(tmp_path / "ctx")]) == 0
+    assert f"@{DIGEST}, context hash" in capsys.readouterr().out
