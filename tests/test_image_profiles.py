@@ -12,8 +12,10 @@ from __future__ import annotations
 import copy
 import re
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
+import docker
 import pytest
 
 from clusterctl.errors import InventoryError
@@ -289,3 +291,29 @@ def test_inventory_show_and_render_print_the_pinned_base(
     assert f"base nvidia/cuda:12.4.1-cudnn-devel-ubuntu22.04@{DIGEST};" in capsys.readouterr().out
     assert main(["render", "dockerfile", "-i", str(pinned), "-o", str(tmp_path / "ctx")]) == 0
     assert f"@{DIGEST}, context hash" in capsys.readouterr().out
+
+
+def test_the_build_checks_the_builder_for_the_pinned_base(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`image build` makes sure of the digest-pinned reference, the one FROM names, not the bare tag."""
+    from clusterctl.image import build
+
+    built: list[str] = []  # filled by the fake build: before it, the tag is not on the builder
+
+    class Images:
+        def get(self, name: str) -> object:
+            if name in built:
+                return SimpleNamespace(id="sha256:" + "1" * 64)
+            raise docker.errors.ImageNotFound(name)
+
+    client = SimpleNamespace(images=Images(), close=lambda: None)
+    checked: list[str] = []
+    monkeypatch.setenv("CLUSTERCTL_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setattr(build, "builder_client", lambda inventory, builder: client)
+    monkeypatch.setattr(build, "ensure_base_image", lambda client, base, builder: checked.append(base))
+    monkeypatch.setattr(build, "run_build", lambda client, directory, tag, *args, **kwargs: built.append(tag))
+    inventory = _inventory(MODERN, base_digest=DIGEST)
+    build.build_image(inventory)
+    assert checked == [f"{inventory.image.base}@{DIGEST}"]
+    assert len(built) == 1
