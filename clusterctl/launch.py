@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from clusterctl.errors import InputError
 from clusterctl.image.render import CONTAINER_SSH_DIR
 from clusterctl.inventory import Inventory, Node, RunDefaults
-from clusterctl.workloads import check_image_runs
+from clusterctl.workloads.images import check_image_runs
 
 if TYPE_CHECKING:
     from clusterctl.workloads.base import Workload
