@@ -70,6 +70,13 @@ ImageRef = Annotated[
         "nvidia/cuda:12.4.1-devel-ubuntu22.04",
     ),
 ]
+ImageDigest = Annotated[
+    str, _pattern(r"sha256:[0-9a-f]{64}", "an image digest", "sha256:" + "0123456789abcdef" * 4)
+]
+# CUDA compute capabilities without the dot (70 = V100, 80 = A100, 90 = H100), comma-separated.
+CudaArchs = Annotated[
+    str, _pattern(r"[1-9][0-9]{1,2}(,[1-9][0-9]{1,2})*", "a list of CUDA architectures", "80,90")
+]
 Capability = Annotated[str, _pattern(r"[A-Z][A-Z_]{1,31}", "a Linux capability", "IPC_LOCK")]
 Size = Annotated[str, _pattern(r"[0-9]+[bkmgBKMG]?", "a size", "16g")]
 Port = Annotated[int, Field(ge=1, le=65535)]
@@ -223,7 +230,21 @@ class ImageVersions(Strict):
         None, description="MLNX OFED user space; must match the hosts' driver. None: distro rdma-core."
     )
     openmpi: Version | None = Field(None, description="Open MPI version built from source; None: distro's.")
-    nccl: Version | None = Field(None, description="NCCL version; None: the one in the base image.")
+    nccl: Version | None = Field(
+        None,
+        description="NCCL version pinned from NVIDIA's CUDA apt repository (TensorFlow images); None: the base "
+        "image's. PyTorch images use the NCCL wheel their torch pins and refuse this field.",
+    )
+    cudnn: Version | None = Field(
+        None,
+        description="cuDNN version pinned from NVIDIA's CUDA apt repository, e.g. 7.6.5.32 (TensorFlow images); "
+        "None: the base image's. PyTorch images use the cuDNN wheel their torch pins and refuse this field.",
+    )
+    cuda_archs: CudaArchs | None = Field(
+        None,
+        description="Compute capabilities nccl-tests is compiled for, e.g. 70,80,90 (V100, A100, H100); "
+        "None: nccl-tests' own default list.",
+    )
     framework: Literal["tensorflow", "pytorch"] | None = Field(None, description="Deep-learning framework.")
     framework_version: Version | None = Field(None, description="Framework version.")
     horovod: Version | None = Field(None, description="Horovod version; None: no Horovod.")
@@ -238,11 +259,47 @@ class ImageSpec(Strict):
     """How the benchmark image is built."""
 
     profile: Profile = Field("cpu", description="paper-2020 (the whitepaper's stack), modern or cpu.")
-    base: ImageRef | None = Field(None, description="Base image; default: the profile's.")
+    base: ImageRef | None = Field(
+        None,
+        description="Base image; default: the profile's. The way to build from a registry mirror or from a copy "
+        "loaded with `docker load` (the paper-2020 base is gone from public registries).",
+    )
+    base_digest: ImageDigest | None = Field(
+        None,
+        description="Digest the base image is pinned to (sha256:...), so a moved tag cannot change the build; "
+        "the digest of a registry image (`docker buildx imagetools inspect`). Not together with a base that "
+        "already ends in @sha256:...",
+    )
     versions: ImageVersions = Field(default_factory=ImageVersions)
     wheelhouse: SafePath | None = Field(
         None, description="Directory of wheels installed with pip --no-index (cpu profile: PyTorch, Horovod)."
     )
+
+    @model_validator(mode="after")
+    def _one_digest_and_one_nccl(self) -> ImageSpec:
+        """A digest given once; no apt NCCL/cuDNN pin on a PyTorch image (torch's wheels bring their own)."""
+        if self.base_digest and self.base and "@" in self.base:
+            raise ValueError(
+                f"image.base {self.base} already names a digest and image.base_digest gives another; "
+                "keep the digest in one place (drop image.base_digest, or the @sha256:... part of image.base)"
+            )
+        pinned = [name for name in ("nccl", "cudnn") if getattr(self.versions, name)]
+        if self.versions.framework == "pytorch" and pinned:
+            fields = " and ".join(f"image.versions.{name}" for name in pinned)
+            raise ValueError(
+                f"{fields} cannot be pinned on a PyTorch image: DDP, Horovod and nccl-tests all use the "
+                f"NCCL and cuDNN wheels that torch {self.versions.framework_version} pins, so the image has one "
+                f"of each; remove {fields}, or choose the torch version (image.versions.framework_version) "
+                "whose libraries you want"
+            )
+        return self
+
+    @property
+    def from_image(self) -> str | None:
+        """The reference the Dockerfile's FROM names: the base, pinned to ``base_digest`` when one is given."""
+        if self.base and self.base_digest:
+            return f"{self.base}@{self.base_digest}"
+        return self.base
 
 
 class RunDefaults(Strict):

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from clusterctl.errors import InputError
 from clusterctl.image.render import CONTAINER_SSH_DIR
 from clusterctl.inventory import Inventory, Node, RunDefaults
+from clusterctl.workloads.images import check_image_runs
 
 if TYPE_CHECKING:
     from clusterctl.workloads.base import Workload
@@ -140,8 +141,10 @@ def build_plan(inventory: Inventory, options: RunOptions, workload: Workload) ->
     """The launch plan for ``workload`` with ``options`` on ``inventory``.
 
     Raises:
-        InputError: more ranks per node than a node has GPUs.
+        InputError: the inventory's image cannot run the workload, or more ranks per node than a node
+            has GPUs.
     """
+    check_image_runs(workload, inventory)
     nodes = select_nodes(inventory, options.nodes)
     hosts = [HostSlots(node=n.name, address=n.fabric_ip, slots=_slots(n, options)) for n in nodes]
     env = nccl_env(inventory, options.settings)

@@ -159,7 +159,8 @@ def test_cli_dry_run_prints_the_pasteable_command(capsys: pytest.CaptureFixture[
 def test_cli_sweep_dry_run_plans_the_grid(capsys: pytest.CaptureFixture[str]) -> None:
     from clusterctl.cli import main
 
-    argv = ["sweep", "resnet50", "-i", str(PAPER), "--gpus", "1,4,8", "--batch-size", "128,256", "--dry-run"]
+    modern = ROOT / "inventories" / "modern-h100.yml"  # resnet50 is PyTorch: the paper image cannot run it
+    argv = ["sweep", "resnet50", "-i", str(modern), "--gpus", "1,4,8", "--batch-size", "128,256", "--dry-run"]
     assert main(argv) == 0
     commands = capsys.readouterr().out.strip().splitlines()
     assert [c.split()[2] for c in commands] == ["1", "4", "8", "1", "4", "8"]

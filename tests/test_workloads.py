@@ -20,10 +20,20 @@ def fixture(relative: str) -> str:
     return "".join((FIXTURES / relative).read_text(encoding="utf-8").splitlines(keepends=True)[2:])
 
 
-def paper_plan(workload: str, **overrides) -> LaunchPlan:
-    inventory = load_inventory(ROOT / "inventories" / "paper-c4140.yml")
+def plan_on(example: str, workload: str, **overrides) -> LaunchPlan:
+    inventory = load_inventory(ROOT / "inventories" / example)
     options = run_options(inventory, workload, **overrides)
     return build_plan(inventory, options, get_workload(workload))
+
+
+def paper_plan(workload: str, **overrides) -> LaunchPlan:
+    """A plan on the whitepaper's cluster (2 x 4 V100, the paper-2020 image: TensorFlow)."""
+    return plan_on("paper-c4140.yml", workload, **overrides)
+
+
+def modern_plan(workload: str, **overrides) -> LaunchPlan:
+    """A plan on the H100 pair (2 x 8 H100, the modern image: PyTorch and nccl-tests)."""
+    return plan_on("modern-h100.yml", workload, **overrides)
 
 
 def codes(findings) -> list[str]:
@@ -83,12 +93,13 @@ def test_nccl_tests_metrics_on_real_logs(name: str, avg: float) -> None:
 def test_nccl_tests_sanity_checks_ranks_against_the_plan() -> None:
     log = fixture("nccl_tests/oci-bm-gpu-h100-8-2node-16gpu-roce-all_reduce_perf-1G-16G.txt")
     workload = get_workload("nccl-tests")
-    assert codes(workload.sanity(log, paper_plan("nccl-tests"))) == ["wrong-world-size"]  # 16 ranks, not 8
+    plan = modern_plan("nccl-tests", nodes=1)
+    assert codes(workload.sanity(log, plan)) == ["wrong-world-size"]  # 16 ranks, not 8
 
 
 def test_nccl_tests_that_failed_before_any_result_is_no_result() -> None:
     log = fixture("nccl_tests/nccl-tests-issue5-nccl1-8xp100-pcie-old-format-then-failure.txt")
-    assert codes(get_workload("nccl-tests").sanity(log, paper_plan("nccl-tests"))) == ["no-result"]
+    assert codes(get_workload("nccl-tests").sanity(log, modern_plan("nccl-tests"))) == ["no-result"]
 
 
 def test_result_line_is_read_from_rank_0_only_and_survives_a_glued_tag() -> None:
@@ -101,7 +112,7 @@ def test_result_line_is_read_from_rank_0_only_and_survives_a_glued_tag() -> None
 
 
 def test_resnet50_argv_carries_the_settings() -> None:
-    plan = paper_plan("resnet50", framework="ddp", data_format="NHWC")
+    plan = modern_plan("resnet50", framework="ddp", data_format="NHWC", precision="fp16")
     assert {"--batch-size=256", "--precision=fp16", "--channels-last", "--compile", "--framework=ddp"} <= set(
         plan.argv
     )

@@ -58,7 +58,7 @@ def show(
         highlight=False,
     )
     versions = ", ".join(f"{k} {v}" for k, v in i.versions.model_dump().items() if v)
-    console.print(f"image: profile {i.profile}, base {i.base}; {versions}", highlight=False)
+    console.print(f"image: profile {i.profile}, base {i.from_image}; {versions}", highlight=False)
 
 
 @app.command()

@@ -21,7 +21,7 @@ def dockerfile(
     inv = load(inventory)
     ctx = write_context(inv, out)
     console.print(
-        f"wrote {ctx.dockerfile} (profile {inv.image.profile}, base {inv.image.base}, "
+        f"wrote {ctx.dockerfile} (profile {inv.image.profile}, base {inv.image.from_image}, "
         f"context hash {ctx.content_hash[:12]})",
         highlight=False,
     )

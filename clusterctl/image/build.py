@@ -249,8 +249,8 @@ def build_image(
         image = _existing(client, tag, context.content_hash)
         built = image is None
         if image is None:
-            if inventory.image.base is not None:
-                ensure_base_image(client, inventory.image.base, builder)
+            if inventory.image.from_image is not None:
+                ensure_base_image(client, inventory.image.from_image, builder)
             where = builder or "the local engine"
             run_build(client, context.directory, tag, context.content_hash, on_line, where=where)
             image = client.images.get(tag)

@@ -1,7 +1,8 @@
 """Image profiles: the base image and software versions each profile starts from.
 
-An inventory's ``image.versions`` overrides these key by key; ``image.base`` overrides the base.
-The defaults are data, kept in one place, so that the template never hard-codes a version.
+An inventory's ``image.versions`` overrides these key by key; ``image.base`` overrides the base (a
+registry mirror, or a copy loaded with ``docker load``) and ``image.base_digest`` pins it. The defaults
+are data, kept in one place, so that the template never hard-codes a version.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ PAPER_2020: dict[str, Any] = {
         "mofed": "4.7-3.2.9.0",
         "openmpi": "4.0.0",
         "nccl": "2.5.6",
+        # Table 2's cuDNN; nvidia/cuda:10.0-devel-ubuntu18.04 has none and TF 1.14's GPU build needs cuDNN 7.
+        "cudnn": "7.6.5.32",
         "framework": "tensorflow",
         "framework_version": "1.14.0",
         "horovod": "0.19.0",
@@ -39,8 +42,14 @@ MODERN: dict[str, Any] = {
         "horovod": "0.28.1",
         "python": "3.10",
         "nccl_tests": "v2.13.11",
+        # V100, A100, H100: nccl-tests' own list stops at sm_80, so an H100 would run JIT-compiled PTX.
+        "cuda_archs": "70,80,90",
     },
 }
+
+# The cuda-keyring package that installs NVIDIA's current CUDA repository key (3bf863cc, rotated in
+# April 2022) and the repository list signed by it; images built before the rotation carry the old key.
+CUDA_KEYRING_VERSION = "1.1-1"
 
 # Environment variable naming the cpu profile's default base image (CI pre-seeds it under this name).
 BASE_IMAGE_ENV = "CLUSTERCTL_BASE_IMAGE"

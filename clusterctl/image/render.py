@@ -16,6 +16,7 @@ import jinja2
 
 from clusterctl import __version__
 from clusterctl.errors import InputError
+from clusterctl.image.profiles import CUDA_KEYRING_VERSION
 from clusterctl.inventory import Inventory
 from clusterctl.paths import data_dir, payload_dir
 
@@ -46,12 +47,13 @@ def _environment() -> jinja2.Environment:
 
 
 def template_values(inventory: Inventory) -> dict[str, object]:
-    """The values the templates see: profile, base, versions, port and fixed container paths."""
+    """The values the templates see: profile, base (digest-pinned when given), versions, port and fixed paths."""
     image = inventory.image
     return {
         "clusterctl_version": __version__,
         "profile": image.profile,
-        "base": image.base,
+        "base": image.from_image,
+        "cuda_keyring_version": CUDA_KEYRING_VERSION,
         "v": image.versions.model_dump(),
         "sshd_port": inventory.container.sshd_port,
         "ssh_dir": CONTAINER_SSH_DIR,

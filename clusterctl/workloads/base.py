@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict
 from clusterctl.findings import Finding
 
 if TYPE_CHECKING:
-    from clusterctl.inventory import Inventory, RunDefaults
+    from clusterctl.inventory import ImageVersions, Inventory, RunDefaults
     from clusterctl.launch import LaunchPlan
 
 
@@ -39,6 +39,10 @@ class Workload(ABC):
     @abstractmethod
     def argv(self, settings: RunDefaults, *, gpu: bool, master_addr: str) -> list[str]:
         """The command every rank runs (after mpirun's own flags)."""
+
+    @abstractmethod
+    def image_lacks(self, versions: ImageVersions) -> str | None:
+        """What an image built with ``versions`` lacks to run this workload (e.g. "PyTorch"); None: nothing."""
 
     @abstractmethod
     def metrics(self, log: str) -> dict[str, Metric]:

@@ -10,7 +10,7 @@ from clusterctl.findings import Finding
 from clusterctl.workloads.base import Metric, Workload, expect, missing_result
 
 if TYPE_CHECKING:
-    from clusterctl.inventory import RunDefaults
+    from clusterctl.inventory import ImageVersions, RunDefaults
     from clusterctl.launch import LaunchPlan
 
 # Where the GPU profiles of the image build nccl-tests (templates/Dockerfile.j2).
@@ -35,6 +35,12 @@ class NcclTests(Workload):
         if not gpu:
             raise InputError("nccl-tests needs GPUs; this inventory's nodes have none.")
         return [BINARY, "-b", "8", "-e", "1G", "-f", "2", "-g", "1"]
+
+    def image_lacks(self, versions: ImageVersions) -> str | None:
+        """CUDA and nccl-tests, which GPU images build when image.versions.nccl_tests names a tag."""
+        if not versions.cuda:
+            return "CUDA"
+        return None if versions.nccl_tests else "nccl-tests (image.versions.nccl_tests is unset)"
 
     def metrics(self, log: str) -> dict[str, Metric]:
         """Average and peak bus bandwidth (GB/s) and the out-of-bounds count."""

@@ -11,7 +11,7 @@ from clusterctl.image.render import CONTAINER_PAYLOAD_DIR
 from clusterctl.workloads.base import Metric, Workload, expect, missing_result
 
 if TYPE_CHECKING:
-    from clusterctl.inventory import RunDefaults
+    from clusterctl.inventory import ImageVersions, RunDefaults
     from clusterctl.launch import LaunchPlan
 
 RESULT_PREFIX = "CLUSTERCTL_RESULT "
@@ -74,6 +74,10 @@ class ResNet50(Workload):
         elif settings.fp16_allreduce:
             argv.append("--fp16-allreduce")
         return argv
+
+    def image_lacks(self, versions: ImageVersions) -> str | None:
+        """PyTorch, which the payload is written in (the paper image has TensorFlow 1.14 on Python 2.7)."""
+        return None if versions.framework == "pytorch" else "PyTorch"
 
     def metrics(self, log: str) -> dict[str, Metric]:
         """Total and per-device img/s from rank 0's result line."""

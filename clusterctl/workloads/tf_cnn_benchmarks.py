@@ -15,7 +15,7 @@ from clusterctl.findings import Finding
 from clusterctl.workloads.base import Metric, Workload, expect, missing_result
 
 if TYPE_CHECKING:
-    from clusterctl.inventory import Inventory, RunDefaults
+    from clusterctl.inventory import ImageVersions, Inventory, RunDefaults
     from clusterctl.launch import LaunchPlan
 
 SCRIPT = "/benchmarks/scripts/tf_cnn_benchmarks/tf_cnn_benchmarks.py"
@@ -67,6 +67,14 @@ class TfCnnBenchmarks(Workload):
             f"--num_batches={settings.steps}",
         ]
         return argv
+
+    def image_lacks(self, versions: ImageVersions) -> str | None:
+        """TensorFlow and the tensorflow/benchmarks clone at /benchmarks (image.versions.tf_benchmarks_branch)."""
+        if versions.framework != "tensorflow":
+            return "TensorFlow"
+        if not versions.tf_benchmarks_branch:
+            return "tensorflow/benchmarks (image.versions.tf_benchmarks_branch is unset)"
+        return None
 
     def metrics(self, log: str) -> dict[str, Metric]:
         """Rank 0's total img/s and the per-device share of it."""

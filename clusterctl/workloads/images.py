@@ -1,0 +1,54 @@
+"""Which image can run which workload, decided when the launch plan is built.
+
+A workload says what it needs from an image (``Workload.image_lacks``); the image profiles that run it
+are derived from the profiles' default versions (``clusterctl.image.profiles.PROFILES``), never listed
+a second time. ``launch.build_plan`` calls ``check_image_runs`` first, so `run`, `sweep` and their dry
+runs refuse a workload the image cannot run before anything starts.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from clusterctl.errors import InputError
+from clusterctl.image.profiles import PROFILES
+from clusterctl.inventory import ImageVersions
+from clusterctl.workloads import REGISTRY
+
+if TYPE_CHECKING:
+    from clusterctl.inventory import Inventory
+    from clusterctl.workloads.base import Workload
+
+
+def profiles_running(workload: Workload) -> list[str]:
+    """The image profiles whose default versions give an image that runs ``workload``, in PROFILES order."""
+    return [
+        name
+        for name, profile in PROFILES.items()
+        if workload.image_lacks(ImageVersions.model_validate(profile["versions"])) is None
+    ]
+
+
+def check_image_runs(workload: Workload, inventory: Inventory) -> None:
+    """Refuse, when the plan is built, a workload that the inventory's image cannot run.
+
+    The image is judged by ``image.profile`` and ``image.versions`` (what `clusterctl image build`
+    puts in it), also when ``container.image`` names a prebuilt image: the profile says what it holds.
+
+    Raises:
+        InputError: the image lacks what the workload needs; the message names the inventory, the
+            profile, what is missing, the profiles that run the workload and the workloads this image runs.
+    """
+    image = inventory.image
+    lacks = workload.image_lacks(image.versions)
+    if lacks is None:
+        return
+    where = f"{inventory.source}, field image.profile" if inventory.source else "field image.profile"
+    runs_it = profiles_running(workload)  # never empty: tests hold every workload to a profile that runs it
+    fits = [name for name, other in REGISTRY.items() if other.image_lacks(image.versions) is None]
+    instead = f", or run {' or '.join(fits)}, which this image runs" if fits else ""
+    raise InputError(
+        f"{where}: `run {workload.name}` cannot run on the {image.profile} image: it has no {lacks}. "
+        f"{workload.name} runs on the {' or '.join(runs_it)} profile. Fix: set image.profile: {runs_it[0]} "
+        f"(and rebuild with `clusterctl image build`){instead}."
+    )
