@@ -156,9 +156,11 @@ def test_host_fact_kinds_detected_and_parsed_on_real_captures() -> None:
         "nvidia_drm",
     ]
     assert len(parse_proc_modules(deps).modules) == 6 and parse_proc_modules(deps).error is None
-    probe = parse_peermem(fixture_text("peermem/vm-no-peermem-ls-d-stderr.txt"))
+    probe = parse_peermem(fixture_text("peermem/vm-no-peermem-ls-d-stderr-gdr-cc-paths.txt"))
     assert (
-        probe.present == [] and probe.absent[0] == "/sys/module/nvidia_peermem" and not probe.unparsed_lines
+        probe.present == []
+        and probe.absent[0] == "/sys/kernel/mm/memory_peers/nv_mem/version"
+        and not probe.unparsed_lines
     )
 
 
