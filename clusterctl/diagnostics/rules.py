@@ -21,6 +21,7 @@ from clusterctl.diagnostics.parsers.nccl_tests import NcclTests
 from clusterctl.diagnostics.parsers.nvidia_smi_topo import NvidiaSmiTopo, path_rank
 from clusterctl.diagnostics.parsers.ofed_info import OfedInfo
 from clusterctl.diagnostics.parsers.tf_cnn_benchmarks import TfCnnBenchmarks
+from clusterctl.diagnostics.rules_host import HOST_RULES
 from clusterctl.findings import Finding
 from clusterctl.inventory import Inventory, Node
 
@@ -321,6 +322,6 @@ RULES: dict[str, Callable[..., list[Finding]]] = {
 
 
 def apply_rules(kind: str, parsed: Parsed, expect: Expectation | None = None) -> list[Finding]:
-    """The findings for one parsed output of ``kind`` (none for kinds without rules)."""
-    rule = RULES.get(kind)
-    return rule(parsed, expect or Expectation()) if rule else []
+    """The findings for one parsed output of ``kind``: its main rule's, then the host rules' (rules_host)."""
+    rules = [*([RULES[kind]] if kind in RULES else []), *HOST_RULES.get(kind, [])]
+    return [finding for rule in rules for finding in rule(parsed, expect or Expectation())]

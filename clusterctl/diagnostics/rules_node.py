@@ -23,7 +23,15 @@ PEERMEM_MODULES = ("nvidia_peermem", "nv_peer_mem")
 # rdma-core still does verbs); a general tool (ip, cat, ls) missing leaves one check blind: a warning.
 _MISSING_SEVERITY: dict[str, Severity] = {"gpu": "error", "rdma": "error", "ofed-info": "warning"}
 # Outputs the existing rules judge, and what the node must have for them to apply.
-_RULED = {"nvidia-smi-topo": "gpu", "ibstat": "rdma", "ibv-devinfo": "rdma", "ofed-info": "rdma"}
+_RULED = {
+    "nvidia-smi-topo": "gpu",
+    "ibstat": "rdma",
+    "ibv-devinfo": "rdma",
+    "ofed-info": "rdma",
+    "lspci-vvv": "any",
+    "nvidia-smi-q": "gpu",
+    "proc-cmdline": "gpu",
+}
 
 
 @dataclass

@@ -1,0 +1,154 @@
+"""Host rules from NCCL's troubleshooting (ACS, PCIe links, IOMMU, NVSwitch fabric, IB MTU, HCA count) and
+the peer-memory rule as NCCL's gdr.cc decides it, on real captured outputs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fixtures import fixture_text
+
+from clusterctl.diagnostics.bundle import NodeBundle, NodeMeta, SectionMeta
+from clusterctl.diagnostics.collect import COLLECTOR_BY_KEY
+from clusterctl.diagnostics.parsers.ibstat import parse_ibstat
+from clusterctl.diagnostics.parsers.ibv_devinfo import parse_ibv_devinfo
+from clusterctl.diagnostics.parsers.lspci import parse_lspci
+from clusterctl.diagnostics.parsers.nvidia_smi_q import parse_nvidia_smi_q
+from clusterctl.diagnostics.parsers.ofed_info import parse_ofed_info
+from clusterctl.diagnostics.parsers.proc_cmdline import parse_proc_cmdline
+from clusterctl.diagnostics.rules import Expectation, apply_rules, ofed_rules
+from clusterctl.diagnostics.rules_host import (
+    acs_rules,
+    hca_count_rules,
+    iommu_rules,
+    mtu_rules,
+    pcie_link_rules,
+    smi_q_rules,
+)
+from clusterctl.diagnostics.rules_node import judge_node
+from clusterctl.inventory import load_inventory
+
+_LSPCI = "lspci_vvv/gpud-h100-pex890xx-cx7-acs-on-storage-switch-partial.txt"
+_IBSTAT_8IB = "ibstat/gpud-h100-8cx7-ib-400-plus-bluefield3-bond-eth.txt"
+_INVENTORY = Path(__file__).parent.parent / "inventories" / "modern-h100.yml"
+_EXPECT = Expectation(node="n1")
+
+
+def test_acs_on_a_switch_with_no_gpu_or_hca_below_is_not_reported() -> None:
+    """The capture's only redirecting bridges (82:0x.0) serve NVSwitches; the GPU and HCA paths are clean."""
+    lspci = parse_lspci(fixture_text(_LSPCI))
+    assert [d.bdf for d in lspci.devices if d.acs_redirect]  # there is ACS redirect in the capture ...
+    assert acs_rules(lspci, _EXPECT) == []  # ... but not above a GPU or an HCA
+
+
+def test_acs_lines_without_device_headers_warn_with_their_count() -> None:
+    lspci = parse_lspci(
+        fixture_text("lspci_vvv/nccl-issue523-grep-acsctl-redirect-enabled-no-device-headers.txt")
+    )
+    [finding] = acs_rules(lspci, _EXPECT)
+    assert (finding.severity, finding.code, finding.node) == ("warning", "pcie-acs-enabled", "n1")
+    assert finding.message.startswith("5 PCIe bridges") and "hang" in finding.advice
+
+
+def test_downgraded_links_of_bridges_nvme_and_management_nic_are_not_reported() -> None:
+    lspci = parse_lspci(fixture_text(_LSPCI))
+    assert any(d.speed_downgraded or d.width_downgraded for d in lspci.devices)
+    assert pcie_link_rules(lspci, _EXPECT) == []
+
+
+def test_nvswitch_fabric_completed_or_absent_is_fine() -> None:
+    for name in (
+        "gpud-8xh100-535.161.08-fabric-completed.txt",
+        "gpud-8xrtx4090-535.154.05-fabric-na-idle-gen1.txt",
+    ):
+        # The RTX 4090s at PCIe Gen 1 of 4 are idle, not broken: speed is not judged from nvidia-smi -q.
+        assert smi_q_rules(parse_nvidia_smi_q(fixture_text(f"nvidia_smi_q/{name}")), _EXPECT) == []
+
+
+def test_nvswitch_fabric_in_progress_is_an_error() -> None:
+    report = parse_nvidia_smi_q(fixture_text("nvidia_smi_q/gptq-doc-h100-sxm-vm-fabric-in-progress-grep.txt"))
+    [finding] = smi_q_rules(report, _EXPECT)
+    assert (finding.severity, finding.code) == ("error", "nvswitch-fabric-not-ready")
+    assert "'In Progress'" in finding.message and "nvidia-fabricmanager" in finding.advice
+
+
+def test_iommu_translating_without_passthrough_warns() -> None:
+    assert (
+        iommu_rules(
+            parse_proc_cmdline(fixture_text("proc_cmdline/rccl-issue1129-ubuntu-iommu-pt.txt")), _EXPECT
+        )
+        == []
+    )
+    translated = parse_proc_cmdline(
+        fixture_text("proc_cmdline/cn-doc-centos7-dmesg-intel-iommu-on-no-pt.txt")
+    )
+    [finding] = iommu_rules(translated, _EXPECT)
+    assert (finding.severity, finding.code) == (
+        "warning",
+        "iommu-translating",
+    ) and "iommu=pt" in finding.advice
+
+
+def test_mtu_judges_active_ports_only() -> None:
+    down_1024 = parse_ibv_devinfo(
+        fixture_text("ibv_devinfo/stelline-puget-connectx7-2port-ethernet-portdown.txt")
+    )
+    assert {p.active_mtu for d in down_1024.devices for p in d.ports} == {"1024 (3)"}
+    assert mtu_rules(down_1024, _EXPECT) == []  # ports down: their MTU is not what NCCL would use
+    active_4096 = parse_ibv_devinfo(
+        fixture_text("ibv_devinfo/stelline-connectx7-single-port-active-ethernet.txt")
+    )
+    assert mtu_rules(active_4096, _EXPECT) == []
+
+
+def test_inventory_listing_fewer_hcas_than_the_host_has_up() -> None:
+    ibstat = parse_ibstat(fixture_text(_IBSTAT_8IB))
+    [finding] = hca_count_rules(ibstat, Expectation(hca=["mlx5_0"], link_layer="InfiniBand"))
+    assert (finding.severity, finding.code) == ("warning", "hca-count-below-host")
+    assert "mlx5_1, mlx5_4, mlx5_5, mlx5_6, mlx5_7, mlx5_8, mlx5_9" in finding.message
+    assert "mlx5_bond_0" not in finding.message  # the 200G Ethernet bond is no compute rail
+    every_rail = ["mlx5_0", "mlx5_1", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_7", "mlx5_8", "mlx5_9"]
+    assert hca_count_rules(ibstat, Expectation(hca=every_rail, link_layer="InfiniBand")) == []
+    assert hca_count_rules(ibstat, Expectation(link_layer="InfiniBand")) == []  # no list: NCCL uses all
+
+
+def test_host_rules_run_with_the_kinds_main_rules() -> None:
+    ibstat = parse_ibstat(fixture_text(_IBSTAT_8IB))
+    codes = {
+        f.code for f in apply_rules("ibstat", ibstat, Expectation(hca="mlx5_0", link_layer="InfiniBand"))
+    }
+    assert "hca-count-below-host" in codes
+
+
+def test_ofed_advice_does_not_offer_nvidia_peermem_on_the_inbox_stack() -> None:
+    inbox = parse_ofed_info(fixture_text("ofed_info/ompi-issue9957-command-not-found-inbox-rdma-core.txt"))
+    [finding] = ofed_rules(inbox, Expectation(link_layer="InfiniBand"))
+    assert "or use nvidia_peermem" not in finding.advice
+    assert (
+        "nvidia_peermem" in finding.advice and "PeerDirect" in finding.advice and "DMA-BUF" in finding.advice
+    )
+
+
+def _node_bundle(outputs: dict[str, str]) -> NodeBundle:
+    sections = {
+        key: SectionMeta(argv=list(COLLECTOR_BY_KEY[key].argv), status="ok", exit_status=0) for key in outputs
+    }
+    return NodeBundle(
+        meta=NodeMeta(node="h100-1", collected_at="2026-11-22T00:00:00+00:00", sections=sections),
+        outputs=outputs,
+    )
+
+
+def test_check_topology_judges_the_new_outputs_of_a_node() -> None:
+    inventory = load_inventory(_INVENTORY)
+    node = inventory.nodes[0]
+    bundle = _node_bundle(
+        {
+            "nvidia-smi-q": fixture_text("nvidia_smi_q/gptq-doc-h100-sxm-vm-fabric-in-progress-grep.txt"),
+            "proc-cmdline": fixture_text("proc_cmdline/cn-doc-centos7-dmesg-intel-iommu-on-no-pt.txt"),
+            "lspci-vvv": fixture_text(_LSPCI),
+        }
+    )
+    report = judge_node(inventory, node, bundle)
+    codes = {(f.severity, f.code) for f in report.findings}
+    assert {("error", "nvswitch-fabric-not-ready"), ("warning", "iommu-translating")} <= codes
+    assert not {code for _, code in codes} & {"pcie-acs-enabled", "pcie-link-downgraded"}
