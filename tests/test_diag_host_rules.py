@@ -14,6 +14,7 @@ from clusterctl.diagnostics.parsers.ibv_devinfo import parse_ibv_devinfo
 from clusterctl.diagnostics.parsers.lspci import parse_lspci
 from clusterctl.diagnostics.parsers.nvidia_smi_q import parse_nvidia_smi_q
 from clusterctl.diagnostics.parsers.ofed_info import parse_ofed_info
+from clusterctl.diagnostics.parsers.peermem import parse_peermem
 from clusterctl.diagnostics.parsers.proc_cmdline import parse_proc_cmdline
 from clusterctl.diagnostics.rules import Expectation, apply_rules, ofed_rules
 from clusterctl.diagnostics.rules_host import (
@@ -24,7 +25,7 @@ from clusterctl.diagnostics.rules_host import (
     pcie_link_rules,
     smi_q_rules,
 )
-from clusterctl.diagnostics.rules_node import judge_node
+from clusterctl.diagnostics.rules_node import judge_node, peermem_rules
 from clusterctl.inventory import load_inventory
 
 _LSPCI = "lspci_vvv/gpud-h100-pex890xx-cx7-acs-on-storage-switch-partial.txt"
@@ -136,6 +137,20 @@ def _node_bundle(outputs: dict[str, str]) -> NodeBundle:
         meta=NodeMeta(node="h100-1", collected_at="2026-11-22T00:00:00+00:00", sections=sections),
         outputs=outputs,
     )
+
+
+def test_peermem_as_gdr_cc_checks_it() -> None:
+    inventory = load_inventory(_INVENTORY)
+    node = inventory.nodes[0]
+    absent = {"peermem": parse_peermem(fixture_text("peermem/vm-no-peermem-ls-d-stderr-gdr-cc-paths.txt"))}
+    [finding] = peermem_rules(node, inventory, absent)
+    # The modern image's NCCL may do DMA-BUF: a warning to confirm, never advice to use the inbox driver.
+    assert (finding.severity, finding.code) == ("warning", "peermem-missing")
+    assert "inbox" in finding.advice and "not the distribution's inbox" in finding.advice
+    legacy_dir = {"peermem": parse_peermem("/sys/module/nv_peer_mem\n")}  # not a file NCCL tests
+    assert [f.code for f in peermem_rules(node, inventory, legacy_dir)] == ["peermem-missing"]
+    loaded = {"peermem": parse_peermem("/sys/kernel/mm/memory_peers/nv_mem/version\n")}
+    assert peermem_rules(node, inventory, loaded) == []
 
 
 def test_check_topology_judges_the_new_outputs_of_a_node() -> None:
