@@ -3,6 +3,7 @@ the peer-memory rule as NCCL's gdr.cc decides it, on real captured outputs."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from fixtures import fixture_text
@@ -56,6 +57,40 @@ def test_downgraded_links_of_bridges_nvme_and_management_nic_are_not_reported() 
     assert pcie_link_rules(lspci, _EXPECT) == []
 
 
+def _edit_block(text: str, header: str, old: str, new: str) -> str:
+    """``text`` with ``old`` replaced by ``new`` inside the lspci device block that starts with ``header``."""
+    start = text.index(f"\n{header}") + 1
+    end = text.index("\n\n", start)
+    assert old in text[start:end]
+    return text[:start] + text[start:end].replace(old, new) + text[end:]
+
+
+def test_acs_redirect_on_the_switch_port_above_a_gpu_is_an_error() -> None:
+    """The real capture with one edit: ACS redirect turned on at 17:01.0, the switch port above GPU 19:00.0."""
+    clean = "ACSCtl:\tSrcValid- TransBlk- ReqRedir- CmpltRedir- UpstreamFwd- EgressCtrl- DirectTrans-"
+    redirect = "ACSCtl:\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-"
+    lspci = parse_lspci(_edit_block(fixture_text(_LSPCI), "17:01.0", clean, redirect))
+    [finding] = acs_rules(lspci, _EXPECT)
+    assert (finding.severity, finding.code) == ("error", "pcie-acs-enabled")
+    assert "GPU 0000:19:00.0" in finding.message and "0000:17:01.0 (ReqRedir/CmpltRedir)" in finding.message
+
+
+def test_narrow_hca_link_is_an_error() -> None:
+    """The real capture with one edit: the ConnectX-7 at 1a:00.0 trained at x8 of its x16."""
+    text = _edit_block(fixture_text(_LSPCI), "1a:00.0", "Width x16 (ok)", "Width x8 (downgraded)")
+    [finding] = pcie_link_rules(parse_lspci(text), _EXPECT)
+    assert (finding.severity, finding.code) == ("error", "pcie-link-downgraded")
+    assert (
+        "HCA 0000:1a:00.0" in finding.message and "32 GT/s x8" in finding.message and "x16" in finding.message
+    )
+
+
+def test_slow_idle_gpu_link_is_only_a_note() -> None:
+    text = _edit_block(fixture_text(_LSPCI), "19:00.0", "Speed 32GT/s (ok)", "Speed 2.5GT/s (downgraded)")
+    [finding] = pcie_link_rules(parse_lspci(text), _EXPECT)
+    assert (finding.severity, finding.code) == ("info", "pcie-link-downgraded") and "idle" in finding.advice
+
+
 def test_nvswitch_fabric_completed_or_absent_is_fine() -> None:
     for name in (
         "gpud-8xh100-535.161.08-fabric-completed.txt",
@@ -95,10 +130,12 @@ def test_mtu_judges_active_ports_only() -> None:
     )
     assert {p.active_mtu for d in down_1024.devices for p in d.ports} == {"1024 (3)"}
     assert mtu_rules(down_1024, _EXPECT) == []  # ports down: their MTU is not what NCCL would use
-    active_4096 = parse_ibv_devinfo(
-        fixture_text("ibv_devinfo/stelline-connectx7-single-port-active-ethernet.txt")
-    )
-    assert mtu_rules(active_4096, _EXPECT) == []
+    active = fixture_text("ibv_devinfo/stelline-connectx7-single-port-active-ethernet.txt")
+    assert mtu_rules(parse_ibv_devinfo(active), _EXPECT) == []
+    # The same capture with the interface MTU left at 1500, which gives RoCE an active_mtu of 1024.
+    at_1024 = re.sub(r"(active_mtu:\s+)4096 \(5\)", r"\g<1>1024 (3)", active)
+    [finding] = mtu_rules(parse_ibv_devinfo(at_1024), _EXPECT)
+    assert (finding.severity, finding.code) == ("warning", "ib-mtu-below-4096") and "4200" in finding.advice
 
 
 def test_inventory_listing_fewer_hcas_than_the_host_has_up() -> None:
