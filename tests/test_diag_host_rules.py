@@ -8,6 +8,7 @@ from pathlib import Path
 
 from fixtures import fixture_text
 
+from clusterctl.diagnostics import parse
 from clusterctl.diagnostics.bundle import NodeBundle, NodeMeta, SectionMeta
 from clusterctl.diagnostics.collect import COLLECTOR_BY_KEY
 from clusterctl.diagnostics.parsers.ibstat import parse_ibstat
@@ -204,3 +205,23 @@ def test_check_topology_judges_the_new_outputs_of_a_node() -> None:
     codes = {(f.severity, f.code) for f in report.findings}
     assert {("error", "nvswitch-fabric-not-ready"), ("warning", "iommu-translating")} <= codes
     assert not {code for _, code in codes} & {"pcie-acs-enabled", "pcie-link-downgraded"}
+
+
+def test_rules_never_raise_on_cut_captures() -> None:
+    """Every new kind's rules over its captures cut at ten points (a command killed mid-output)."""
+    kinds = {
+        "lspci_vvv": "lspci-vvv",
+        "nvidia_smi_q": "nvidia-smi-q",
+        "proc_cmdline": "proc-cmdline",
+        "ibv_devinfo": "ibv-devinfo",
+        "ibstat": "ibstat",
+    }
+    expect = Expectation(node="n1", hca=["mlx5_0", "mlx5_1:1"], link_layer="InfiniBand")
+    for path in sorted(
+        p for folder in kinds for p in (Path(__file__).parent / "fixtures" / folder).glob("*.txt")
+    ):
+        text = fixture_text(f"{path.parent.name}/{path.name}")
+        for tenth in range(1, 11):
+            cut = text[: len(text) * tenth // 10]
+            findings = apply_rules(kinds[path.parent.name], parse(kinds[path.parent.name], cut), expect)
+            assert all(f.node == "n1" for f in findings), path.name

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from clusterctl.diagnostics.nccl_gdr import hca_names
 from clusterctl.diagnostics.parsers.ibstat import IbStat
 from clusterctl.diagnostics.parsers.ibv_devinfo import IbvDevinfo
-from clusterctl.diagnostics.parsers.lspci import ACS_REDIRECT, Lspci, PciDevice
+from clusterctl.diagnostics.parsers.lspci import ACS_REDIRECT, Lspci, PciDevice, PciLink
 from clusterctl.diagnostics.parsers.nvidia_smi_q import NvidiaSmiQ
 from clusterctl.diagnostics.parsers.proc_cmdline import ProcCmdline
 from clusterctl.findings import Finding
@@ -32,6 +32,11 @@ _ACS_ADVICE = (
 # ibv_devinfo prints active_mtu as "4096 (5)"; 4096 is the largest IB MTU and what RoCE reaches with an
 # interface MTU of at least 4200.
 _FULL_MTU = 4096
+
+
+def _link(link: PciLink) -> str:
+    speed = f"{link.speed_gts:g} GT/s" if link.speed_gts else "unknown speed"
+    return f"{speed} x{link.width}" if link.width else speed
 
 
 def _where(device: PciDevice) -> str:
@@ -93,8 +98,7 @@ def pcie_link_rules(lspci: Lspci, expect: Expectation) -> list[Finding]:
             Finding(
                 severity="info" if idle_gpu else "error",
                 code="pcie-link-downgraded",
-                message=f"{_where(device)} runs its PCIe link at {sta.speed_gts:g} GT/s x{sta.width}; it is capable "
-                f"of {cap.speed_gts:g} GT/s x{cap.width}",
+                message=f"{_where(device)} runs its PCIe link at {_link(sta)}; it is capable of {_link(cap)}",
                 advice="An idle GPU lowers its link speed to save power: check `nvidia-smi -q` (PCIe Generation "
                 "Current) while a job runs."
                 if idle_gpu
