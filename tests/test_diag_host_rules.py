@@ -76,6 +76,15 @@ def test_acs_redirect_on_the_switch_port_above_a_gpu_is_an_error() -> None:
     assert "GPU 0000:19:00.0" in finding.message and "0000:17:01.0 (ReqRedir/CmpltRedir)" in finding.message
 
 
+def test_acs_redirect_on_a_root_port_is_not_reported() -> None:
+    """Redirect at root port 15:01.0 changes no path: traffic between root ports crosses the root complex anyway."""
+    clean = "ACSCtl:\tSrcValid- TransBlk- ReqRedir- CmpltRedir- UpstreamFwd- EgressCtrl- DirectTrans-"
+    redirect = "ACSCtl:\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-"
+    lspci = parse_lspci(_edit_block(fixture_text(_LSPCI), "15:01.0", clean, redirect))
+    assert next(d for d in lspci.devices if d.bdf == "0000:15:01.0").acs_redirect
+    assert acs_rules(lspci, _EXPECT) == []
+
+
 def test_narrow_hca_link_is_an_error() -> None:
     """The real capture with one edit: the ConnectX-7 at 1a:00.0 trained at x8 of its x16."""
     text = _edit_block(fixture_text(_LSPCI), "1a:00.0", "Width x16 (ok)", "Width x8 (downgraded)")

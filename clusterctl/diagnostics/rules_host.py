@@ -44,14 +44,18 @@ def _where(device: PciDevice) -> str:
 
 
 def acs_rules(lspci: Lspci, expect: Expectation) -> list[Finding]:
-    """PCIe bridges above a GPU or an HCA that redirect peer-to-peer traffic (ACSCtl ReqRedir+/CmpltRedir+).
+    """PCIe switch ports above a GPU or an HCA that redirect peer-to-peer traffic (ACSCtl ReqRedir+/CmpltRedir+).
 
     Without device headers (``lspci -vvv | grep ACSCtl``) the bridges cannot be placed, so any
     redirecting bridge is reported as a warning that names no device.
     """
     findings: list[Finding] = []
     for device in (d for d in lspci.devices if d.is_gpu or d.is_hca):
-        redirecting = [b for b in lspci.bridges_above(device) if b.acs_redirect]
+        # A root port's redirect changes nothing: traffic between two root ports goes through the root
+        # complex anyway. A switch port's redirect is what pulls GPU<->HCA traffic up out of the switch.
+        redirecting = [
+            b for b in lspci.bridges_above(device) if b.acs_redirect and b.port_type != "Root Port"
+        ]
         if redirecting:
             bridges = ", ".join(f"{b.bdf} ({'/'.join(b.acs_redirect)})" for b in redirecting)
             findings.append(
