@@ -3,11 +3,14 @@ the peer-memory rule as NCCL's gdr.cc decides it, on real captured outputs."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
+import pytest
 from fixtures import fixture_text
 
+from clusterctl.cli import main
 from clusterctl.diagnostics import parse
 from clusterctl.diagnostics.bundle import NodeBundle, NodeMeta, SectionMeta
 from clusterctl.diagnostics.collect import COLLECTOR_BY_KEY
@@ -234,3 +237,14 @@ def test_rules_never_raise_on_cut_captures() -> None:
             cut = text[: len(text) * tenth // 10]
             findings = apply_rules(kinds[path.parent.name], parse(kinds[path.parent.name], cut), expect)
             assert all(f.node == "n1" for f in findings), path.name
+
+
+def test_inspect_detects_and_judges_an_acsctl_capture(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    raw = tmp_path / "acs.txt"
+    raw.write_text(fixture_text("lspci_vvv/nccl-issue523-grep-acsctl-redirect-enabled-no-device-headers.txt"))
+    assert main(["inspect", "--json", str(raw)]) == 0  # a warning: exit 0 unless --strict
+    [item] = json.loads(capsys.readouterr().out)
+    assert item["kind"] == "lspci-vvv" and [f["code"] for f in item["findings"]] == ["pcie-acs-enabled"]
+    assert main(["inspect", "--strict", str(raw)]) == 1
