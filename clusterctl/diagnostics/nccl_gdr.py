@@ -68,8 +68,8 @@ class GdrPolicy:
         match = re.match(r"[+-]?(?:0[xX][0-9a-fA-F]+|\d+)", text)  # strtoll(str, NULL, 0) reads a prefix
         return int(match.group(0), 0) if match else 0
 
-    def _current_level(self) -> str | None:
-        """The level as a path type; None when NCCL would ignore the value (it keeps its default)."""
+    def _current_level(self) -> str:
+        """The level as a path type; a value NCCL would ignore leaves its default."""
         if self.level is None:
             return _CURRENT_DEFAULT
         text = str(self.level).strip()
@@ -86,7 +86,7 @@ class GdrPolicy:
             return False
         if legacy:
             return _LEGACY_DISTANCE[path] < self._legacy_level()
-        return _ORDER.index(path) <= _ORDER.index(self._current_level() or _CURRENT_DEFAULT)
+        return _ORDER.index(path) <= _ORDER.index(self._current_level())
 
     def describe(self) -> str:
         """The level as a reader should see it, e.g. ``2 (NCCL default)`` or ``PHB``."""
