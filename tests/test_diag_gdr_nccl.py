@@ -82,3 +82,13 @@ def test_the_papers_image_is_judged_by_nccl_2_5() -> None:
     inventory = load_inventory(_INVENTORIES / "paper-c4140.yml")
     expect = expectation_for(inventory, inventory.nodes[0])
     assert expect.nccl_version == inventory.image.versions.nccl and expect.nccl_version.startswith("2.5")
+
+
+def test_gdr_for_sends_needs_nvlink_on_older_gpus_and_nccl() -> None:
+    """PCIe-only A10s: NCCL reads GPU memory over GDR (sends) only with NVLink, Ampere+ on NCCL 2.19+, or GDR_READ."""
+    pcie = topology_rules(
+        parse_nvidia_smi_topo(fixture_text(_A10_SYS)), Expectation(gdr_level=4, nccl_version="2.21.5")
+    )
+    assert pcie and all("without NVLink between GPUs sends" in f.message for f in pcie)
+    nvlink = topology_rules(parse_nvidia_smi_topo(fixture_text(_DGX)), Expectation(nccl_version="2.21.5"))
+    assert [f for f in nvlink if f.code == "gdr-usable"] and not [f for f in nvlink if "sends" in f.message]

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from pydantic import BaseModel, Field
@@ -124,6 +125,21 @@ def topology_rules(topo: NvidiaSmiTopo, expect: Expectation) -> list[Finding]:
     ]
 
 
+# NCCL_NET_GDR_READ unset: sends (the NIC reading GPU memory) use GDR only where the GPU has an NVLink
+# peer (or, in 2.6+, is the only GPU); from NCCL 2.19 only GPUs older than Ampere (compute capability < 8.0) need one
+# (ncclTopoCheckGdr's `read` branch, v2.5.6-2 net.cc and v2.19.1-1 paths.cc).
+_GDR_READ_NOTE = (
+    " (receives; without NVLink between GPUs sends use it only on Ampere or newer GPUs with NCCL 2.19+, "
+    "or with NCCL_NET_GDR_READ=1)"
+)
+
+
+def _has_nvlink(topo: NvidiaSmiTopo, gpu: str) -> bool:
+    """Whether ``gpu`` has an NVLink peer in the matrix (a single GPU counts as having one, as in NCCL)."""
+    others = [other for other in topo.gpus if other != gpu]
+    return not others or any(re.fullmatch(r"NV\d+", topo.matrix.get(gpu, {}).get(o) or "") for o in others)
+
+
 def _gpu_gdr(
     gpu: str, topo: NvidiaSmiTopo, nics: list[str], policy: GdrPolicy, expect: Expectation
 ) -> Finding | None:
@@ -148,7 +164,8 @@ def _gpu_gdr(
         return Finding(
             severity="info",
             code="gdr-usable",
-            message=f"{gpu}: GPUDirect RDMA to {nearest} ({path}){rest} at {level}",
+            message=f"{gpu}: GPUDirect RDMA to {nearest} ({path}){rest} at {level}"
+            + ("" if _has_nvlink(topo, gpu) else _GDR_READ_NOTE),
             node=expect.node,
         )
     cost = (
