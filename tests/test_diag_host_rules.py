@@ -26,6 +26,7 @@ from clusterctl.diagnostics.rules_host import (
     acs_rules,
     hca_count_rules,
     iommu_rules,
+    lspci_access_rules,
     mtu_rules,
     pcie_link_rules,
     smi_q_rules,
@@ -86,6 +87,18 @@ def test_acs_redirect_on_a_root_port_is_not_reported() -> None:
     lspci = parse_lspci(_edit_block(fixture_text(_LSPCI), "15:01.0", clean, redirect))
     assert next(d for d in lspci.devices if d.bdf == "0000:15:01.0").acs_redirect
     assert acs_rules(lspci, _EXPECT) == []
+
+
+def test_lspci_without_root_hides_what_the_rules_need() -> None:
+    lspci = parse_lspci(
+        fixture_text("lspci_vvv/fastfetch-issue1658-h100-nonroot-capabilities-access-denied-partial.txt")
+    )
+    [gpu] = lspci.devices
+    assert gpu.is_gpu and gpu.capabilities_hidden and gpu.link_cap is None and gpu.driver == "nvidia"
+    [finding] = lspci_access_rules(lspci, _EXPECT)
+    assert (finding.severity, finding.code) == ("warning", "lspci-capabilities-hidden")
+    assert "0000:3b:00.0" in finding.message and "root" in finding.advice
+    assert lspci_access_rules(parse_lspci(fixture_text(_LSPCI)), _EXPECT) == []  # run as root: all visible
 
 
 def test_narrow_hca_link_is_an_error() -> None:

@@ -27,7 +27,11 @@ _SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("peermem", re.compile(rf"^(?:{_PEERMEM})\s*$|^ls: (?:cannot access )?'?(?:{_PEERMEM})'?: ", re.M)),
     (
         "lspci-vvv",
-        re.compile(r"^\s*(?:LnkCap|LnkSta|ACSCtl):\s", re.M),
+        re.compile(
+            r"^\s*(?:LnkCap|LnkSta|ACSCtl):\s|^\s+Capabilities: (?:<access denied>|\[[0-9a-f]+)|"
+            r"^(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7] [^\n:]+: [^\n]*\n\s+(?:Subsystem|Control|DeviceName):",
+            re.M,
+        ),
     ),
     ("nvidia-smi-q", re.compile(r"=+NVSMI LOG=+|^ *Fabric\s*\n\s+State\s+:", re.M)),
     ("perfquery", re.compile(r"^#\s*Port (?:extended )?counters:|^Port(?:Xmit|Rcv)Data:\.{3}", re.M)),

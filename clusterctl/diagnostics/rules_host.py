@@ -82,6 +82,24 @@ def acs_rules(lspci: Lspci, expect: Expectation) -> list[Finding]:
     return findings
 
 
+def lspci_access_rules(lspci: Lspci, expect: Expectation) -> list[Finding]:
+    """lspci ran without root, so the GPUs' and HCAs' ACS and link state could not be judged."""
+    hidden = [d.bdf for d in lspci.devices if (d.is_gpu or d.is_hca) and d.capabilities_hidden]
+    if not hidden:
+        return []
+    return [
+        Finding(
+            severity="warning",
+            code="lspci-capabilities-hidden",
+            message=f"lspci could not read the PCIe capabilities of {len(hidden)} GPU(s)/HCA(s) ({', '.join(hidden)}): "
+            "ACS and link state are unknown, not fine",
+            advice="Collect as root (ssh.user root, or sudo for lspci): lspci shows 'Capabilities: <access denied>' "
+            "to other users.",
+            node=expect.node,
+        )
+    ]
+
+
 def pcie_link_rules(lspci: Lspci, expect: Expectation) -> list[Finding]:
     """GPUs and HCAs whose PCIe link trained below its capability (LnkSta vs LnkCap).
 
@@ -226,7 +244,7 @@ def hca_count_rules(report: IbStat, expect: Expectation) -> list[Finding]:
 
 
 HOST_RULES: dict[str, list[Callable[..., list[Finding]]]] = {
-    "lspci-vvv": [acs_rules, pcie_link_rules],
+    "lspci-vvv": [lspci_access_rules, acs_rules, pcie_link_rules],
     "nvidia-smi-q": [smi_q_rules],
     "proc-cmdline": [iommu_rules],
     "ibv-devinfo": [mtu_rules],

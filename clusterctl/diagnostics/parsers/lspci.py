@@ -73,6 +73,10 @@ class PciDevice(BaseModel):
     width_downgraded: bool = Field(False, description="LnkSta said '(downgraded)' after the width.")
     acs_ctl: dict[str, bool] | None = Field(None, description="ACSCtl flags: name -> enabled.")
     driver: str | None = Field(None, description="Kernel driver in use.")
+    capabilities_hidden: bool = Field(
+        False,
+        description="lspci printed 'Capabilities: <access denied>' (not run as root): no link or ACS facts.",
+    )
 
     @property
     def domain(self) -> str:
@@ -188,3 +192,5 @@ def _read_device_line(device: PciDevice, line: str) -> None:
             device.width_downgraded = bool(width and width.group(2))
     elif m := _DRIVER.match(line):
         device.driver = m.group(1)
+    elif line == "Capabilities: <access denied>":
+        device.capabilities_hidden = True
