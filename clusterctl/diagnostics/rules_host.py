@@ -1,6 +1,7 @@
 """Host rules NCCL's troubleshooting guide asks for: PCIe ACS above GPUs and HCAs, PCIe links below
-their capability, the IOMMU mode, NVSwitch fabric registration, the IB MTU and how many of a node's
-HCAs the inventory lets NCCL use. Pure: parsed outputs and an ``Expectation`` in, findings out.
+their capability (and whether lspci could see them), the IOMMU mode, NVSwitch fabric registration, the
+IB MTU and how many of a node's HCAs the inventory lets NCCL use. Pure: parsed outputs and an
+``Expectation`` in, findings out.
 
 ``HOST_RULES`` maps an output kind to the rules here that judge it; ``rules.apply_rules`` runs them
 after the kind's main rule, so `inspect` and `check topology` judge alike.
