@@ -139,3 +139,17 @@ def test_peermem_probe_uses_the_paths_nccl_tests() -> None:
     assert parse_peermem("/sys/kernel/mm/memory_peers/nv_mem_nc/version\n").loaded
     # The legacy module's directory is not what NCCL tests: its memory_peers client is.
     assert not parse_peermem("/sys/module/nv_peer_mem\n").loaded
+
+
+def test_nvidia_smi_q_driver_580_layout() -> None:
+    """Driver 580 widens the key column and nests a Health block under Fabric; a lone SXM GPU has no fabric."""
+    report = parse_nvidia_smi_q(
+        fixture_text("nvidia_smi_q/lent-h100-vm-580.159.04-fabric-na-health-block.txt")
+    )
+    [gpu] = report.gpus
+    assert (report.driver_version, report.cuda_version, report.attached_gpus) == ("580.159.04", "13.0", 1)
+    assert gpu.bus_id == "00000000:00:06.0" and gpu.product_name == "NVIDIA H100 80GB HBM3"
+    assert gpu.fabric_state is None and gpu.attributes["Fabric/Health/Summary"] == "N/A"
+    assert (gpu.pcie_gen_current, gpu.pcie_width_current) == (5, 16)
+    assert gpu.attributes["PCI/GPU Link Info/PCIe Generation/Host Max"] == "N/A"
+    assert report.unparsed_lines == []

@@ -121,6 +121,7 @@ def test_nvswitch_fabric_completed_or_absent_is_fine() -> None:
     for name in (
         "gpud-8xh100-535.161.08-fabric-completed.txt",
         "gpud-8xrtx4090-535.154.05-fabric-na-idle-gen1.txt",
+        "lent-h100-vm-580.159.04-fabric-na-health-block.txt",  # a lone SXM GPU: no fabric to register
     ):
         # The RTX 4090s at PCIe Gen 1 of 4 are idle, not broken: speed is not judged from nvidia-smi -q.
         assert smi_q_rules(parse_nvidia_smi_q(fixture_text(f"nvidia_smi_q/{name}")), _EXPECT) == []
