@@ -156,9 +156,11 @@ def test_host_fact_kinds_detected_and_parsed_on_real_captures() -> None:
         "nvidia_drm",
     ]
     assert len(parse_proc_modules(deps).modules) == 6 and parse_proc_modules(deps).error is None
-    probe = parse_peermem(fixture_text("peermem/vm-no-peermem-ls-d-stderr.txt"))
+    probe = parse_peermem(fixture_text("peermem/vm-no-peermem-ls-d-stderr-gdr-cc-paths.txt"))
     assert (
-        probe.present == [] and probe.absent[0] == "/sys/module/nvidia_peermem" and not probe.unparsed_lines
+        probe.present == []
+        and probe.absent[0] == "/sys/kernel/mm/memory_peers/nv_mem/version"
+        and not probe.unparsed_lines
     )
 
 
@@ -210,7 +212,7 @@ SECOND_NODE = {
     "ibstat": fixture_text("ibstat/gpud-pr482-cx7-mt4129-down-polling-rate10-redacted.txt"),
     "ofed-info": fixture_text("ofed_info/nvpeermem-issue63-mlnx-ofed-4.7-1.0.0.1-s.txt"),
     "ip-addr": fixture_text(IP_SAMPLE),
-    "peermem": "/sys/module/nvidia_peermem\n",
+    "peermem": "/sys/module/nvidia_peermem/version\n",
 }
 
 
@@ -262,7 +264,7 @@ def test_fabric_address_present_means_no_mismatch(tmp_path: Path) -> None:
 
 
 def test_peermem_loaded_per_sys_module_clears_the_finding(tmp_path: Path) -> None:
-    outputs = {**FIXTURE_NODE, "peermem": "/sys/module/nvidia_peermem\n"}
+    outputs = {**FIXTURE_NODE, "peermem": "/sys/module/nvidia_peermem/version\n"}
     report = judge_bundle({"c4140-1": _bundle("c4140-1", outputs)}, _paper(tmp_path))
     assert "peermem-missing" not in {f.code for f in report.nodes["c4140-1"].findings}
 

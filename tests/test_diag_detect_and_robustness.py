@@ -29,6 +29,11 @@ FOLDER_KIND = {
     "ip_addr": "ip-addr",
     "proc_modules": "proc-modules",
     "peermem": "peermem",
+    "lspci_vvv": "lspci-vvv",
+    "nvidia_smi_q": "nvidia-smi-q",
+    "perfquery": "perfquery",
+    "sysfs_counters": "sysfs-counters",
+    "proc_cmdline": "proc-cmdline",
 }
 FIXTURES = all_fixtures()
 

@@ -15,14 +15,18 @@ from clusterctl.diagnostics.parsers.ibstat import parse_ibstat
 from clusterctl.diagnostics.parsers.ibstatus import parse_ibstatus
 from clusterctl.diagnostics.parsers.ibv_devinfo import parse_ibv_devinfo
 from clusterctl.diagnostics.parsers.ip_addr import parse_ip_addr
+from clusterctl.diagnostics.parsers.lspci import parse_lspci
 from clusterctl.diagnostics.parsers.mpi_error import parse_mpi_error
 from clusterctl.diagnostics.parsers.nccl_log import parse_nccl_log
 from clusterctl.diagnostics.parsers.nccl_tests import parse_nccl_tests
 from clusterctl.diagnostics.parsers.nvidia_smi import parse_nvidia_smi
 from clusterctl.diagnostics.parsers.nvidia_smi_csv import parse_nvidia_smi_csv
+from clusterctl.diagnostics.parsers.nvidia_smi_q import parse_nvidia_smi_q
 from clusterctl.diagnostics.parsers.nvidia_smi_topo import parse_nvidia_smi_topo
 from clusterctl.diagnostics.parsers.ofed_info import parse_ofed_info
 from clusterctl.diagnostics.parsers.peermem import parse_peermem
+from clusterctl.diagnostics.parsers.port_counters import parse_perfquery, parse_sysfs_counters
+from clusterctl.diagnostics.parsers.proc_cmdline import parse_proc_cmdline
 from clusterctl.diagnostics.parsers.proc_modules import parse_proc_modules
 from clusterctl.diagnostics.parsers.tf_cnn_benchmarks import parse_tf_cnn_benchmarks
 from clusterctl.errors import InputError
@@ -43,6 +47,11 @@ PARSERS: dict[str, Callable[[str], Parsed]] = {
     "ip-addr": parse_ip_addr,
     "proc-modules": parse_proc_modules,
     "peermem": parse_peermem,
+    "lspci-vvv": parse_lspci,
+    "nvidia-smi-q": parse_nvidia_smi_q,
+    "perfquery": parse_perfquery,
+    "sysfs-counters": parse_sysfs_counters,
+    "proc-cmdline": parse_proc_cmdline,
 }
 
 

@@ -27,6 +27,9 @@ from clusterctl.inventory import Inventory, Node
 
 Need = Literal["gpu", "rdma", "any"]
 
+IB_COUNTER_GLOBS = " ".join(
+    f"/sys/class/infiniband/*/ports/*/counters/{name}" for name in ("port_xmit_data", "port_rcv_data")
+)
 COMMAND_TIMEOUT_S = 30  # each command, when the node has coreutils' `timeout`
 _STDERR_TAIL = 2000
 _MARK = "@@clusterctl-collect@@"
@@ -63,6 +66,19 @@ COLLECTORS: tuple[Collector, ...] = (
     Collector("modules", ("cat", "/proc/modules"), "proc-modules", "rdma"),
     # ls exits 2 when some of the paths do not exist; that is the answer, not a failure.
     Collector("peermem", ("ls", "-d", *PEERMEM_PATHS), "peermem", "any", frozenset({0, 1, 2})),
+    # ACS and link state of the bridges above GPUs and HCAs (ACSCtl needs root; without it lspci
+    # prints "<access denied>" for the capabilities).
+    Collector("lspci-vvv", ("lspci", "-vvv"), "lspci-vvv", "any"),
+    Collector("nvidia-smi-q", ("nvidia-smi", "-q"), "nvidia-smi-q", "gpu"),
+    Collector("proc-cmdline", ("cat", "/proc/cmdline"), "proc-cmdline", "gpu"),
+    # The HCA ports' data counters (4-byte words); grep exits 2 when a glob matched no file.
+    Collector(
+        "ib-counters",
+        ("sh", "-c", f"grep -H . {IB_COUNTER_GLOBS}"),
+        "sysfs-counters",
+        "rdma",
+        frozenset({0, 2}),
+    ),
 )
 COLLECTOR_BY_KEY = {c.key: c for c in COLLECTORS}
 

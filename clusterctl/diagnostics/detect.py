@@ -26,6 +26,21 @@ _SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
     ("peermem", re.compile(rf"^(?:{_PEERMEM})\s*$|^ls: (?:cannot access )?'?(?:{_PEERMEM})'?: ", re.M)),
     (
+        "lspci-vvv",
+        re.compile(
+            r"^\s*(?:LnkCap|LnkSta|ACSCtl):\s|^\s+Capabilities: (?:<access denied>|\[[0-9a-f]+)|"
+            r"^(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7] [^\n:]+: [^\n]*\n\s+(?:Subsystem|Control|DeviceName):",
+            re.M,
+        ),
+    ),
+    ("nvidia-smi-q", re.compile(r"=+NVSMI LOG=+|^ *Fabric\s*\n\s+State\s+:", re.M)),
+    ("perfquery", re.compile(r"^#\s*Port (?:extended )?counters:|^Port(?:Xmit|Rcv)Data:\.{3}", re.M)),
+    ("sysfs-counters", re.compile(r"^/sys/class/infiniband/[^/\s]+/ports/\d+/(?:hw_)?counters/\w+:", re.M)),
+    (
+        "proc-cmdline",
+        re.compile(r"\A\s*(?:\[\s*[\d.]+\]\s+(?:Kernel )?[Cc]ommand line:\s*)?BOOT_IMAGE=\S+"),
+    ),
+    (
         "nvidia-smi-topo",
         re.compile(r"^\s*GPU0\s+X\b|^\s*X\s+=\s+Self|must be used in conjunction with -n or -p", re.M),
     ),
@@ -36,7 +51,7 @@ _SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "ofed-info",
         re.compile(
-            r"MLNX_OFED_LINUX-|ofed_info: (?:command )?not found|^OFED-internal-|"
+            r"MLNX_OFED_LINUX-|ofed_info: (?:command )?not found|^\s*OFED-internal-|"
             r"^\d+\.\d+-\d+\.\d+\.\d+(?:\.\d+)?\s*$",
             re.M,
         ),

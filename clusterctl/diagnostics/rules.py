@@ -6,39 +6,33 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from pydantic import BaseModel, Field
 
 from clusterctl.diagnostics.model import Parsed
+from clusterctl.diagnostics.nccl_gdr import GdrPolicy, hca_names, nccl_path
 from clusterctl.diagnostics.parsers.horovod_synthetic import HorovodSynthetic
 from clusterctl.diagnostics.parsers.ibstat import IbStat
 from clusterctl.diagnostics.parsers.ibv_devinfo import IbvDevinfo
 from clusterctl.diagnostics.parsers.mpi_error import MpiError
 from clusterctl.diagnostics.parsers.nccl_log import NcclLog
 from clusterctl.diagnostics.parsers.nccl_tests import NcclTests
-from clusterctl.diagnostics.parsers.nvidia_smi_topo import NvidiaSmiTopo
+from clusterctl.diagnostics.parsers.nvidia_smi_topo import NvidiaSmiTopo, path_rank
 from clusterctl.diagnostics.parsers.ofed_info import OfedInfo
 from clusterctl.diagnostics.parsers.tf_cnn_benchmarks import TfCnnBenchmarks
+from clusterctl.diagnostics.rules_host import HOST_RULES
 from clusterctl.findings import Finding
 from clusterctl.inventory import Inventory, Node
-
-# NCCL_NET_GDR_LEVEL: GPUDirect RDMA is used when the GPU-NIC path type is at most this level
-# (`distance > netGdrLevel` disables it). Legacy integer values map 0..5 to LOC, PIX, PXB, PHB, SYS,
-# SYS, and the names are accepted as they are; when unset the level is PXB. Checked against NCCL's
-# src/graph/paths.cc (ncclGetLevel's levelsOldToNew table and ncclTopoCheckGdr's
-# `int netGdrLevel = PATH_PXB`). NCCL has no NODE path type: nvidia-smi's NODE (across host bridges
-# inside one NUMA node) is NCCL's PHB (a path through the CPU); SOC is the pre-2017 name of SYS.
-GDR_LEVEL_NAMES = ("LOC", "PIX", "PXB", "PHB", "SYS")
-_PATH_GDR_LEVEL = {"PIX": 1, "PXB": 2, "PHB": 3, "NODE": 3, "SYS": 4, "SOC": 4}
-NCCL_DEFAULT_GDR_LEVEL = 2  # PXB: ncclTopoCheckGdr's default when NCCL_NET_GDR_LEVEL is unset
 
 
 class Expectation(BaseModel):
     """What a node is expected to have; None fields are not checked."""
 
+    nccl_version: str | None = Field(None, description="The image's NCCL, e.g. 2.5.6; None: unknown.")
     node: str | None = None
-    hca: str | None = Field(None, description="The HCA the benchmark uses, e.g. mlx5_0.")
+    hca: str | list[str] | None = Field(None, description="The HCA(s) the benchmark uses, e.g. mlx5_0.")
     rate_gbps: float | None = Field(None, description="Expected link rate.")
     link_layer: str | None = Field(None, description="InfiniBand or Ethernet.")
     gdr_level: int | None = Field(None, description="Configured NCCL_NET_GDR_LEVEL; None: NCCL's default.")
@@ -53,6 +47,7 @@ def expectation_for(inventory: Inventory, node: Node) -> Expectation:
         rate_gbps=node.fabric.rate_gbps,
         link_layer=layer,
         gdr_level=inventory.run.gdr_level,
+        nccl_version=inventory.image.versions.nccl,
     )
 
 
@@ -113,51 +108,81 @@ def devinfo_rules(info: IbvDevinfo, expect: Expectation) -> list[Finding]:
 
 
 def topology_rules(topo: NvidiaSmiTopo, expect: Expectation) -> list[Finding]:
-    """For each GPU: its nearest NIC, the path, and whether GPUDirect RDMA is used at the GDR level."""
+    """For each GPU: whether NCCL uses GPUDirect RDMA to the HCAs it may use, as the image's NCCL decides.
+
+    The HCAs NCCL may use are the expectation's (NCCL_IB_HCA), else every NIC of the matrix. Each GPU
+    is judged against the nearest of them (the one its traffic goes through) and the others are
+    named when GDR stops short of them, so a node restricted to one HCA is not called GDR-capable for
+    GPUs that only reach that HCA across the CPU.
+    """
     if topo.error:
         return [_missing("nvidia-smi topo -m", topo.error, expect)]
-    level = NCCL_DEFAULT_GDR_LEVEL if expect.gdr_level is None else expect.gdr_level
-    level_text = f"{level} ({GDR_LEVEL_NAMES[min(level, 4)]})" + (
-        " [NCCL default]" if expect.gdr_level is None else ""
+    policy = GdrPolicy(expect.nccl_version, expect.gdr_level)
+    allowed = hca_names(expect.hca)
+    nics = [nic for nic in topo.nics if not allowed or nic in allowed]
+    return [
+        finding for gpu in topo.gpus if (finding := _gpu_gdr(gpu, topo, nics, policy, expect)) is not None
+    ]
+
+
+# NCCL_NET_GDR_READ unset: sends (the NIC reading GPU memory) use GDR only where the GPU has an NVLink
+# peer (or, in 2.6+, is the only GPU); from NCCL 2.19 only GPUs older than Ampere (compute capability < 8.0) need one
+# (ncclTopoCheckGdr's `read` branch, v2.5.6-2 net.cc and v2.19.1-1 paths.cc).
+_GDR_READ_NOTE = (
+    " (receives; without NVLink between GPUs sends use it only on Ampere or newer GPUs with NCCL 2.19+, "
+    "or with NCCL_NET_GDR_READ=1)"
+)
+
+
+def _has_nvlink(topo: NvidiaSmiTopo, gpu: str) -> bool:
+    """Whether ``gpu`` has an NVLink peer in the matrix (a single GPU counts as having one, as in NCCL)."""
+    others = [other for other in topo.gpus if other != gpu]
+    return not others or any(re.fullmatch(r"NV\d+", topo.matrix.get(gpu, {}).get(o) or "") for o in others)
+
+
+def _gpu_gdr(
+    gpu: str, topo: NvidiaSmiTopo, nics: list[str], policy: GdrPolicy, expect: Expectation
+) -> Finding | None:
+    """One GPU's GDR finding against the HCAs NCCL may use; None when the matrix has no path to them."""
+    paths = {nic: topo.matrix.get(gpu, {}).get(nic) for nic in nics}
+    known = sorted(
+        ((nic, p) for nic, p in paths.items() if p and nccl_path(p)), key=lambda np: path_rank(np[1])
     )
-    findings: list[Finding] = []
-    for gpu in topo.gpus:
-        nearest = topo.nearest_nic(gpu)
-        if nearest is None:
-            continue
-        nic, path = nearest
-        needed = _PATH_GDR_LEVEL.get(path)
-        if needed is None:
-            continue
-        if needed <= level:
-            findings.append(
-                Finding(
-                    severity="info",
-                    code="gdr-usable",
-                    message=f"{gpu}: nearest NIC {nic} via {path}; GPUDirect RDMA is used at NCCL_NET_GDR_LEVEL={level_text}",
-                    node=expect.node,
-                )
-            )
-            continue
-        cross_socket = needed == 4
-        cost = (
-            " Enabling it costs: the RDMA traffic then crosses the inter-socket link (QPI/UPI), which is often "
-            "slower than staging through host memory, so measure both before keeping it."
-            if cross_socket
-            else " Check with an nccl-tests run that the change helps."
+    if not known:
+        return None
+    legacy = policy.legacy
+    judge = legacy if legacy is not None else False  # unknown version: today's rules, advice names both
+    nearest, path = known[0]
+    level = f"NCCL_NET_GDR_LEVEL={policy.describe()}" + (
+        f" with NCCL {policy.version}"
+        if policy.version
+        else " (NCCL version unknown: judged by NCCL 2.6+ rules)"
+    )
+    without = [f"{nic} ({p})" for nic, p in known[1:] if not policy.enabled(p, judge)]
+    if policy.enabled(path, judge):
+        rest = f"; not to {', '.join(without)}" if without else ""
+        return Finding(
+            severity="info",
+            code="gdr-usable",
+            message=f"{gpu}: GPUDirect RDMA to {nearest} ({path}){rest} at {level}"
+            + ("" if _has_nvlink(topo, gpu) else _GDR_READ_NOTE),
+            node=expect.node,
         )
-        findings.append(
-            Finding(
-                severity="warning",
-                code="gdr-not-used-topology",
-                message=f"{gpu}: nearest NIC {nic} is {path} away; at NCCL_NET_GDR_LEVEL={level_text} NCCL stages "
-                "through host memory instead of using GPUDirect RDMA, so enabling GDR gains nothing here",
-                advice=f"NCCL_NET_GDR_LEVEL={needed} ({GDR_LEVEL_NAMES[needed]}) would enable it.{cost} "
-                "Better: put the HCA on the same PCIe switch or socket as the GPUs.",
-                node=expect.node,
-            )
-        )
-    return findings
+    cost = (
+        " Enabling it costs: the RDMA traffic then crosses the inter-socket link (QPI/UPI), which is often "
+        "slower than staging through host memory, so measure both before keeping it."
+        if nccl_path(path) == "SYS"
+        else " Check with an nccl-tests run that the change helps."
+    )
+    return Finding(
+        severity="warning",
+        code="gdr-not-used-topology",
+        message=f"{gpu}: the nearest HCA NCCL may use, {nearest}, is {path} away; at {level} NCCL stages "
+        "through host memory instead of using GPUDirect RDMA, so enabling GDR gains nothing here",
+        advice=f"{policy.enabling_advice(path)} would enable it.{cost} Better: put the HCA on the same PCIe "
+        "switch or socket as the GPUs, or let NCCL use an HCA near this GPU (NCCL_IB_HCA / fabric.hca).",
+        node=expect.node,
+    )
 
 
 def ofed_rules(info: OfedInfo, expect: Expectation) -> list[Finding]:
@@ -168,8 +193,10 @@ def ofed_rules(info: OfedInfo, expect: Expectation) -> list[Finding]:
                 severity="warning",
                 code="ofed-not-installed",
                 message=f"ofed_info is not installed: {info.error}",
-                advice="Inbox rdma-core works for verbs, but nv_peer_mem needs MLNX_OFED; install it or use "
-                "nvidia_peermem (driver R470+).",
+                advice="Inbox rdma-core works for verbs, but GPUDirect RDMA through a peer-memory module needs "
+                "MLNX_OFED or DOCA-OFED: both nv_peer_mem and nvidia_peermem (driver R470+) plug into the "
+                "PeerDirect API that only their ib_core has. Without it NCCL can still use GDR through DMA-BUF "
+                "(Linux 5.12+, NCCL 2.13+, open GPU kernel modules).",
                 node=expect.node,
             )
         ]
@@ -312,6 +339,6 @@ RULES: dict[str, Callable[..., list[Finding]]] = {
 
 
 def apply_rules(kind: str, parsed: Parsed, expect: Expectation | None = None) -> list[Finding]:
-    """The findings for one parsed output of ``kind`` (none for kinds without rules)."""
-    rule = RULES.get(kind)
-    return rule(parsed, expect or Expectation()) if rule else []
+    """The findings for one parsed output of ``kind``: its main rule's, then the host rules' (rules_host)."""
+    rules = [*([RULES[kind]] if kind in RULES else []), *HOST_RULES.get(kind, [])]
+    return [finding for rule in rules for finding in rule(parsed, expect or Expectation())]

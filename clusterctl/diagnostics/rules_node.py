@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from clusterctl.diagnostics.bundle import NodeBundle, NodeMeta, SectionMeta
 from clusterctl.diagnostics.collect import COLLECTOR_BY_KEY, Collector
 from clusterctl.diagnostics.model import Parsed
+from clusterctl.diagnostics.nccl_gdr import version_tuple
 from clusterctl.diagnostics.parsers.ip_addr import IpAddr
 from clusterctl.diagnostics.parsers.nvidia_smi_csv import NvidiaSmiCsv
 from clusterctl.diagnostics.parsers.peermem import PeerMem
@@ -19,11 +20,20 @@ from clusterctl.findings import Finding, Severity
 from clusterctl.inventory import Inventory, Node
 
 PEERMEM_MODULES = ("nvidia_peermem", "nv_peer_mem")
+FIRST_DMABUF = (2, 13)  # NCCL 2.13.4-1 is the first release with DMA-BUF (src/init.cc "DMA-BUF is available")
 # A GPU or RDMA tool missing on a node that has GPUs or RDMA is an error, except ofed_info (inbox
 # rdma-core still does verbs); a general tool (ip, cat, ls) missing leaves one check blind: a warning.
 _MISSING_SEVERITY: dict[str, Severity] = {"gpu": "error", "rdma": "error", "ofed-info": "warning"}
 # Outputs the existing rules judge, and what the node must have for them to apply.
-_RULED = {"nvidia-smi-topo": "gpu", "ibstat": "rdma", "ibv-devinfo": "rdma", "ofed-info": "rdma"}
+_RULED = {
+    "nvidia-smi-topo": "gpu",
+    "ibstat": "rdma",
+    "ibv-devinfo": "rdma",
+    "ofed-info": "rdma",
+    "lspci-vvv": "any",
+    "nvidia-smi-q": "gpu",
+    "proc-cmdline": "gpu",
+}
 
 
 @dataclass
@@ -111,30 +121,50 @@ def address_rules(node: Node, ip: IpAddr) -> list[Finding]:
 
 
 def peermem_rules(node: Node, inventory: Inventory, facts: dict[str, Parsed]) -> list[Finding]:
-    """On a GPU node with an RDMA fabric: no GPUDirect RDMA peer-memory module loaded."""
+    """On a GPU node with an RDMA fabric: NCCL would find no GPUDirect RDMA peer-memory client.
+
+    The probe lists the three files NCCL's gdr.cc tests (memory_peers/nv_mem, nv_mem_nc,
+    /sys/module/nvidia_peermem/version); /proc/modules stands in only when the probe gave no answer.
+    NCCL 2.13+ can do GPUDirect RDMA through DMA-BUF without any module, so there the finding is a
+    warning to confirm with a run's NCCL log; on an image whose NCCL predates DMA-BUF it is an error
+    when the inventory asks for GDR.
+    """
     if not (node.gpus.count and node.rdma):
         return []
     probe, modules = facts.get("peermem"), facts.get("modules")
-    if not isinstance(probe, PeerMem) and not (isinstance(modules, ProcModules) and not modules.error):
+    if isinstance(probe, PeerMem):
+        loaded = probe.loaded
+    elif isinstance(modules, ProcModules) and not modules.error:
+        loaded = any(m in PEERMEM_MODULES for m in modules.modules)
+    else:
         return []  # neither source answered; the section findings already say so
-    loaded = (isinstance(probe, PeerMem) and bool(probe.present)) or (
-        isinstance(modules, ProcModules) and any(m in PEERMEM_MODULES for m in modules.modules)
-    )
     if loaded:
         return []
+    version = version_tuple(inventory.image.versions.nccl)
+    no_dmabuf = version is not None and version < FIRST_DMABUF
     wants_gdr = bool(inventory.run.gdr_level)
+    dmabuf = (
+        f"NCCL {inventory.image.versions.nccl} predates DMA-BUF support (2.13), so without it there is no "
+        "GPUDirect RDMA."
+        if no_dmabuf
+        else "NCCL 2.13+ can use DMA-BUF instead (Linux 5.12+, open GPU kernel modules): a run's NCCL log "
+        "saying 'DMA-BUF is available' or showing '/GDRDMA' channels settles it."
+    )
     return [
         Finding(
-            severity="error" if wants_gdr else "warning",
+            severity="error" if wants_gdr and no_dmabuf else "warning",
             code="peermem-missing",
-            message="no GPUDirect RDMA peer-memory module is loaded (nvidia_peermem / nv_peer_mem)"
+            message="NCCL finds no GPUDirect RDMA peer-memory module (none of "
+            "/sys/kernel/mm/memory_peers/nv_mem{,_nc}/version, /sys/module/nvidia_peermem/version)"
             + (
                 f" although the inventory sets NCCL_NET_GDR_LEVEL={inventory.run.gdr_level}"
                 if wants_gdr
                 else ""
             ),
-            advice="`modprobe nvidia-peermem` (driver R470+) or install nv_peer_mem with MLNX_OFED. Without it NCCL "
-            "copies every GPU buffer through host memory before it goes on the wire.",
+            advice=f"`modprobe nvidia-peermem` (NVIDIA driver R470+) or nv_peer_mem; both need the PeerDirect "
+            f"support of MLNX_OFED/DOCA-OFED's ib_core, not the distribution's inbox RDMA stack. {dmabuf} "
+            "Without GPUDirect RDMA NCCL copies every GPU buffer through host memory before it goes on the "
+            "wire.",
             node=node.name,
         )
     ]

@@ -1,4 +1,8 @@
-"""`ofed_info -s` / `ofed_info -n` / `ofed_info | head -1`: which MLNX_OFED is installed, if any."""
+"""`ofed_info -s` / `ofed_info -n` / `ofed_info | head -1`: which MLNX_OFED or DOCA-OFED is installed, if any.
+
+MLNX_OFED prints ``MLNX_OFED_LINUX-4.7-1.0.0.1:``; DOCA-OFED (the successor, 24.x on) prints
+``OFED-internal-24.10-1.1.4.0.200:``, whose flavor is ``OFED-internal``.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ from pydantic import Field
 
 from clusterctl.diagnostics.model import Parsed
 
-_FULL = re.compile(r"^([A-Z][A-Z_]*OFED[A-Z_]*)-(\d[\w.-]*?)(?:\s*\(.*\))?:?\s*$")
+_FULL = re.compile(r"^((?:[A-Z][A-Z_]*)?OFED[A-Z_]*(?:-internal)?)-(\d[\w.-]*?)(?:\s*\(.*\))?:?\s*$")
 _NUMBER = re.compile(r"^(\d+\.\d+-[\d.]+)\s*$")
 _MISSING = re.compile(r"ofed_info: (?:command )?not found|No such file")
 
@@ -18,7 +22,9 @@ class OfedInfo(Parsed):
 
     installed: bool | None = Field(None, description="True: a version was printed; False: command missing.")
     version: str | None = Field(None, description='e.g. "4.7-3.2.9.0".')
-    flavor: str | None = Field(None, description='e.g. "MLNX_OFED_LINUX"; None for `ofed_info -n`.')
+    flavor: str | None = Field(
+        None, description='e.g. "MLNX_OFED_LINUX", "OFED-internal" (DOCA-OFED); None for `ofed_info -n`.'
+    )
     error: str | None = None
 
 

@@ -4,7 +4,7 @@
 bundle's ``peermem.txt`` (stdout only) lists the present paths and is empty when no peer-memory module
 is loaded; a capture taken with ``2>&1`` also has the complaints. Shape::
 
-    PeerMem(present=["/sys/module/nvidia_peermem"], absent=["/sys/module/nv_peer_mem", ...])
+    PeerMem(present=["/sys/module/nvidia_peermem/version"], absent=["/sys/kernel/mm/memory_peers/nv_mem/version", ...])
 """
 
 from __future__ import annotations
@@ -15,12 +15,13 @@ from pydantic import Field
 
 from clusterctl.diagnostics.model import Parsed
 
-# Where a loaded GPUDirect RDMA peer-memory client shows: the in-driver module (R470+), the legacy
-# Mellanox module, and the legacy module's version file.
+# The files NCCL itself tests to decide that a peer-memory client is loaded (src/transport/net_ib/gdr.cc,
+# ibGdrSupportInitOnce): the legacy Mellanox nv_peer_mem module's two memory_peers clients, and the
+# in-driver nvidia_peermem module (R470+). /sys/module/nv_peer_mem is not among them.
 PEERMEM_PATHS = (
-    "/sys/module/nvidia_peermem",
-    "/sys/module/nv_peer_mem",
     "/sys/kernel/mm/memory_peers/nv_mem/version",
+    "/sys/kernel/mm/memory_peers/nv_mem_nc/version",
+    "/sys/module/nvidia_peermem/version",
 )
 # GNU: ls: cannot access 'PATH': No such file or directory; busybox: ls: PATH: No such file or directory
 _MISSING = re.compile(r"^ls: (?:cannot access )?'?(/[^']+?)'?: No such file or directory$")
@@ -32,6 +33,11 @@ class PeerMem(Parsed):
 
     present: list[str] = Field(default_factory=list, description="Paths that exist on the node.")
     absent: list[str] = Field(default_factory=list, description="Paths ls reported missing (stderr).")
+
+    @property
+    def loaded(self) -> bool:
+        """Whether NCCL would find a peer-memory client: one of :data:`PEERMEM_PATHS` exists."""
+        return any(path in PEERMEM_PATHS for path in self.present)
 
 
 def parse_peermem(text: str) -> PeerMem:

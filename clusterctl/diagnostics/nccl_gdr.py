@@ -1,0 +1,107 @@
+"""When NCCL uses GPUDirect RDMA between a GPU and a NIC, as NCCL's own code decides it, by version,
+and which HCAs an NCCL_IB_HCA-style setting lets it use.
+
+Checked against NCCL's source (github.com/NVIDIA/nccl):
+
+- **NCCL < 2.6** (v2.5.6-2 ``src/transport/net.cc`` ``netGetGdrSupport``, ``src/graph/topo.cc``
+  ``pathDistance``, ``src/include/param.h``): the GPU-NIC distance is PIX=0, PXB=1, PHB=2 (a path
+  through one CPU, which is also what nvidia-smi calls NODE), SYS=4 (through two CPUs); GDR is
+  disabled when ``distance >= NCCL_NET_GDR_LEVEL``; the level defaults to PATH_PHB=2 and is read with
+  ``strtoll``, so only integers work: a name such as ``PHB`` reads as 0 and turns GDR off everywhere.
+  Enabling GDR across SYS needs level 5.
+- **NCCL >= 2.6** (v2.6.4-1 onwards, ``src/graph/paths.cc`` ``ncclTopoCheckGdr``/``ncclGetLevel``):
+  path types LOC < PIX < PXB < PHB < SYS (NODE is PHB); GDR is disabled when ``distance > level``;
+  the level defaults to PXB; it accepts a name (``PHB``) or an old-style integer mapped through
+  ``levelsOldToNew = {LOC, PIX, PXB, PHB, SYS, SYS}`` (so 4 and 5 both mean SYS).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# nvidia-smi topo -m path -> NCCL path type (NCCL has no NODE: it is a path through one CPU, PHB;
+# SOC is the pre-2017 name of SYS).
+_NCCL_PATH = {"PIX": "PIX", "PXB": "PXB", "PHB": "PHB", "NODE": "PHB", "SYS": "SYS", "SOC": "SYS"}
+_ORDER = ("LOC", "PIX", "PXB", "PHB", "SYS")  # NCCL >= 2.6: nearest first
+_OLD_TO_NEW = ("LOC", "PIX", "PXB", "PHB", "SYS", "SYS")  # levelsOldToNew
+_LEGACY_DISTANCE = {"PIX": 0, "PXB": 1, "PHB": 2, "SYS": 4}  # NCCL < 2.6 enum ncclPathDist
+_LEGACY_DEFAULT = 2  # NCCL_PARAM(NetGdrLevel, "NET_GDR_LEVEL", PATH_PHB) with PATH_PHB = 2
+_CURRENT_DEFAULT = "PXB"  # ncclTopoCheckGdr: int netGdrLevel = PATH_PXB
+FIRST_CURRENT = (2, 6)  # the first release with `distance > level` and names
+
+
+def nccl_path(topo_path: str) -> str | None:
+    """NCCL's path type for an nvidia-smi topology cell between a GPU and a NIC (None: not a PCIe path)."""
+    return _NCCL_PATH.get(topo_path)
+
+
+def hca_names(hca: str | list[str] | None) -> list[str]:
+    """The device names of an HCA setting: one name or a list, each optionally ``name:port``."""
+    names = [hca] if isinstance(hca, str) else hca or []
+    return list(dict.fromkeys(name.split(":")[0] for name in names))
+
+
+def version_tuple(version: str | None) -> tuple[int, int] | None:
+    """``"2.5.6"``, ``"2.18.3-1"`` or ``"2.21.5+cuda12.4"`` as (major, minor); None when unknown."""
+    match = re.match(r"\s*v?(\d+)\.(\d+)", version or "")
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+@dataclass(frozen=True)
+class GdrPolicy:
+    """NCCL's GDR decision for one NCCL version and one NCCL_NET_GDR_LEVEL (None: unset)."""
+
+    version: str | None
+    level: int | str | None
+
+    @property
+    def legacy(self) -> bool | None:
+        """True for NCCL < 2.6, False for newer, None when the version is unknown."""
+        parsed = version_tuple(self.version)
+        return None if parsed is None else parsed < FIRST_CURRENT
+
+    def _legacy_level(self) -> int:
+        if self.level is None:
+            return _LEGACY_DEFAULT
+        text = str(self.level).strip()
+        match = re.match(r"[+-]?(?:0[xX][0-9a-fA-F]+|\d+)", text)  # strtoll(str, NULL, 0) reads a prefix
+        return int(match.group(0), 0) if match else 0
+
+    def _current_level(self) -> str:
+        """The level as a path type; a value NCCL would ignore leaves its default."""
+        if self.level is None:
+            return _CURRENT_DEFAULT
+        text = str(self.level).strip()
+        if text.upper() in _ORDER:
+            return text.upper()
+        if text[:1].isdigit():
+            return _OLD_TO_NEW[min(int(re.match(r"\d+", text).group(0)), len(_OLD_TO_NEW) - 1)]
+        return _CURRENT_DEFAULT
+
+    def enabled(self, topo_path: str, legacy: bool) -> bool:
+        """Whether NCCL (old rules when ``legacy``) uses GDR over ``topo_path``."""
+        path = nccl_path(topo_path)
+        if path is None:
+            return False
+        if legacy:
+            return _LEGACY_DISTANCE[path] < self._legacy_level()
+        return _ORDER.index(path) <= _ORDER.index(self._current_level())
+
+    def describe(self) -> str:
+        """The level as a reader should see it, e.g. ``2 (NCCL default)`` or ``PHB``."""
+        if self.level is None:
+            return f"{_LEGACY_DEFAULT if self.legacy else _CURRENT_DEFAULT} (NCCL default)"
+        return str(self.level)
+
+    def enabling_advice(self, topo_path: str) -> str:
+        """The NCCL_NET_GDR_LEVEL that would enable GDR over ``topo_path``, for this NCCL version."""
+        path = nccl_path(topo_path) or topo_path
+        current = f"NCCL_NET_GDR_LEVEL={path} (or {_OLD_TO_NEW.index(path)})"
+        legacy = (
+            f"NCCL_NET_GDR_LEVEL={_LEGACY_DISTANCE.get(path, 4) + 1} (NCCL before 2.6 takes integers only and "
+            "disables GDR at distance >= level; a name such as PHB reads as 0 and turns GDR off)"
+        )
+        if self.legacy is None:
+            return f"{current} on NCCL 2.6 or newer; {legacy} on older NCCL"
+        return legacy if self.legacy else current
