@@ -7,13 +7,13 @@ one line naming a crash log that holds the traceback; ``CLUSTERCTL_DEBUG=1`` rai
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import traceback
 from datetime import UTC, datetime
 from pathlib import Path
 
-import click
 import typer
 
 from clusterctl import __version__
@@ -31,6 +31,14 @@ from clusterctl.errors import ClusterctlError
 from clusterctl.paths import state_dir
 
 DEBUG_ENV = "CLUSTERCTL_DEBUG"
+
+# typer >= 0.29 carries its own copy of click (``typer._click``) and raises that copy's exceptions; older
+# typer raises the click package's. Catching ``click.ClickException`` would miss the former, so the
+# classes are taken from whichever module defines ``typer.BadParameter``, and ``typer.Abort`` is the
+# abort that typer's own main raises in either case.
+_click_exceptions = importlib.import_module(typer.BadParameter.__module__)
+ClickException: type[Exception] = _click_exceptions.ClickException
+UsageError: type[Exception] = _click_exceptions.UsageError
 
 app = typer.Typer(
     name="clusterctl",
@@ -85,12 +93,12 @@ def main(argv: list[str] | None = None) -> int:
     except ClusterctlError as exc:
         err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
         return exc.exit_code
-    except click.exceptions.Abort:
+    except typer.Abort:
         err_console.print("aborted")
         return 130
-    except click.ClickException as exc:
-        exc.show()
-        return 2 if isinstance(exc, click.UsageError) else exc.exit_code
+    except ClickException as exc:
+        exc.show()  # type: ignore[attr-defined]  # every ClickException has show()
+        return 2 if isinstance(exc, UsageError) else exc.exit_code  # type: ignore[attr-defined]
     except Exception as exc:  # a bug: one line for the user, the traceback in a file
         if os.environ.get(DEBUG_ENV):
             raise
