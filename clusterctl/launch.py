@@ -14,7 +14,7 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from clusterctl.errors import InputError
 from clusterctl.image.render import CONTAINER_SSH_DIR
@@ -53,6 +53,8 @@ def run_options(
     """Run options from the inventory's run defaults, with the given (non-None) overrides applied.
 
     Overrides are validated like the inventory, so a bad value is an error here, not in a shell.
+    Override names are ``RunDefaults`` fields, which the command line spells as options
+    (``batch_size`` is ``--batch-size``); the error names the option.
 
     Raises:
         InputError: an override is invalid or more nodes are asked for than the inventory has.
@@ -60,8 +62,13 @@ def run_options(
     given = {k: v for k, v in overrides.items() if v is not None}
     try:
         settings = RunDefaults.model_validate({**inventory.run.model_dump(), **given})
-    except ValueError as exc:
-        raise InputError(f"invalid run option: {exc}") from None
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"--{str(e['loc'][0]).replace('_', '-')} {e['input']!r}: {e['msg']}" for e in exc.errors()
+        )
+        raise InputError(
+            f"invalid run option {problems}. Fix: give a value the option accepts (`--help` lists them)."
+        ) from None
     count = nodes if nodes is not None else len(inventory.nodes)
     if not 1 <= count <= len(inventory.nodes):
         raise InputError(

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -13,6 +14,8 @@ from rich.console import Console
 from clusterctl.errors import InputError
 from clusterctl.inventory import Inventory, load_inventory
 from clusterctl.paths import data_dir, state_dir
+
+T = TypeVar("T")
 
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
@@ -69,3 +72,40 @@ def load(given: Path | None) -> Inventory:
 def print_json(data: Any) -> None:
     """Machine output on stdout: plain JSON, no colour, no wrapping."""
     print(json.dumps(data, indent=2, sort_keys=False, default=str))
+
+
+def split_option(value: str, option: str, convert: Callable[[str], T], expected: str) -> list[T]:
+    """The comma-separated items of ``option``'s ``value``, each passed through ``convert``.
+
+    Args:
+        value: what was given, e.g. ``"1,2,4"``.
+        option: the option's name for the message, e.g. ``"--gpus"``.
+        convert: turns one item into its value; raises ValueError for an item it refuses.
+        expected: what one item should be, for the message, e.g. ``"a whole number of at least 1"``.
+
+    Raises:
+        typer.BadParameter: an empty item or one ``convert`` refuses (a usage error: exit 2, the option
+            named, click's usage line).
+    """
+    items = [item.strip() for item in value.split(",")]
+    converted = []
+    for item in items:
+        try:
+            if not item:
+                raise ValueError(item)
+            converted.append(convert(item))
+        except ValueError:
+            raise typer.BadParameter(
+                f"{value!r}: item {item!r} is not {expected}. Fix: give comma-separated values, each "
+                f"{expected}.",
+                param_hint=f"'{option}'",
+            ) from None
+    return converted
+
+
+def positive_int(text: str) -> int:
+    """``text`` as a whole number of at least 1; ValueError otherwise."""
+    number = int(text)
+    if number < 1:
+        raise ValueError(text)
+    return number

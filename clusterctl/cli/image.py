@@ -19,6 +19,7 @@ from rich.progress import (
 from rich.table import Table
 
 from clusterctl.cli.common import InventoryOption, console, err_console, load
+from clusterctl.errors import InputError
 from clusterctl.image.build import build_image, record_path
 from clusterctl.image.distribute import distribute
 from clusterctl.inventory import Inventory
@@ -40,8 +41,12 @@ def build(
 ) -> None:
     """Render the Dockerfile and build it once; the tag carries the build context's content hash."""
     inv = load(inventory)
-    if builder is not None:
-        inv.node(builder)
+    names = [node.name for node in inv.nodes]
+    if builder is not None and builder not in names:
+        raise InputError(
+            f"--builder {builder!r}: no node of that name in the inventory. Fix: name one of its nodes "
+            f"({', '.join(names)}), or omit --builder to build on the local engine."
+        )
     lines: list[str] = []
     start = time.monotonic()
 

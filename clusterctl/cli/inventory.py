@@ -7,18 +7,25 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from clusterctl.cli.common import console, load, print_json
+from clusterctl.cli.common import INVENTORY_ENV, console, load, print_json, resolve_inventory_path
 from clusterctl.inventory import inventory_schema
 
 app = typer.Typer(help="Validate and show inventory files.", no_args_is_help=True)
 
+FileArgument = typer.Argument(
+    None,
+    help=f"Inventory file. Default: ${INVENTORY_ENV}, else the running sandbox's inventory.",
+    show_default=False,
+)
+
 
 @app.command()
-def validate(file: Path = typer.Argument(..., help="Inventory file.")) -> None:
+def validate(file: Path | None = FileArgument) -> None:
     """Check an inventory: exit 0 when valid, 2 with a message naming file, line, field and fix."""
-    inv = load(file)
+    path = resolve_inventory_path(file)
+    inv = load(path)
     console.print(
-        f"[green]ok[/]: {file}: cluster {inv.cluster.name}, {len(inv.nodes)} nodes "
+        f"[green]ok[/]: {path}: cluster {inv.cluster.name}, {len(inv.nodes)} nodes "
         f"(primary {inv.primary.name}), image profile {inv.image.profile}",
         highlight=False,
     )
@@ -26,15 +33,16 @@ def validate(file: Path = typer.Argument(..., help="Inventory file.")) -> None:
 
 @app.command()
 def show(
-    file: Path = typer.Argument(..., help="Inventory file."),
+    file: Path | None = FileArgument,
     as_json: bool = typer.Option(False, "--json", help="Print the validated inventory as JSON."),
 ) -> None:
     """Print the nodes of an inventory with the values they inherit from the cluster defaults."""
-    inv = load(file)
+    path = resolve_inventory_path(file)
+    inv = load(path)
     if as_json:
         print_json(inv.model_dump(mode="json"))
         return
-    table = Table(title=f"cluster {inv.cluster.name} ({file})")
+    table = Table(title=f"cluster {inv.cluster.name} ({path})")
     for column in ("node", "role", "address", "ssh", "GPUs", "ranks", "fabric", "fabric address", "HCA"):
         table.add_column(column)
     for n in inv.nodes:

@@ -9,7 +9,15 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from clusterctl.cli.common import InventoryOption, console, err_console, load, print_json
+from clusterctl.cli.common import (
+    InventoryOption,
+    console,
+    err_console,
+    load,
+    positive_int,
+    print_json,
+    split_option,
+)
 from clusterctl.diagnostics.bundle import write_bundle
 from clusterctl.diagnostics.collect import collect
 from clusterctl.inventory import Inventory
@@ -234,14 +242,22 @@ def sweep(
     as_json: bool = JsonOption,
 ) -> None:
     """Run the grid (device counts x settings), then report it."""
-    inv = load(inventory)
-    grid: dict[str, list[object]] = {
-        name: values.split(",")
-        for name, values in (("batch_size", batch_size), ("precision", precision), ("framework", framework))
-        if values
+    devices = split_option(gpus, "--gpus", positive_int, "a whole number of at least 1")
+    grid: dict[str, list[object]] = {}
+    if batch_size is not None:
+        grid["batch_size"] = split_option(
+            batch_size, "--batch-size", positive_int, "a whole number of at least 1"
+        )
+    for name, option, values in (
+        ("precision", "--precision", precision),
+        ("framework", "--framework", framework),
+    ):
+        if values is not None:
+            grid[name] = split_option(values, option, str, "a name")
+    grid |= {
+        name: [value] for name, value in (("steps", steps), ("image_size", image_size)) if value is not None
     }
-    grid |= {name: [value] for name, value in (("steps", steps), ("image_size", image_size)) if value}
-    devices = [int(g) for g in gpus.split(",")]
+    inv = load(inventory)
     option_list: list[RunOptions] = plan_sweep(inv, workload, devices, grid)
     plans = [build_plan(inv, options, get_workload(workload)) for options in option_list]
     if dry_run:
