@@ -16,7 +16,7 @@ from clusterctl.inventory import Inventory
 from clusterctl.launch import LaunchPlan
 from clusterctl.results.history import add_run, history_path
 from clusterctl.results.record import RunRecord, judge_run, new_run_id, write_run_dir
-from clusterctl.workloads import Workload
+from clusterctl.workloads.base import Workload
 
 # Exit code recorded for a run killed at its timeout (what coreutils' timeout uses).
 TIMEOUT_EXIT_CODE = 124

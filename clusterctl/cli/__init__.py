@@ -10,8 +10,6 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-import traceback
-from datetime import UTC, datetime
 from pathlib import Path
 
 import typer
@@ -78,6 +76,9 @@ def _root(
 
 def write_crash_log(exc: BaseException, argv: list[str]) -> Path:
     """Write ``exc``'s traceback and the command line to a new file under ``<state dir>/logs/``."""
+    import traceback  # imported on use, like everything a healthy start does not need
+    from datetime import UTC, datetime
+
     logs = state_dir() / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     path = logs / f"crash-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S.%fZ')}.log"

@@ -6,20 +6,20 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich.table import Table
 
 from clusterctl.cli.common import InventoryOption, console, err_console, load, print_json
-from clusterctl.diagnostics.bundle import NodeMeta, read_bundle_of, write_bundle
-from clusterctl.diagnostics.collect import COLLECTORS, collect
-from clusterctl.diagnostics.parsers.ibstat import IbStat
-from clusterctl.diagnostics.parsers.ip_addr import IpAddr
-from clusterctl.diagnostics.parsers.nvidia_smi_topo import NvidiaSmiTopo
-from clusterctl.diagnostics.rules_cluster import TopologyReport, judge_bundle, node_versions
 from clusterctl.errors import InputError
-from clusterctl.findings import Finding, exit_code
-from clusterctl.inventory import Inventory
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from clusterctl.diagnostics.bundle import NodeMeta
+    from clusterctl.diagnostics.rules_cluster import TopologyReport
+    from clusterctl.findings import Finding
+    from clusterctl.inventory import Inventory
 
 app = typer.Typer(help="Check the cluster's hosts against the inventory.", no_args_is_help=True)
 
@@ -58,6 +58,11 @@ def topology(
     ),
 ) -> int:
     """Collect GPU, IB, OFED, address and module facts on every node, judge them, show the findings."""
+    from clusterctl.diagnostics.bundle import read_bundle_of, write_bundle
+    from clusterctl.diagnostics.collect import collect
+    from clusterctl.diagnostics.rules_cluster import judge_bundle
+    from clusterctl.findings import exit_code
+
     if source is not None and (bundle is not None or timeout is not None):
         given = f"--bundle {bundle}" if bundle is not None else f"--timeout {timeout:g}"
         raise InputError(
@@ -98,6 +103,9 @@ def collect_command(
     timeout: float = TimeoutOption,
 ) -> int:
     """Write the topology bundle only (no judgement); exit 1 when a node could not be reached."""
+    from clusterctl.diagnostics.bundle import write_bundle
+    from clusterctl.diagnostics.collect import collect
+
     inventory = load(inventory_path)
     bundles = collect(inventory, inventory.nodes, timeout_s=timeout)
     write_bundle(output, bundles)
@@ -108,6 +116,8 @@ def collect_command(
 
 def findings_table(findings: list[Finding]) -> Table:
     """Findings with their node, worst first."""
+    from rich.table import Table
+
     table = Table(title="findings", show_header=True, header_style="bold")
     for column in ("severity", "node", "code", "message", "advice"):
         table.add_column(column, overflow="fold")
@@ -119,6 +129,10 @@ def findings_table(findings: list[Finding]) -> Table:
 
 
 def _tools_table(metas: dict[str, NodeMeta]) -> Table:
+    from rich.table import Table
+
+    from clusterctl.diagnostics.collect import COLLECTORS
+
     table = Table(title="reachability and tools", header_style="bold")
     for column in ("node", "reached", "seconds", *(c.key for c in COLLECTORS)):
         table.add_column(column)
@@ -134,6 +148,13 @@ def _tools_table(metas: dict[str, NodeMeta]) -> Table:
 
 
 def _show(inventory: Inventory, report: TopologyReport) -> None:
+    from rich.table import Table
+
+    from clusterctl.diagnostics.parsers.ibstat import IbStat
+    from clusterctl.diagnostics.parsers.ip_addr import IpAddr
+    from clusterctl.diagnostics.parsers.nvidia_smi_topo import NvidiaSmiTopo
+    from clusterctl.diagnostics.rules_cluster import node_versions
+
     console.print(_tools_table({name: r.meta for name, r in report.nodes.items() if r.meta}))
     ports = Table(title="IB ports (ibstat)", header_style="bold")
     for column in ("node", "CA", "type", "firmware", "port", "state", "physical", "rate Gb/s", "link layer"):

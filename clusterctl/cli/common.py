@@ -6,14 +6,16 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 from rich.console import Console
 
 from clusterctl.errors import InputError
-from clusterctl.inventory import Inventory, load_inventory
 from clusterctl.paths import data_dir, state_dir
+
+if TYPE_CHECKING:
+    from clusterctl.inventory import Inventory
 
 T = TypeVar("T")
 
@@ -66,6 +68,9 @@ def resolve_inventory_path(given: Path | None) -> Path:
 
 def load(given: Path | None) -> Inventory:
     """Resolve and load the inventory a command works on."""
+    # Imported on use: pydantic and the model are the largest part of the CLI's start-up.
+    from clusterctl.inventory import load_inventory
+
     return load_inventory(resolve_inventory_path(given))
 
 

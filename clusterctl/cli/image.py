@@ -5,24 +5,17 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich.live import Live
-from rich.progress import (
-    DownloadColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-    TransferSpeedColumn,
-)
-from rich.table import Table
 
 from clusterctl.cli.common import InventoryOption, console, err_console, load
 from clusterctl.errors import InputError
-from clusterctl.image.build import build_image, record_path
-from clusterctl.image.distribute import distribute
-from clusterctl.inventory import Inventory
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from clusterctl.inventory import Inventory
 
 app = typer.Typer(help="Build the benchmark image and deliver it to every node.", no_args_is_help=True)
 
@@ -40,6 +33,11 @@ def build(
     ),
 ) -> None:
     """Render the Dockerfile and build it once; the tag carries the build context's content hash."""
+    from rich.live import Live
+    from rich.table import Table
+
+    from clusterctl.image.build import build_image, record_path
+
     inv = load(inventory)
     names = [node.name for node in inv.nodes]
     if builder is not None and builder not in names:
@@ -79,6 +77,18 @@ def push(inventory: Path | None = InventoryOption) -> None:
 
 def deliver_with_progress(inv: Inventory) -> bool:
     """Deliver the built image with a live per-node progress display and a result table; True if all ok."""
+    from rich.progress import (
+        DownloadColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TransferSpeedColumn,
+    )
+    from rich.table import Table
+
+    from clusterctl.image.distribute import distribute
+
     progress = Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),

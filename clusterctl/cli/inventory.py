@@ -5,10 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.table import Table
 
 from clusterctl.cli.common import INVENTORY_ENV, console, load, print_json, resolve_inventory_path
-from clusterctl.inventory import inventory_schema
 
 app = typer.Typer(help="Validate and show inventory files.", no_args_is_help=True)
 
@@ -42,6 +40,8 @@ def show(
     if as_json:
         print_json(inv.model_dump(mode="json"))
         return
+    from rich.table import Table
+
     table = Table(title=f"cluster {inv.cluster.name} ({path})")
     for column in ("node", "role", "address", "ssh", "GPUs", "ranks", "fabric", "fabric address", "HCA"):
         table.add_column(column)
@@ -72,4 +72,6 @@ def show(
 @app.command()
 def schema() -> None:
     """Print the inventory's JSON schema (point your editor's YAML support at it)."""
+    from clusterctl.inventory import inventory_schema
+
     print_json(inventory_schema())

@@ -8,12 +8,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 import typer
-from rich.table import Table
 
-from clusterctl import containers
 from clusterctl.cli.common import InventoryOption, console, err_console, load, print_json
-from clusterctl.container_plan import container_spec, docker_run_argv
-from clusterctl.image.build import effective_image_ref
 
 
 def up(
@@ -34,6 +30,10 @@ def up(
 
     Matching running containers are kept; a running one that differs stops up (exit 1) unless forced.
     """
+    from clusterctl import containers
+    from clusterctl.container_plan import container_spec, docker_run_argv
+    from clusterctl.image.build import effective_image_ref
+
     inv = load(inventory)
     image_ref = effective_image_ref(inv)
     if dry_run:
@@ -63,6 +63,8 @@ def up(
 
 def down(inventory: Path | None = InventoryOption) -> None:
     """Remove the benchmark containers on every node (also after a half-failed up)."""
+    from clusterctl import containers
+
     inv = load(inventory)
     outcomes = containers.down(inv)
     for name, outcome in outcomes.items():
@@ -76,6 +78,11 @@ def status(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Per node: image present, container state, sshd answering. Exit 1 if a node could not be asked."""
+    from rich.table import Table
+
+    from clusterctl import containers
+    from clusterctl.image.build import effective_image_ref
+
     inv = load(inventory)
     image_ref = effective_image_ref(inv)
     statuses = containers.status(inv, image_ref)

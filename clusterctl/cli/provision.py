@@ -4,18 +4,19 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich.table import Table
 
 from clusterctl.cli.common import InventoryOption, console, load, print_json
 from clusterctl.cli.image import deliver_with_progress
-from clusterctl.diagnostics.bundle import write_bundle
-from clusterctl.diagnostics.collect import collect
-from clusterctl.hosts.playbook import load_playbook, select_nodes, select_steps
-from clusterctl.hosts.provision import STATUSES, HostStepResult, ProvisionReport, provision
-from clusterctl.inventory import Inventory, Node
 from clusterctl.paths import cluster_state_dir, data_dir
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from clusterctl.hosts.provision import HostStepResult, ProvisionReport
+    from clusterctl.inventory import Inventory, Node
 
 _STYLE = {
     "ok": "green",
@@ -36,6 +37,10 @@ def _live(result: HostStepResult) -> None:
 
 
 def _recap(report: ProvisionReport) -> Table:
+    from rich.table import Table
+
+    from clusterctl.hosts.provision import STATUSES
+
     title = f"recap: {report.playbook}" + (" (dry run: nothing was changed)" if report.dry_run else "")
     table = Table(title=title)
     table.add_column("host")
@@ -72,6 +77,9 @@ def command(
 
     Exit 0 when every host is ok/changed/skipped, 1 when a host failed or was unreachable, 2 on bad input.
     """
+    from clusterctl.hosts.playbook import load_playbook, select_nodes, select_steps
+    from clusterctl.hosts.provision import provision
+
     inv = load(inventory)
     playbook = load_playbook(playbook_file or data_dir("playbooks") / "host-setup.yml")
     steps = select_steps(playbook, step)
@@ -100,5 +108,8 @@ def command(
 
 def capture_status(inv: Inventory, nodes: list[Node]) -> Path:
     """Save every host's diagnostics after setup (the appendix's status check) for check/inspect to read."""
+    from clusterctl.diagnostics.bundle import write_bundle
+    from clusterctl.diagnostics.collect import collect
+
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     return write_bundle(cluster_state_dir(inv.cluster.name) / "status" / stamp, collect(inv, nodes))

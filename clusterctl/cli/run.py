@@ -5,9 +5,9 @@ from __future__ import annotations
 import statistics
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich.table import Table
 
 from clusterctl.cli.common import (
     InventoryOption,
@@ -18,18 +18,15 @@ from clusterctl.cli.common import (
     print_json,
     split_option,
 )
-from clusterctl.diagnostics.bundle import write_bundle
-from clusterctl.diagnostics.collect import collect
-from clusterctl.inventory import Inventory
-from clusterctl.launch import LaunchPlan, RunOptions, build_plan, run_options
-from clusterctl.results.history import history_path, load_runs
-from clusterctl.results.plot import plot_report
-from clusterctl.results.record import RunRecord
-from clusterctl.results.references import load_references
-from clusterctl.results.report import ReportRow, build_report, report_csv
-from clusterctl.runner import run_benchmark
-from clusterctl.sweep import plan_sweep
-from clusterctl.workloads import REGISTRY, get_workload
+from clusterctl.workloads import NAMES, get_workload
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from clusterctl.inventory import Inventory
+    from clusterctl.launch import LaunchPlan, RunOptions
+    from clusterctl.results.record import RunRecord
+    from clusterctl.results.report import ReportRow
 
 RunsDirOption = typer.Option(Path("runs"), "--runs-dir", help="Where run directories and history.sqlite go.")
 JsonOption = typer.Option(False, "--json", help="Machine-readable output on stdout.")
@@ -46,6 +43,10 @@ def _line_printer(as_json: bool):
 def _execute(
     inventory: Inventory, plan: LaunchPlan, repeats: int, timeout: float, runs_dir: Path, as_json: bool
 ) -> list[RunRecord]:
+    from clusterctl.diagnostics.bundle import write_bundle
+    from clusterctl.diagnostics.collect import collect
+    from clusterctl.runner import run_benchmark
+
     with tempfile.TemporaryDirectory(prefix="clusterctl-topology-") as snapshot:
         nodes = [inventory.node(h.node) for h in plan.hosts]
         write_bundle(Path(snapshot), collect(inventory, nodes))
@@ -92,7 +93,7 @@ def _summary(records: list[RunRecord]) -> dict[str, object]:
 
 
 def run(
-    workload: str = typer.Argument(..., help=f"One of: {', '.join(REGISTRY)}."),
+    workload: str = typer.Argument(..., help=f"One of: {', '.join(NAMES)}."),
     inventory: Path | None = InventoryOption,
     nodes: int | None = typer.Option(
         None, "--nodes", min=1, help="Primary plus N-1 secondaries (default: all)."
@@ -115,6 +116,8 @@ def run(
     as_json: bool = JsonOption,
 ) -> None:
     """Run WORKLOAD across the cluster with mpirun in the primary container; record and judge it."""
+    from clusterctl.launch import build_plan, run_options
+
     inv = load(inventory)
     data_format = None if channels_last is None else ("NHWC" if channels_last else "NCHW")
     options = run_options(
@@ -165,10 +168,16 @@ def report(
     ),
 ) -> None:
     """Per configuration: devices, img/s median and spread, speedup, efficiency, references."""
+    from clusterctl.results.history import history_path, load_runs
+    from clusterctl.results.references import load_references
+    from clusterctl.results.report import build_report, report_csv
+
     rows = build_report(load_runs(history_path(runs_dir)), load_references())
     if csv_file:
         csv_file.write_text(report_csv(rows))
     if plot_file:
+        from clusterctl.results.plot import plot_report  # matplotlib: imported only when a plot is asked for
+
         plot_report(rows, plot_file)
     if as_json:
         print_json([r.model_dump(mode="json") for r in rows])
@@ -184,6 +193,8 @@ def _fmt(value: float | None, spec: str) -> str:
 
 
 def _table(rows: list[ReportRow]) -> Table:
+    from rich.table import Table
+
     table = Table(title="clusterctl report")
     for column in (
         "workload",
@@ -227,7 +238,7 @@ def _table(rows: list[ReportRow]) -> Table:
 
 
 def sweep(
-    workload: str = typer.Argument("resnet50", help=f"One of: {', '.join(REGISTRY)}."),
+    workload: str = typer.Argument("resnet50", help=f"One of: {', '.join(NAMES)}."),
     inventory: Path | None = InventoryOption,
     gpus: str = typer.Option("1", "--gpus", help="Device counts, comma-separated, e.g. 1,4,8."),
     batch_size: str | None = typer.Option(None, "--batch-size", help="Batch sizes per device, e.g. 128,256."),
@@ -242,6 +253,9 @@ def sweep(
     as_json: bool = JsonOption,
 ) -> None:
     """Run the grid (device counts x settings), then report it."""
+    from clusterctl.launch import build_plan
+    from clusterctl.sweep import plan_sweep
+
     devices = split_option(gpus, "--gpus", positive_int, "a whole number of at least 1")
     grid: dict[str, list[object]] = {}
     if batch_size is not None:
