@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import statistics
 import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +23,7 @@ from clusterctl.cli.common import (
 from clusterctl.workloads import NAMES, get_workload
 
 if TYPE_CHECKING:
+    from rich.console import Console
     from rich.table import Table
 
     from clusterctl.inventory import Inventory
@@ -166,6 +169,11 @@ def report(
     plot_file: Path | None = typer.Option(
         None, "--plot", help="Also write the scaling figure (PNG) to FILE."
     ),
+    wide: bool = typer.Option(
+        False,
+        "--wide",
+        help="Every column, however wide (by default columns are left out to fit the terminal).",
+    ),
 ) -> None:
     """Per configuration: devices, img/s median and spread, speedup, efficiency, references."""
     from clusterctl.results.history import history_path, load_runs
@@ -185,56 +193,113 @@ def report(
     if not rows:
         console.print(f"no runs recorded in {history_path(runs_dir)} yet; `clusterctl run` records them")
         return
-    console.print(_table(rows))
+    print_report(rows, console, wide=wide)
 
 
 def _fmt(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
-def _table(rows: list[ReportRow]) -> Table:
-    from rich.table import Table
+def _references(row: ReportRow) -> str:
+    return "; ".join(f"{x.metric} {x.observed:.2f} vs {x.expected:g} [{x.verdict}]" for x in row.comparisons)
 
-    table = Table(title="clusterctl report")
-    for column in (
-        "workload",
-        "model",
-        "framework",
-        "precision",
-        "batch",
-        "device",
-        "devices",
-        "nodes",
-        "runs",
-        "median",
-        "spread",
-        "speedup",
+
+@dataclass(frozen=True)
+class _Column:
+    """One column of the report table: its header, its cell, and whether it must be shown."""
+
+    header: str
+    cell: Callable[[ReportRow], str]
+    # None: always shown (the five that say what the report is for: which workload, on how many devices,
+    # how fast, how well it scaled). The others are added in increasing rank while the table fits.
+    rank: int | None
+    right: bool = False
+
+
+_COLUMNS: tuple[_Column, ...] = (
+    _Column("workload", lambda r: r.config.workload, None),
+    _Column("model", lambda r: r.config.model, 8),
+    _Column("framework", lambda r: r.config.framework, 6),
+    _Column("precision", lambda r: r.config.precision, 2),
+    _Column("batch", lambda r: str(r.config.batch_size), 3, right=True),
+    _Column("device", lambda r: r.config.device, 7),
+    _Column("devices", lambda r: str(r.devices), None, right=True),
+    _Column("nodes", lambda r: ",".join(map(str, r.nodes)), 1, right=True),
+    _Column("runs", lambda r: f"{r.runs}" + (f" (+{r.invalid_runs} invalid)" if r.invalid_runs else ""), 4),
+    _Column("median", lambda r: f"{_fmt(r.median, ',.1f')} {r.unit}", None, right=True),
+    _Column("spread", lambda r: f"{_fmt(r.spread_pct, '.1f')}%", 5, right=True),
+    _Column("speedup", lambda r: _fmt(r.speedup, ".2f") + "x", None, right=True),
+    _Column(
         "efficiency",
-        "reference",
-    ):
-        table.add_column(column)
-    for r in rows:
-        c = r.config
-        refs = "; ".join(
-            f"{x.metric} {x.observed:.2f} vs {x.expected:g} [{x.verdict}]" for x in r.comparisons
-        )
-        table.add_row(
-            c.workload,
-            c.model,
-            c.framework,
-            c.precision,
-            str(c.batch_size),
-            c.device,
-            str(r.devices),
-            ",".join(map(str, r.nodes)),
-            f"{r.runs}" + (f" (+{r.invalid_runs} invalid)" if r.invalid_runs else ""),
-            f"{_fmt(r.median, ',.1f')} {r.unit}",
-            f"{_fmt(r.spread_pct, '.1f')}%",
-            _fmt(r.speedup, ".2f") + "x",
-            _fmt(None if r.efficiency is None else 100 * r.efficiency, ".1f") + "%",
-            refs or "-",
-        )
+        lambda r: _fmt(None if r.efficiency is None else 100 * r.efficiency, ".1f") + "%",
+        None,
+        right=True,
+    ),
+    _Column("reference", lambda r: _references(r) or "-", 9),
+)
+
+
+def _table(rows: list[ReportRow], columns: list[_Column]) -> Table:
+    """The table of ``columns`` (kept in their display order) for ``rows``."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    # No vertical rules: 14 columns of borders would cost 15 characters of an 80-column line.
+    table = Table(
+        title="clusterctl report", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True
+    )
+    shown = [c for c in _COLUMNS if c in columns]
+    for column in shown:
+        table.add_column(column.header, justify="right" if column.right else "left", overflow="fold")
+    for row in rows:
+        # Text, not markup: a verdict such as "[pass]" is data, not a style.
+        table.add_row(*(Text(column.cell(row)) for column in shown))
     return table
+
+
+def _natural_width(table: Table) -> int:
+    from rich.console import Console
+
+    return Console(width=10_000).measure(table).maximum
+
+
+def report_table(rows: list[ReportRow], width: int | None) -> tuple[Table, list[str]]:
+    """The report table with the columns that fit ``width`` (None: all), and the headers left out.
+
+    Workload, devices, median, speedup and efficiency are always there; the other columns are added
+    in rank order, each one only if the table's natural width still fits.
+    """
+    if width is None:
+        return _table(rows, list(_COLUMNS)), []
+    columns = [c for c in _COLUMNS if c.rank is None]
+    for candidate in sorted((c for c in _COLUMNS if c.rank is not None), key=lambda c: c.rank or 0):
+        if _natural_width(_table(rows, [*columns, candidate])) <= width:
+            columns.append(candidate)
+    return _table(rows, columns), [c.header for c in _COLUMNS if c not in columns]
+
+
+def print_report(rows: list[ReportRow], out: Console, *, wide: bool = False) -> None:
+    """Print the report table on ``out``: the columns that fit its width, or every column when ``wide``.
+
+    Left-out columns are named under the table; left-out reference verdicts are listed there, one
+    line per row that has any. Those lines wrap at the console's width (soft wrap off).
+    """
+    from rich.console import Console
+
+    table, left_out = report_table(rows, None if wide else out.width)
+    if wide:
+        out = Console(width=max(out.width, _natural_width(table)), file=out.file, soft_wrap=True)
+    out.print(table)
+    if not left_out:
+        return
+    if "reference" in left_out:
+        for row in rows:
+            if row.comparisons:
+                out.print(f"reference: {row.config.workload} on {row.devices} devices: {_references(row)}",
+                          markup=False, highlight=False, soft_wrap=False)  # fmt: skip
+    out.print(f"left out to fit {out.width} columns: {', '.join(left_out)} (--wide shows every column)",
+              highlight=False, soft_wrap=False)  # fmt: skip
 
 
 def sweep(
@@ -278,6 +343,6 @@ def sweep(
         _print_plans(plans, as_json)
         return
     records = [r for plan in plans for r in _execute(inv, plan, repeats, timeout, runs_dir, as_json)]
-    report(runs_dir=runs_dir, as_json=as_json, csv_file=None, plot_file=None)
+    report(runs_dir=runs_dir, as_json=as_json, csv_file=None, plot_file=None, wide=False)
     if not all(r.valid for r in records):
         raise typer.Exit(1)
