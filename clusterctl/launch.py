@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from clusterctl.errors import InputError
 from clusterctl.image.render import CONTAINER_SSH_DIR
 from clusterctl.inventory import Inventory, Node, RunDefaults
+from clusterctl.workloads import get_workload
 
 if TYPE_CHECKING:
     from clusterctl.workloads.base import Workload
@@ -75,6 +76,24 @@ def run_options(
             f"--nodes {count}: the inventory has {len(inventory.nodes)} node(s); use 1 to {len(inventory.nodes)}."
         )
     return RunOptions(workload=workload, nodes=count, ranks_per_node=ranks_per_node, settings=settings)
+
+
+def plan_run(
+    inventory: Inventory,
+    workload: str,
+    *,
+    nodes: int | None = None,
+    ranks_per_node: int | None = None,
+    **overrides: Any,
+) -> LaunchPlan:
+    """The launch plan of ``workload`` on ``inventory``: ``run_options`` and ``build_plan`` in one call.
+
+    Raises:
+        InputError: an unknown workload, an invalid override, or a count the inventory cannot hold.
+    """
+    spec = get_workload(workload)
+    options = run_options(inventory, workload, nodes=nodes, ranks_per_node=ranks_per_node, **overrides)
+    return build_plan(inventory, options, spec)
 
 
 class HostSlots(BaseModel):

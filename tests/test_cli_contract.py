@@ -125,6 +125,12 @@ def test_bad_value_exits_2(path: tuple[str, ...], option: str, tmp_path: Path) -
     assert f"Invalid value for '{option}'" in result.stderr
 
 
+def test_every_command_ends_by_returning_its_exit_code() -> None:
+    """One convention for every command: it returns 0 or 1; bad input is raised (exit 2), never both."""
+    hints = {_name(path): typing.get_type_hints(inspect.unwrap(command.callback)) for path, command in LEAVES}
+    assert [name for name, h in hints.items() if h.get("return") is not int] == []
+
+
 def test_bad_value_cases_cover_the_commands_that_take_numbers() -> None:
     """Guard against the type lookup silently finding nothing (e.g. after a typer upgrade)."""
     covered = {_name(path) for path, command in LEAVES if _numeric_option(command)}

@@ -18,7 +18,7 @@ FileArgument = typer.Argument(
 
 
 @app.command()
-def validate(file: Path | None = FileArgument) -> None:
+def validate(file: Path | None = FileArgument) -> int:
     """Check an inventory: exit 0 when valid, 2 with a message naming file, line, field and fix."""
     path = resolve_inventory_path(file)
     inv = load(path)
@@ -27,19 +27,20 @@ def validate(file: Path | None = FileArgument) -> None:
         f"(primary {inv.primary.name}), image profile {inv.image.profile}",
         highlight=False,
     )
+    return 0
 
 
 @app.command()
 def show(
     file: Path | None = FileArgument,
     as_json: bool = typer.Option(False, "--json", help="Print the validated inventory as JSON."),
-) -> None:
+) -> int:
     """Print the nodes of an inventory with the values they inherit from the cluster defaults."""
     path = resolve_inventory_path(file)
     inv = load(path)
     if as_json:
         print_json(inv.model_dump(mode="json"))
-        return
+        return 0
     from rich.table import Table
 
     table = Table(title=f"cluster {inv.cluster.name} ({path})")
@@ -67,11 +68,13 @@ def show(
     )
     versions = ", ".join(f"{k} {v}" for k, v in i.versions.model_dump().items() if v)
     console.print(f"image: profile {i.profile}, base {i.base}; {versions}", highlight=False)
+    return 0
 
 
 @app.command()
-def schema() -> None:
+def schema() -> int:
     """Print the inventory's JSON schema (point your editor's YAML support at it)."""
     from clusterctl.inventory import inventory_schema
 
     print_json(inventory_schema())
+    return 0

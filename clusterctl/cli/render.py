@@ -15,7 +15,7 @@ app = typer.Typer(help="Render generated files.", no_args_is_help=True)
 def dockerfile(
     inventory: Path | None = InventoryOption,
     out: Path = typer.Option(Path("build/image"), "--out", "-o", help="Directory for the build context."),
-) -> None:
+) -> int:
     """Write the benchmark image's Dockerfile and build context for the inventory's profile."""
     from clusterctl.image.render import write_context
 
@@ -26,3 +26,4 @@ def dockerfile(
         f"context hash {ctx.content_hash[:12]})",
         highlight=False,
     )
+    return 0

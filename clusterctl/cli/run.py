@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import statistics
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,14 +19,13 @@ from clusterctl.cli.common import (
     print_json,
     split_option,
 )
-from clusterctl.workloads import NAMES, get_workload
+from clusterctl.workloads import NAMES
 
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
-    from clusterctl.inventory import Inventory
-    from clusterctl.launch import LaunchPlan, RunOptions
+    from clusterctl.launch import LaunchPlan
     from clusterctl.results.record import RunRecord
     from clusterctl.results.report import ReportRow
 
@@ -38,35 +36,14 @@ RepeatsOption = typer.Option(1, "--repeats", min=1, help="Run K times; report th
 DryRunOption = typer.Option(False, "--dry-run", help="Print the mpirun command and stop.")
 
 
-def _line_printer(as_json: bool):
+def _line_printer(as_json: bool) -> Callable[[str], None]:
     out = err_console if as_json else console
     return lambda line: out.print(line, markup=False, highlight=False)
 
 
-def _execute(
-    inventory: Inventory, plan: LaunchPlan, repeats: int, timeout: float, runs_dir: Path, as_json: bool
-) -> list[RunRecord]:
-    from clusterctl.diagnostics.bundle import write_bundle
-    from clusterctl.diagnostics.collect import collect
-    from clusterctl.runner import run_benchmark
-
-    with tempfile.TemporaryDirectory(prefix="clusterctl-topology-") as snapshot:
-        nodes = [inventory.node(h.node) for h in plan.hosts]
-        write_bundle(Path(snapshot), collect(inventory, nodes))
-        done = run_benchmark(
-            inventory,
-            plan,
-            get_workload(plan.options.workload),
-            repeats=repeats,
-            timeout_s=timeout,
-            runs_dir=runs_dir,
-            on_line=_line_printer(as_json),
-            topology_dir=Path(snapshot),
-        )
-    if not as_json:
-        for record, directory in done:
-            _print_record(record, directory)
-    return [record for record, _ in done]
+def _record_printer(as_json: bool) -> Callable[[RunRecord, Path], None]:
+    """Print each recorded run as it finishes; with --json, print nothing (the summary says it all)."""
+    return (lambda record, directory: None) if as_json else _print_record
 
 
 def _print_record(record: RunRecord, directory: Path) -> None:
@@ -117,13 +94,14 @@ def run(
     dry_run: bool = DryRunOption,
     runs_dir: Path = RunsDirOption,
     as_json: bool = JsonOption,
-) -> None:
+) -> int:
     """Run WORKLOAD across the cluster with mpirun in the primary container; record and judge it."""
-    from clusterctl.launch import build_plan, run_options
+    from clusterctl.launch import plan_run
+    from clusterctl.runner import run_plans
 
     inv = load(inventory)
     data_format = None if channels_last is None else ("NHWC" if channels_last else "NCHW")
-    options = run_options(
+    plan = plan_run(
         inv,
         workload,
         nodes=nodes,
@@ -137,20 +115,26 @@ def run(
         warmup_steps=warmup_steps,
         image_size=image_size,
     )
-    plan = build_plan(inv, options, get_workload(workload))
     if dry_run:
         _print_plans([plan], as_json)
-        return
-    records = _execute(inv, plan, repeats, timeout, runs_dir, as_json)
-    summary = _summary(records)
+        return 0
+    done = run_plans(
+        inv,
+        [plan],
+        repeats=repeats,
+        timeout_s=timeout,
+        runs_dir=runs_dir,
+        on_line=_line_printer(as_json),
+        on_record=_record_printer(as_json),
+    )
+    summary = _summary([record for record, _ in done])
     if as_json:
         print_json(summary)
     elif repeats > 1 and summary["median"] is not None:
         console.print(
             f"median of {repeats}: {summary['median']:,.2f} (min {summary['min']:,.2f}, max {summary['max']:,.2f})"
         )
-    if not summary["valid"]:
-        raise typer.Exit(1)
+    return 0 if summary["valid"] else 1
 
 
 def _print_plans(plans: list[LaunchPlan], as_json: bool) -> None:
@@ -174,13 +158,12 @@ def report(
         "--wide",
         help="Every column, however wide (by default columns are left out to fit the terminal).",
     ),
-) -> None:
+) -> int:
     """Per configuration: devices, img/s median and spread, speedup, efficiency, references."""
-    from clusterctl.results.history import history_path, load_runs
-    from clusterctl.results.references import load_references
-    from clusterctl.results.report import build_report, report_csv
+    from clusterctl.results.history import history_path
+    from clusterctl.results.report import report_csv, report_of
 
-    rows = build_report(load_runs(history_path(runs_dir)), load_references())
+    rows = report_of(runs_dir)
     if csv_file:
         csv_file.write_text(report_csv(rows))
     if plot_file:
@@ -189,11 +172,11 @@ def report(
         plot_report(rows, plot_file)
     if as_json:
         print_json([r.model_dump(mode="json") for r in rows])
-        return
-    if not rows:
+    elif not rows:
         console.print(f"no runs recorded in {history_path(runs_dir)} yet; `clusterctl run` records them")
-        return
-    print_report(rows, console, wide=wide)
+    else:
+        print_report(rows, console, wide=wide)
+    return 0
 
 
 def _fmt(value: float | None, spec: str) -> str:
@@ -316,9 +299,9 @@ def sweep(
     dry_run: bool = DryRunOption,
     runs_dir: Path = RunsDirOption,
     as_json: bool = JsonOption,
-) -> None:
+) -> int:
     """Run the grid (device counts x settings), then report it."""
-    from clusterctl.launch import build_plan
+    from clusterctl.runner import run_sweep
     from clusterctl.sweep import plan_sweep
 
     devices = split_option(gpus, "--gpus", positive_int, "a whole number of at least 1")
@@ -337,12 +320,21 @@ def sweep(
         name: [value] for name, value in (("steps", steps), ("image_size", image_size)) if value is not None
     }
     inv = load(inventory)
-    option_list: list[RunOptions] = plan_sweep(inv, workload, devices, grid)
-    plans = [build_plan(inv, options, get_workload(workload)) for options in option_list]
+    plans = plan_sweep(inv, workload, devices, grid)
     if dry_run:
         _print_plans(plans, as_json)
-        return
-    records = [r for plan in plans for r in _execute(inv, plan, repeats, timeout, runs_dir, as_json)]
-    report(runs_dir=runs_dir, as_json=as_json, csv_file=None, plot_file=None, wide=False)
-    if not all(r.valid for r in records):
-        raise typer.Exit(1)
+        return 0
+    done, rows = run_sweep(
+        inv,
+        plans,
+        repeats=repeats,
+        timeout_s=timeout,
+        runs_dir=runs_dir,
+        on_line=_line_printer(as_json),
+        on_record=_record_printer(as_json),
+    )
+    if as_json:
+        print_json([r.model_dump(mode="json") for r in rows])
+    else:
+        print_report(rows, console)
+    return 0 if all(record.valid for record, _ in done) else 1

@@ -48,11 +48,11 @@ def _show(result: SandboxStatus) -> None:
 def up(
     nodes: int = typer.Option(2, "--nodes", "-n", help="Number of node containers."),
     name: str = typer.Option(DEFAULT_NAME, "--name", help="Sandbox name (prefix of its Docker objects)."),
-    subnet: str = typer.Option(
+    subnet: str | None = typer.Option(
         None, "--subnet", help=f"Bridge network subnet. Default: the existing one, else {DEFAULT_SUBNET}."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the resulting status as JSON."),
-) -> None:
+) -> int:
     """Create or reconcile the sandbox: N nodes, a key pair, known_hosts, and a generated inventory.
 
     Run again with the same count it changes nothing; with another count it adds or removes nodes.
@@ -62,10 +62,11 @@ def up(
     result = cluster.up(name, nodes, subnet, log=_progress)
     if as_json:
         print_json(result.to_json())
-        return
+        return 0
     summary = "; ".join(result.changes) if result.changes else "no change"
     console.print(f"sandbox {result.name} is {result.state} ({summary})", highlight=False)
     _show(result)
+    return 0
 
 
 @app.command()
@@ -83,8 +84,10 @@ def status(as_json: bool = typer.Option(False, "--json", help="Print the status 
 
 @app.command()
 def down(
-    name: str = typer.Option(None, "--name", help="Sandbox to remove. Default: the one recorded here."),
-) -> None:
+    name: str | None = typer.Option(
+        None, "--name", help="Sandbox to remove. Default: the one recorded here."
+    ),
+) -> int:
     """Remove the sandbox's containers, network, volumes and files. Safe to run again."""
     from clusterctl.sandbox import cluster
 
@@ -93,3 +96,4 @@ def down(
         console.print("sandbox removed: " + ", ".join(removed), highlight=False)
     else:
         console.print("sandbox: nothing to remove")
+    return 0
