@@ -141,15 +141,13 @@ def run_plans(
         StepError, ConnectError: as ``execute_plan``.
     """
     # Imported on use: collecting reaches the hosts over SSH (fabric, paramiko).
-    from clusterctl.diagnostics.bundle import write_bundle
-    from clusterctl.diagnostics.collect import collect
+    from clusterctl.diagnostics.collect import collect_bundle
     from clusterctl.workloads import get_workload
 
     done: list[tuple[RunRecord, Path]] = []
     for plan in plans:
         with tempfile.TemporaryDirectory(prefix="clusterctl-topology-") as snapshot:
-            nodes = [inventory.node(h.node) for h in plan.hosts]
-            write_bundle(Path(snapshot), collect(inventory, nodes))
+            collect_bundle(inventory, [inventory.node(h.node) for h in plan.hosts], Path(snapshot))
             done += run_benchmark(
                 inventory,
                 plan,

@@ -58,9 +58,7 @@ def topology(
     ),
 ) -> int:
     """Collect GPU, IB, OFED, address and module facts on every node, judge them, show the findings."""
-    from clusterctl.diagnostics.bundle import read_bundle_of, write_bundle
-    from clusterctl.diagnostics.collect import collect
-    from clusterctl.diagnostics.rules_cluster import judge_bundle
+    from clusterctl.diagnostics.check import check_topology
     from clusterctl.findings import exit_code
 
     if source is not None and (bundle is not None or timeout is not None):
@@ -71,12 +69,10 @@ def topology(
             "collect a new one."
         )
     inventory = load(inventory_path)
-    if source is not None:
-        directory, bundles = source, read_bundle_of(source, inventory)
-    else:
-        bundles = collect(inventory, inventory.nodes, timeout_s=timeout or DEFAULT_TIMEOUT_S)
-        directory = write_bundle(bundle or default_bundle_dir(), bundles)
-    report = judge_bundle(bundles, inventory)
+    directory = source or bundle or default_bundle_dir()
+    report = check_topology(
+        inventory, directory, saved=source is not None, timeout_s=timeout or DEFAULT_TIMEOUT_S
+    )
     if as_json:
         print_json(
             {
@@ -103,12 +99,10 @@ def collect_command(
     timeout: float = TimeoutOption,
 ) -> int:
     """Write the topology bundle only (no judgement); exit 1 when a node could not be reached."""
-    from clusterctl.diagnostics.bundle import write_bundle
-    from clusterctl.diagnostics.collect import collect
+    from clusterctl.diagnostics.collect import collect_bundle
 
     inventory = load(inventory_path)
-    bundles = collect(inventory, inventory.nodes, timeout_s=timeout)
-    write_bundle(output, bundles)
+    bundles = collect_bundle(inventory, inventory.nodes, output, timeout_s=timeout)
     console.print(_tools_table({name: b.meta for name, b in bundles.items()}))
     console.print(f"bundle written to {output}", highlight=False)
     return 1 if any(b.meta.unreachable or b.meta.error for b in bundles.values()) else 0

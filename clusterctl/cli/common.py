@@ -19,8 +19,9 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-console = Console(soft_wrap=True)
-err_console = Console(stderr=True, soft_wrap=True)
+# emoji=False: no ":name:" in a path or a message becomes an emoji (and rich's emoji table is not loaded).
+console = Console(soft_wrap=True, emoji=False)
+err_console = Console(stderr=True, soft_wrap=True, emoji=False)
 
 INVENTORY_ENV = "CLUSTERCTL_INVENTORY"
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +61,8 @@ def _print_record(record: RunRecord, directory: Path) -> None:
 
 
 def _summary(records: list[RunRecord]) -> dict[str, object]:
+    import statistics
+
     values = [r.value for r in records if r.valid and r.value is not None]
     return {
         "runs": [r.model_dump(mode="json") for r in records],

@@ -20,7 +20,13 @@ from pathlib import Path
 from typing import Literal
 
 from clusterctl.diagnostics import parse
-from clusterctl.diagnostics.bundle import NodeBundle, NodeMeta, SectionMeta, SectionStatus, write_bundle
+from clusterctl.diagnostics.bundle import (
+    NodeBundle,
+    NodeMeta,
+    SectionMeta,
+    SectionStatus,
+    write_bundle,
+)
 from clusterctl.diagnostics.model import Parsed
 from clusterctl.diagnostics.parsers.peermem import PEERMEM_PATHS
 from clusterctl.hosts.ssh import CommandResult, run_on_nodes
@@ -163,6 +169,19 @@ def collect(inventory: Inventory, nodes: Sequence[Node], *, timeout_s: float = 1
     return {node.name: node_bundle(results[node.name], now) for node in nodes}
 
 
+def collect_bundle(
+    inventory: Inventory, nodes: Sequence[Node], directory: Path, *, timeout_s: float = 180
+) -> dict[str, NodeBundle]:
+    """``collect`` from ``nodes`` and write the bundle under ``directory``; return the bundles.
+
+    Raises:
+        InputError: the directory cannot be written.
+    """
+    bundles = collect(inventory, nodes, timeout_s=timeout_s)
+    write_bundle(directory, bundles)
+    return bundles
+
+
 def capture_status(inventory: Inventory, nodes: Sequence[Node]) -> Path:
     """Collect every node's diagnostics and save them under the cluster's state, for check/inspect.
 
@@ -174,4 +193,5 @@ def capture_status(inventory: Inventory, nodes: Sequence[Node]) -> Path:
     """
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     directory = cluster_state_dir(inventory.cluster.name) / "status" / stamp
-    return write_bundle(directory, collect(inventory, nodes))
+    collect_bundle(inventory, nodes, directory)
+    return directory
