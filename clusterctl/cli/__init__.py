@@ -35,8 +35,6 @@ DEBUG_ENV = "CLUSTERCTL_DEBUG"
 # classes are taken from whichever module defines ``typer.BadParameter``, and ``typer.Abort`` is the
 # abort that typer's own main raises in either case.
 _click_exceptions = importlib.import_module(typer.BadParameter.__module__)
-ClickException: type[Exception] = _click_exceptions.ClickException
-UsageError: type[Exception] = _click_exceptions.UsageError
 
 app = typer.Typer(
     name="clusterctl",
@@ -97,9 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Abort:
         err_console.print("aborted")
         return 130
-    except ClickException as exc:
-        exc.show()  # type: ignore[attr-defined]  # every ClickException has show()
-        return 2 if isinstance(exc, UsageError) else exc.exit_code  # type: ignore[attr-defined]
+    except _click_exceptions.ClickException as exc:
+        exc.show()
+        return 2 if isinstance(exc, _click_exceptions.UsageError) else exc.exit_code
     except Exception as exc:  # a bug: one line for the user, the traceback in a file
         if os.environ.get(DEBUG_ENV):
             raise
