@@ -14,11 +14,12 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from clusterctl.errors import InputError
 from clusterctl.image.render import CONTAINER_SSH_DIR
 from clusterctl.inventory import Inventory, Node, RunDefaults
+from clusterctl.workloads import get_workload
 from clusterctl.workloads.images import check_image_runs
 
 if TYPE_CHECKING:
@@ -54,6 +55,8 @@ def run_options(
     """Run options from the inventory's run defaults, with the given (non-None) overrides applied.
 
     Overrides are validated like the inventory, so a bad value is an error here, not in a shell.
+    Override names are ``RunDefaults`` fields, which the command line spells as options
+    (``batch_size`` is ``--batch-size``); the error names the option.
 
     Raises:
         InputError: an override is invalid or more nodes are asked for than the inventory has.
@@ -61,14 +64,37 @@ def run_options(
     given = {k: v for k, v in overrides.items() if v is not None}
     try:
         settings = RunDefaults.model_validate({**inventory.run.model_dump(), **given})
-    except ValueError as exc:
-        raise InputError(f"invalid run option: {exc}") from None
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"--{str(e['loc'][0]).replace('_', '-')} {e['input']!r}: {e['msg']}" for e in exc.errors()
+        )
+        raise InputError(
+            f"invalid run option {problems}. Fix: give a value the option accepts (`--help` lists them)."
+        ) from None
     count = nodes if nodes is not None else len(inventory.nodes)
     if not 1 <= count <= len(inventory.nodes):
         raise InputError(
             f"--nodes {count}: the inventory has {len(inventory.nodes)} node(s); use 1 to {len(inventory.nodes)}."
         )
     return RunOptions(workload=workload, nodes=count, ranks_per_node=ranks_per_node, settings=settings)
+
+
+def plan_run(
+    inventory: Inventory,
+    workload: str,
+    *,
+    nodes: int | None = None,
+    ranks_per_node: int | None = None,
+    **overrides: Any,
+) -> LaunchPlan:
+    """The launch plan of ``workload`` on ``inventory``: ``run_options`` and ``build_plan`` in one call.
+
+    Raises:
+        InputError: an unknown workload, an invalid override, or a count the inventory cannot hold.
+    """
+    spec = get_workload(workload)
+    options = run_options(inventory, workload, nodes=nodes, ranks_per_node=ranks_per_node, **overrides)
+    return build_plan(inventory, options, spec)
 
 
 class HostSlots(BaseModel):

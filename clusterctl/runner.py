@@ -2,11 +2,14 @@
 
 ``execute_plan`` is the one effectful seam (the container's exec, through ``clusterctl.containers``);
 ``run_benchmark`` repeats it, judges every run (pure), writes each run directory and history row.
+``run_plans`` is what `clusterctl run` does: per plan, a topology snapshot of its nodes, then the
+runs; ``run_sweep`` is what `clusterctl sweep` does: ``run_plans``, then the report of the history.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,10 +19,18 @@ from clusterctl.inventory import Inventory
 from clusterctl.launch import LaunchPlan
 from clusterctl.results.history import add_run, history_path
 from clusterctl.results.record import RunRecord, judge_run, new_run_id, write_run_dir
-from clusterctl.workloads import Workload
+from clusterctl.results.report import ReportRow, report_of
+from clusterctl.workloads.base import Workload
 
 # Exit code recorded for a run killed at its timeout (what coreutils' timeout uses).
 TIMEOUT_EXIT_CODE = 124
+
+OnRecord = Callable[[RunRecord, Path], None]
+"""Called with each run's record and run directory as soon as the run is recorded."""
+
+
+def _ignore_record(record: RunRecord, directory: Path) -> None:
+    del record, directory
 
 
 @dataclass(frozen=True)
@@ -81,6 +92,7 @@ def run_benchmark(
     on_line: Callable[[str], None],
     topology_dir: Path | None = None,
     execute: Executor = execute_plan,
+    on_record: OnRecord = _ignore_record,
 ) -> list[tuple[RunRecord, Path]]:
     """Run ``plan`` ``repeats`` times; judge, write a run directory and a history row for each.
 
@@ -102,5 +114,76 @@ def run_benchmark(
         )
         directory = write_run_dir(runs_dir, inventory, plan, result.output, record, topology_dir)
         add_run(history_path(runs_dir), record, directory)
+        on_record(record, directory)
         done.append((record, directory))
     return done
+
+
+def run_plans(
+    inventory: Inventory,
+    plans: Sequence[LaunchPlan],
+    *,
+    repeats: int,
+    timeout_s: float,
+    runs_dir: Path,
+    on_line: Callable[[str], None],
+    on_record: OnRecord = _ignore_record,
+) -> list[tuple[RunRecord, Path]]:
+    """For each plan in order: snapshot the topology of its nodes, then run it ``repeats`` times.
+
+    The snapshot (``check topology``'s bundle, taken right before the runs) goes into every run
+    directory of that plan, so a result can be read against the hosts' state when it was measured.
+
+    Returns:
+        One (record, run directory) per run, in order.
+
+    Raises:
+        StepError, ConnectError: as ``execute_plan``.
+    """
+    # Imported on use: collecting reaches the hosts over SSH (fabric, paramiko).
+    from clusterctl.diagnostics.collect import collect_bundle
+    from clusterctl.workloads import get_workload
+
+    done: list[tuple[RunRecord, Path]] = []
+    for plan in plans:
+        with tempfile.TemporaryDirectory(prefix="clusterctl-topology-") as snapshot:
+            collect_bundle(inventory, [inventory.node(h.node) for h in plan.hosts], Path(snapshot))
+            done += run_benchmark(
+                inventory,
+                plan,
+                get_workload(plan.options.workload),
+                repeats=repeats,
+                timeout_s=timeout_s,
+                runs_dir=runs_dir,
+                on_line=on_line,
+                topology_dir=Path(snapshot),
+                on_record=on_record,
+            )
+    return done
+
+
+def run_sweep(
+    inventory: Inventory,
+    plans: Sequence[LaunchPlan],
+    *,
+    repeats: int,
+    timeout_s: float,
+    runs_dir: Path,
+    on_line: Callable[[str], None],
+    on_record: OnRecord = _ignore_record,
+) -> tuple[list[tuple[RunRecord, Path]], list[ReportRow]]:
+    """``run_plans``, then the report of ``runs_dir``'s whole history (these runs and earlier ones).
+
+    Returns:
+        The runs, as ``run_plans`` returns them, and the report rows.
+    """
+    done = run_plans(
+        inventory,
+        plans,
+        repeats=repeats,
+        timeout_s=timeout_s,
+        runs_dir=runs_dir,
+        on_line=on_line,
+        on_record=on_record,
+    )
+    return done, report_of(runs_dir)

@@ -1,4 +1,4 @@
-"""Sweeps: a grid of run options (device counts x settings), planned from the inventory. Pure."""
+"""Sweeps: a grid of runs (device counts x settings), planned from the inventory. Pure."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 from clusterctl.errors import InputError
 from clusterctl.inventory import Inventory
-from clusterctl.launch import RunOptions, run_options
+from clusterctl.launch import LaunchPlan, plan_run
 
 
 def placement(inventory: Inventory, devices: int) -> tuple[int, int]:
@@ -30,13 +30,19 @@ def placement(inventory: Inventory, devices: int) -> tuple[int, int]:
 
 def plan_sweep(
     inventory: Inventory, workload: str, devices: list[int], grid: dict[str, list[Any]]
-) -> list[RunOptions]:
-    """Every combination of ``devices`` and the ``grid`` of settings (field -> values), in order."""
+) -> list[LaunchPlan]:
+    """The launch plans of every combination of ``devices`` and the ``grid`` of settings (field -> values).
+
+    In order: for each combination of settings, every device count.
+
+    Raises:
+        InputError: a device count this inventory cannot place, or an invalid setting.
+    """
     names = list(grid)
     out = []
     for combo in itertools.product(*(grid[n] for n in names)):
         for count in devices:
             nodes, ranks = placement(inventory, count)
             overrides = dict(zip(names, combo, strict=True))
-            out.append(run_options(inventory, workload, nodes=nodes, ranks_per_node=ranks, **overrides))
+            out.append(plan_run(inventory, workload, nodes=nodes, ranks_per_node=ranks, **overrides))
     return out

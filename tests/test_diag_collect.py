@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 from fixtures import fixture_text
 
-from clusterctl.cli import check as check_cli
 from clusterctl.cli import main
 from clusterctl.diagnostics import KINDS, PARSERS, detect_kind
 from clusterctl.diagnostics.bundle import NodeBundle, NodeMeta, SectionMeta, read_bundle, write_bundle
@@ -355,7 +354,7 @@ def _check_from(directory: Path, *extra: str) -> int:
 def test_check_topology_from_a_saved_bundle_judges_it_without_hosts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(check_cli, "collect", _no_collection)
+    monkeypatch.setattr("clusterctl.diagnostics.collect.collect", _no_collection)
     bundle = _saved(tmp_path / "bundle", {"c4140-1": FIXTURE_NODE, "c4140-2": SECOND_NODE})
     code = _check_from(bundle, "--json")
     out = json.loads(capsys.readouterr().out)
@@ -373,7 +372,7 @@ def test_check_topology_from_a_saved_bundle_judges_it_without_hosts(
 def test_check_topology_from_reports_an_inventory_node_the_bundle_lacks(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(check_cli, "collect", _no_collection)
+    monkeypatch.setattr("clusterctl.diagnostics.collect.collect", _no_collection)
     bundle = _saved(tmp_path / "run" / "topology", {"c4140-2": SECOND_NODE})
     assert _check_from(bundle, "--json") == 1
     out = json.loads(capsys.readouterr().out)
@@ -412,7 +411,7 @@ def _bad_inputs(root: Path) -> dict[str, tuple[list[str], Path]]:
 def test_check_topology_from_bad_input_exits_2_naming_the_path(
     case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(check_cli, "collect", _no_collection)
+    monkeypatch.setattr("clusterctl.diagnostics.collect.collect", _no_collection)
     extra, path = _bad_inputs(tmp_path)[case]
     assert _check_from(path, "--json", *extra) == 2
     captured = capsys.readouterr()

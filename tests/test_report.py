@@ -14,7 +14,7 @@ from clusterctl.results.plot import plot_report
 from clusterctl.results.record import RunConfig, RunRecord
 from clusterctl.results.references import load_references
 from clusterctl.results.report import build_report, report_csv
-from clusterctl.workloads import Metric
+from clusterctl.workloads.base import Metric
 
 V100 = RunConfig(
     workload="tf_cnn_benchmarks",

@@ -11,7 +11,7 @@ import pytest
 from clusterctl.errors import InputError
 from clusterctl.inventory import load_inventory
 from clusterctl.launch import build_plan, run_options
-from clusterctl.workloads import REGISTRY, get_workload
+from clusterctl.workloads import NAMES, get_workload
 from clusterctl.workloads.images import profiles_running
 
 INVENTORIES = Path(__file__).resolve().parents[1] / "inventories"
@@ -69,7 +69,7 @@ def test_run_on_the_wrong_image_exits_2_before_printing_a_plan(capsys: pytest.Ca
 
 
 def test_every_workload_runs_on_some_profile_and_the_paper_image_on_the_papers_script() -> None:
-    running = {name: profiles_running(workload) for name, workload in REGISTRY.items()}
+    running = {name: profiles_running(get_workload(name)) for name in NAMES}
     assert all(running.values()), running
     assert running["tf_cnn_benchmarks"] == ["paper-2020"]
     assert "paper-2020" not in running["resnet50"]

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from clusterctl.errors import InputError
 from clusterctl.inventory import load_inventory
 from clusterctl.launch import LaunchPlan, build_plan, run_options
-from clusterctl.workloads import REGISTRY, get_workload
+from clusterctl.workloads import NAMES, get_workload
 from clusterctl.workloads.resnet50 import parse_result_line
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,7 +42,19 @@ def codes(findings) -> list[str]:
 
 
 def test_registry_names_the_three_workloads() -> None:
-    assert set(REGISTRY) == {"resnet50", "tf_cnn_benchmarks", "nccl-tests"}
+    assert set(NAMES) == {"resnet50", "tf_cnn_benchmarks", "nccl-tests"}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_registered_name_loads_the_workload_of_that_name(name: str) -> None:
+    assert get_workload(name).name == name
+
+
+def test_an_unknown_workload_lists_the_known_ones() -> None:
+    with pytest.raises(
+        InputError, match="unknown workload 'bert'; known: resnet50, tf_cnn_benchmarks, nccl-tests"
+    ):
+        get_workload("bert")
 
 
 def test_tf_cnn_metrics_are_rank_0s_total_on_a_real_8_gpu_log() -> None:

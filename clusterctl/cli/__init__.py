@@ -7,13 +7,11 @@ one line naming a crash log that holds the traceback; ``CLUSTERCTL_DEBUG=1`` rai
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
-import traceback
-from datetime import UTC, datetime
 from pathlib import Path
 
-import click
 import typer
 
 from clusterctl import __version__
@@ -31,6 +29,12 @@ from clusterctl.errors import ClusterctlError
 from clusterctl.paths import state_dir
 
 DEBUG_ENV = "CLUSTERCTL_DEBUG"
+
+# typer >= 0.29 carries its own copy of click (``typer._click``) and raises that copy's exceptions; older
+# typer raises the click package's. Catching ``click.ClickException`` would miss the former, so the
+# classes are taken from whichever module defines ``typer.BadParameter``, and ``typer.Abort`` is the
+# abort that typer's own main raises in either case.
+_click_exceptions = importlib.import_module(typer.BadParameter.__module__)
 
 app = typer.Typer(
     name="clusterctl",
@@ -70,6 +74,9 @@ def _root(
 
 def write_crash_log(exc: BaseException, argv: list[str]) -> Path:
     """Write ``exc``'s traceback and the command line to a new file under ``<state dir>/logs/``."""
+    import traceback  # imported on use, like everything a healthy start does not need
+    from datetime import UTC, datetime
+
     logs = state_dir() / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     path = logs / f"crash-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S.%fZ')}.log"
@@ -85,12 +92,12 @@ def main(argv: list[str] | None = None) -> int:
     except ClusterctlError as exc:
         err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
         return exc.exit_code
-    except click.exceptions.Abort:
+    except typer.Abort:
         err_console.print("aborted")
         return 130
-    except click.ClickException as exc:
+    except _click_exceptions.ClickException as exc:
         exc.show()
-        return 2 if isinstance(exc, click.UsageError) else exc.exit_code
+        return 2 if isinstance(exc, _click_exceptions.UsageError) else exc.exit_code
     except Exception as exc:  # a bug: one line for the user, the traceback in a file
         if os.environ.get(DEBUG_ENV):
             raise

@@ -6,20 +6,20 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich.table import Table
 
 from clusterctl.cli.common import InventoryOption, console, err_console, load, print_json
-from clusterctl.diagnostics.bundle import NodeMeta, read_bundle_of, write_bundle
-from clusterctl.diagnostics.collect import COLLECTORS, collect
-from clusterctl.diagnostics.parsers.ibstat import IbStat
-from clusterctl.diagnostics.parsers.ip_addr import IpAddr
-from clusterctl.diagnostics.parsers.nvidia_smi_topo import NvidiaSmiTopo
-from clusterctl.diagnostics.rules_cluster import TopologyReport, judge_bundle, node_versions
 from clusterctl.errors import InputError
-from clusterctl.findings import Finding, exit_code
-from clusterctl.inventory import Inventory
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from clusterctl.diagnostics.bundle import NodeMeta
+    from clusterctl.diagnostics.rules_cluster import TopologyReport
+    from clusterctl.findings import Finding
+    from clusterctl.inventory import Inventory
 
 app = typer.Typer(help="Check the cluster's hosts against the inventory.", no_args_is_help=True)
 
@@ -58,6 +58,9 @@ def topology(
     ),
 ) -> int:
     """Collect GPU, IB, OFED, address and module facts on every node, judge them, show the findings."""
+    from clusterctl.diagnostics.check import check_topology
+    from clusterctl.findings import exit_code
+
     if source is not None and (bundle is not None or timeout is not None):
         given = f"--bundle {bundle}" if bundle is not None else f"--timeout {timeout:g}"
         raise InputError(
@@ -66,12 +69,10 @@ def topology(
             "collect a new one."
         )
     inventory = load(inventory_path)
-    if source is not None:
-        directory, bundles = source, read_bundle_of(source, inventory)
-    else:
-        bundles = collect(inventory, inventory.nodes, timeout_s=timeout or DEFAULT_TIMEOUT_S)
-        directory = write_bundle(bundle or default_bundle_dir(), bundles)
-    report = judge_bundle(bundles, inventory)
+    directory = source or bundle or default_bundle_dir()
+    report = check_topology(
+        inventory, directory, saved=source is not None, timeout_s=timeout or DEFAULT_TIMEOUT_S
+    )
     if as_json:
         print_json(
             {
@@ -98,9 +99,10 @@ def collect_command(
     timeout: float = TimeoutOption,
 ) -> int:
     """Write the topology bundle only (no judgement); exit 1 when a node could not be reached."""
+    from clusterctl.diagnostics.collect import collect_bundle
+
     inventory = load(inventory_path)
-    bundles = collect(inventory, inventory.nodes, timeout_s=timeout)
-    write_bundle(output, bundles)
+    bundles = collect_bundle(inventory, inventory.nodes, output, timeout_s=timeout)
     console.print(_tools_table({name: b.meta for name, b in bundles.items()}))
     console.print(f"bundle written to {output}", highlight=False)
     return 1 if any(b.meta.unreachable or b.meta.error for b in bundles.values()) else 0
@@ -108,6 +110,8 @@ def collect_command(
 
 def findings_table(findings: list[Finding]) -> Table:
     """Findings with their node, worst first."""
+    from rich.table import Table
+
     table = Table(title="findings", show_header=True, header_style="bold")
     for column in ("severity", "node", "code", "message", "advice"):
         table.add_column(column, overflow="fold")
@@ -119,6 +123,10 @@ def findings_table(findings: list[Finding]) -> Table:
 
 
 def _tools_table(metas: dict[str, NodeMeta]) -> Table:
+    from rich.table import Table
+
+    from clusterctl.diagnostics.collect import COLLECTORS
+
     table = Table(title="reachability and tools", header_style="bold")
     for column in ("node", "reached", "seconds", *(c.key for c in COLLECTORS)):
         table.add_column(column)
@@ -134,6 +142,13 @@ def _tools_table(metas: dict[str, NodeMeta]) -> Table:
 
 
 def _show(inventory: Inventory, report: TopologyReport) -> None:
+    from rich.table import Table
+
+    from clusterctl.diagnostics.parsers.ibstat import IbStat
+    from clusterctl.diagnostics.parsers.ip_addr import IpAddr
+    from clusterctl.diagnostics.parsers.nvidia_smi_topo import NvidiaSmiTopo
+    from clusterctl.diagnostics.rules_cluster import node_versions
+
     console.print(_tools_table({name: r.meta for name, r in report.nodes.items() if r.meta}))
     ports = Table(title="IB ports (ibstat)", header_style="bold")
     for column in ("node", "CA", "type", "firmware", "port", "state", "physical", "rate Gb/s", "link layer"):

@@ -5,23 +5,17 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich.live import Live
-from rich.progress import (
-    DownloadColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-    TransferSpeedColumn,
-)
-from rich.table import Table
 
 from clusterctl.cli.common import InventoryOption, console, err_console, load
-from clusterctl.image.build import build_image, record_path
-from clusterctl.image.distribute import distribute
-from clusterctl.inventory import Inventory
+from clusterctl.errors import InputError
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+
+    from clusterctl.image.distribute import DeliveryResult
 
 app = typer.Typer(help="Build the benchmark image and deliver it to every node.", no_args_is_help=True)
 
@@ -37,11 +31,20 @@ def build(
     builder: str | None = typer.Option(
         None, "--builder", help="Node to build on (its engine, over SSH). Default: the local engine."
     ),
-) -> None:
+) -> int:
     """Render the Dockerfile and build it once; the tag carries the build context's content hash."""
+    from rich.live import Live
+    from rich.table import Table
+
+    from clusterctl.image.build import build_image, record_path
+
     inv = load(inventory)
-    if builder is not None:
-        inv.node(builder)
+    names = [node.name for node in inv.nodes]
+    if builder is not None and builder not in names:
+        raise InputError(
+            f"--builder {builder!r}: no node of that name in the inventory. Fix: name one of its nodes "
+            f"({', '.join(names)}), or omit --builder to build on the local engine."
+        )
     lines: list[str] = []
     start = time.monotonic()
 
@@ -63,29 +66,70 @@ def build(
     console.print(
         f"{record.reference} {record.image_id[:19]}: {took}; recorded in {record_path(inv)}", highlight=False
     )
+    return 0
 
 
 @app.command()
-def push(inventory: Path | None = InventoryOption) -> None:
+def push(inventory: Path | None = InventoryOption) -> int:
     """Deliver the built image to every node in parallel; skip nodes that hold the same image ID."""
-    if not deliver_with_progress(load(inventory)):
-        raise typer.Exit(1)
+    from clusterctl.image.distribute import distribute
+
+    inv = load(inventory)
+    with DeliveryProgress() as on_bytes:
+        image_id, results = distribute(inv, on_bytes=on_bytes)
+    print_deliveries(image_id, results)
+    return 0 if all(r.ok for r in results.values()) else 1
 
 
-def deliver_with_progress(inv: Inventory) -> bool:
-    """Deliver the built image with a live per-node progress display and a result table; True if all ok."""
-    progress = Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        DownloadColumn(),
-        TransferSpeedColumn(),
-        TimeElapsedColumn(),
-        console=err_console,
-        transient=True,
-    )
-    tasks = {node.name: progress.add_task(node.name, total=None) for node in inv.nodes}
-    with progress:
-        image_id, results = distribute(inv, on_bytes=lambda node, n: progress.advance(tasks[node], n))
+class DeliveryProgress:
+    """The ``on_bytes`` callback of image delivery as a live per-node transfer display on stderr.
+
+    Used as a context manager around the library call: the display starts with the first bytes (so
+    the stages before delivery print normally) and stops when the block ends.
+    """
+
+    def __init__(self) -> None:
+        self._progress: Progress | None = None
+        self._tasks: dict[str, TaskID] = {}
+
+    def __enter__(self) -> DeliveryProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+    def __call__(self, node: str, sent: int) -> None:
+        """Count ``sent`` more bytes for ``node``."""
+        if self._progress is None:
+            from rich.progress import (
+                DownloadColumn,
+                Progress,
+                SpinnerColumn,
+                TextColumn,
+                TimeElapsedColumn,
+                TransferSpeedColumn,
+            )
+
+            self._progress = Progress(
+                SpinnerColumn(),
+                TextColumn("{task.description}"),
+                DownloadColumn(),
+                TransferSpeedColumn(),
+                TimeElapsedColumn(),
+                console=err_console,
+                transient=True,
+            )
+            self._progress.start()
+        if node not in self._tasks:
+            self._tasks[node] = self._progress.add_task(node, total=None)
+        self._progress.advance(self._tasks[node], sent)
+
+
+def print_deliveries(image_id: str, results: dict[str, DeliveryResult]) -> None:
+    """Print the per-node delivery table and the bytes moved."""
+    from rich.table import Table
+
     table = Table("node", "result", "bytes", "seconds", "detail", title=f"image {image_id[:19]}")
     for name, r in results.items():
         colour = {"skipped": "green", "delivered": "cyan", "failed": "red"}[r.status]
@@ -96,4 +140,3 @@ def deliver_with_progress(inv: Inventory) -> bool:
     console.print(table)
     moved = sum(r.bytes_sent for r in results.values())
     console.print(f"{moved:,} bytes moved" if moved else "nothing moved: every node already holds the image")
-    return all(r.ok for r in results.values())

@@ -3,23 +3,26 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich.table import Table
 
 from clusterctl.cli.common import console, print_json
-from clusterctl.diagnostics import KINDS
-from clusterctl.diagnostics.inspect import Inspection, inspect_file
-from clusterctl.diagnostics.rules import Expectation
 from clusterctl.errors import InputError
-from clusterctl.findings import exit_code
+
+if TYPE_CHECKING:
+    from clusterctl.diagnostics.inspect import Inspection
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
 
 
 def inspect(
     files: list[Path] = typer.Argument(..., help="Saved outputs (nvidia-smi topo -m, ibstat, logs, ...)."),
-    kind: str | None = typer.Option(None, "--kind", help=f"Skip detection: one of {', '.join(KINDS)}."),
+    kind: str | None = typer.Option(
+        None,
+        "--kind",
+        help="Skip detection: the kind of every FILE (a name it does not know lists the kinds).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON array, one object per file."),
     strict: bool = typer.Option(False, "--strict", help="Warnings fail too (exit 1)."),
     hca: str | None = typer.Option(None, "--hca", help="The HCA that should be up, e.g. mlx5_0."),
@@ -29,6 +32,12 @@ def inspect(
     ),
 ) -> int:
     """Detect each file's kind, parse it, apply the rules and show the findings."""
+    # Imported on use: the parsers and rules are not needed to start the CLI.
+    from clusterctl.diagnostics import KINDS
+    from clusterctl.diagnostics.inspect import inspect_file
+    from clusterctl.diagnostics.rules import Expectation
+    from clusterctl.findings import exit_code
+
     if kind is not None and kind not in KINDS:
         raise InputError(f"unknown --kind {kind!r}. Fix: use one of {', '.join(KINDS)}.")
     expect = Expectation(hca=hca, rate_gbps=rate, gdr_level=gdr_level)
@@ -47,6 +56,8 @@ def _show(result: Inspection) -> None:
     if not result.findings:
         console.print("  no findings")
         return
+    from rich.table import Table
+
     table = Table(show_header=True, header_style="bold")
     for column in ("severity", "code", "message", "advice"):
         table.add_column(column, overflow="fold")

@@ -5,36 +5,45 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.table import Table
 
-from clusterctl.cli.common import console, load, print_json
-from clusterctl.inventory import inventory_schema
+from clusterctl.cli.common import INVENTORY_ENV, console, load, print_json, resolve_inventory_path
 
 app = typer.Typer(help="Validate and show inventory files.", no_args_is_help=True)
 
+FileArgument = typer.Argument(
+    None,
+    help=f"Inventory file. Default: ${INVENTORY_ENV}, else the running sandbox's inventory.",
+    show_default=False,
+)
+
 
 @app.command()
-def validate(file: Path = typer.Argument(..., help="Inventory file.")) -> None:
+def validate(file: Path | None = FileArgument) -> int:
     """Check an inventory: exit 0 when valid, 2 with a message naming file, line, field and fix."""
-    inv = load(file)
+    path = resolve_inventory_path(file)
+    inv = load(path)
     console.print(
-        f"[green]ok[/]: {file}: cluster {inv.cluster.name}, {len(inv.nodes)} nodes "
+        f"[green]ok[/]: {path}: cluster {inv.cluster.name}, {len(inv.nodes)} nodes "
         f"(primary {inv.primary.name}), image profile {inv.image.profile}",
         highlight=False,
     )
+    return 0
 
 
 @app.command()
 def show(
-    file: Path = typer.Argument(..., help="Inventory file."),
+    file: Path | None = FileArgument,
     as_json: bool = typer.Option(False, "--json", help="Print the validated inventory as JSON."),
-) -> None:
+) -> int:
     """Print the nodes of an inventory with the values they inherit from the cluster defaults."""
-    inv = load(file)
+    path = resolve_inventory_path(file)
+    inv = load(path)
     if as_json:
         print_json(inv.model_dump(mode="json"))
-        return
-    table = Table(title=f"cluster {inv.cluster.name} ({file})")
+        return 0
+    from rich.table import Table
+
+    table = Table(title=f"cluster {inv.cluster.name} ({path})")
     for column in ("node", "role", "address", "ssh", "GPUs", "ranks", "fabric", "fabric address", "HCA"):
         table.add_column(column)
     for n in inv.nodes:
@@ -59,9 +68,13 @@ def show(
     )
     versions = ", ".join(f"{k} {v}" for k, v in i.versions.model_dump().items() if v)
     console.print(f"image: profile {i.profile}, base {i.from_image}; {versions}", highlight=False)
+    return 0
 
 
 @app.command()
-def schema() -> None:
+def schema() -> int:
     """Print the inventory's JSON schema (point your editor's YAML support at it)."""
+    from clusterctl.inventory import inventory_schema
+
     print_json(inventory_schema())
+    return 0

@@ -8,12 +8,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 import typer
-from rich.table import Table
 
-from clusterctl import containers
 from clusterctl.cli.common import InventoryOption, console, err_console, load, print_json
-from clusterctl.container_plan import container_spec, docker_run_argv
-from clusterctl.image.build import effective_image_ref
 
 
 def up(
@@ -29,18 +25,22 @@ def up(
         "--force-recreate",
         help="Replace every container, also running ones (ends whatever runs in them).",
     ),
-) -> None:
+) -> int:
     """Start the benchmark containers: secondaries, a readiness gate, then the primary.
 
     Matching running containers are kept; a running one that differs stops up (exit 1) unless forced.
     """
+    from clusterctl import containers
+    from clusterctl.container_plan import container_spec, docker_run_argv
+    from clusterctl.image.build import effective_image_ref
+
     inv = load(inventory)
     image_ref = effective_image_ref(inv)
     if dry_run:
         for node in [*inv.secondaries, inv.primary]:
             plan = container_spec(inv, node, image_ref)
             console.print(f"[bold]{node.name}[/] ({node.role}): {shlex.join(docker_run_argv(plan))}")
-        return
+        return 0
     outcomes = containers.up(
         inv,
         image_ref,
@@ -59,23 +59,30 @@ def up(
         console.print(
             f"up: {len(outcomes)} containers running {image_ref} ({done}); sshd answering on every node"
         )
+    return 0
 
 
-def down(inventory: Path | None = InventoryOption) -> None:
+def down(inventory: Path | None = InventoryOption) -> int:
     """Remove the benchmark containers on every node (also after a half-failed up)."""
+    from clusterctl import containers
+
     inv = load(inventory)
     outcomes = containers.down(inv)
     for name, outcome in outcomes.items():
         console.print(f"{name}: {outcome.detail if outcome.ok else f'[red]FAILED[/] {outcome.error}'}")
-    if any(not o.ok for o in outcomes.values()):
-        raise typer.Exit(1)
+    return 1 if any(not o.ok for o in outcomes.values()) else 0
 
 
 def status(
     inventory: Path | None = InventoryOption,
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
-) -> None:
+) -> int:
     """Per node: image present, container state, sshd answering. Exit 1 if a node could not be asked."""
+    from rich.table import Table
+
+    from clusterctl import containers
+    from clusterctl.image.build import effective_image_ref
+
     inv = load(inventory)
     image_ref = effective_image_ref(inv)
     statuses = containers.status(inv, image_ref)
@@ -93,8 +100,7 @@ def status(
                 f"[red]{s.error}[/]" if s.error else (s.sshd or "-"),
             )
         console.print(table)
-    if any(s.error for s in statuses.values()):
-        raise typer.Exit(1)
+    return 1 if any(s.error for s in statuses.values()) else 0
 
 
 def register(app: typer.Typer) -> None:

@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich.table import Table
 
 from clusterctl.cli.common import InventoryOption, console, load, print_json
-from clusterctl.cli.image import deliver_with_progress
-from clusterctl.diagnostics.bundle import write_bundle
-from clusterctl.diagnostics.collect import collect
-from clusterctl.hosts.playbook import load_playbook, select_nodes, select_steps
-from clusterctl.hosts.provision import STATUSES, HostStepResult, ProvisionReport, provision
-from clusterctl.inventory import Inventory, Node
-from clusterctl.paths import cluster_state_dir, data_dir
+from clusterctl.cli.image import DeliveryProgress, print_deliveries
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from clusterctl.hosts.provision import HostStepResult, ProvisionReport
 
 _STYLE = {
     "ok": "green",
@@ -36,6 +35,10 @@ def _live(result: HostStepResult) -> None:
 
 
 def _recap(report: ProvisionReport) -> Table:
+    from rich.table import Table
+
+    from clusterctl.hosts.provision import STATUSES
+
     title = f"recap: {report.playbook}" + (" (dry run: nothing was changed)" if report.dry_run else "")
     table = Table(title=title)
     table.add_column("host")
@@ -72,33 +75,36 @@ def command(
 
     Exit 0 when every host is ok/changed/skipped, 1 when a host failed or was unreachable, 2 on bad input.
     """
+    from clusterctl.hosts.provision import provision_cluster
+
     inv = load(inventory)
-    playbook = load_playbook(playbook_file or data_dir("playbooks") / "host-setup.yml")
-    steps = select_steps(playbook, step)
-    nodes = select_nodes(inv, limit)
-    report = provision(
-        inv,
-        playbook,
-        steps,
-        nodes,
-        dry_run=dry_run,
-        accept_new=accept_new_host_keys,
-        on_result=None if as_json else _live,
-    )
-    status_dir = None if dry_run else capture_status(inv, nodes)
+    with DeliveryProgress() as on_bytes:
+        outcome = provision_cluster(
+            inv,
+            playbook_path=playbook_file,
+            step_names=step,
+            limit=limit,
+            dry_run=dry_run,
+            accept_new=accept_new_host_keys,
+            deliver_image=image,
+            on_result=None if as_json else _live,
+            on_bytes=on_bytes,
+        )
+    status_dir = str(outcome.status_dir) if outcome.status_dir else None
     if as_json:
-        print_json({**report.to_json(), "status_bundle": str(status_dir) if status_dir else None})
-    else:
-        console.print(_recap(report))
-        if status_dir:
-            console.print(
-                f"status of every host (topo -m, ip addr, ibstat, ibv_devinfo -v, ofed_info -s): {status_dir}"
-            )
-    image_ok = deliver_with_progress(inv) if image and not dry_run else True
-    return 1 if report.failed or not image_ok else 0
-
-
-def capture_status(inv: Inventory, nodes: list[Node]) -> Path:
-    """Save every host's diagnostics after setup (the appendix's status check) for check/inspect to read."""
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    return write_bundle(cluster_state_dir(inv.cluster.name) / "status" / stamp, collect(inv, nodes))
+        image_json = None
+        if outcome.image_id is not None:
+            image_json = {
+                "id": outcome.image_id,
+                "nodes": {n: asdict(r) for n, r in outcome.deliveries.items()},
+            }
+        print_json({**outcome.report.to_json(), "status_bundle": status_dir, "image": image_json})
+        return 1 if outcome.failed else 0
+    console.print(_recap(outcome.report))
+    if status_dir:
+        console.print(
+            f"status of every host (topo -m, ip addr, ibstat, ibv_devinfo -v, ofed_info -s): {status_dir}"
+        )
+    if outcome.image_id is not None:
+        print_deliveries(outcome.image_id, outcome.deliveries)
+    return 1 if outcome.failed else 0

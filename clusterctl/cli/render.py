@@ -7,7 +7,6 @@ from pathlib import Path
 import typer
 
 from clusterctl.cli.common import InventoryOption, console, load
-from clusterctl.image.render import write_context
 
 app = typer.Typer(help="Render generated files.", no_args_is_help=True)
 
@@ -16,8 +15,10 @@ app = typer.Typer(help="Render generated files.", no_args_is_help=True)
 def dockerfile(
     inventory: Path | None = InventoryOption,
     out: Path = typer.Option(Path("build/image"), "--out", "-o", help="Directory for the build context."),
-) -> None:
+) -> int:
     """Write the benchmark image's Dockerfile and build context for the inventory's profile."""
+    from clusterctl.image.render import write_context
+
     inv = load(inventory)
     ctx = write_context(inv, out)
     console.print(
@@ -25,3 +26,4 @@ def dockerfile(
         f"context hash {ctx.content_hash[:12]})",
         highlight=False,
     )
+    return 0

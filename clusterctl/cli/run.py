@@ -2,26 +2,31 @@
 
 from __future__ import annotations
 
-import statistics
-import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich.table import Table
 
-from clusterctl.cli.common import InventoryOption, console, err_console, load, print_json
-from clusterctl.diagnostics.bundle import write_bundle
-from clusterctl.diagnostics.collect import collect
-from clusterctl.inventory import Inventory
-from clusterctl.launch import LaunchPlan, RunOptions, build_plan, run_options
-from clusterctl.results.history import history_path, load_runs
-from clusterctl.results.plot import plot_report
-from clusterctl.results.record import RunRecord
-from clusterctl.results.references import load_references
-from clusterctl.results.report import ReportRow, build_report, report_csv
-from clusterctl.runner import run_benchmark
-from clusterctl.sweep import plan_sweep
-from clusterctl.workloads import REGISTRY, get_workload
+from clusterctl.cli.common import (
+    InventoryOption,
+    console,
+    err_console,
+    load,
+    positive_int,
+    print_json,
+    split_option,
+)
+from clusterctl.workloads import NAMES
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+    from clusterctl.launch import LaunchPlan
+    from clusterctl.results.record import RunRecord
+    from clusterctl.results.report import ReportRow
 
 RunsDirOption = typer.Option(Path("runs"), "--runs-dir", help="Where run directories and history.sqlite go.")
 JsonOption = typer.Option(False, "--json", help="Machine-readable output on stdout.")
@@ -30,31 +35,14 @@ RepeatsOption = typer.Option(1, "--repeats", min=1, help="Run K times; report th
 DryRunOption = typer.Option(False, "--dry-run", help="Print the mpirun command and stop.")
 
 
-def _line_printer(as_json: bool):
+def _line_printer(as_json: bool) -> Callable[[str], None]:
     out = err_console if as_json else console
     return lambda line: out.print(line, markup=False, highlight=False)
 
 
-def _execute(
-    inventory: Inventory, plan: LaunchPlan, repeats: int, timeout: float, runs_dir: Path, as_json: bool
-) -> list[RunRecord]:
-    with tempfile.TemporaryDirectory(prefix="clusterctl-topology-") as snapshot:
-        nodes = [inventory.node(h.node) for h in plan.hosts]
-        write_bundle(Path(snapshot), collect(inventory, nodes))
-        done = run_benchmark(
-            inventory,
-            plan,
-            get_workload(plan.options.workload),
-            repeats=repeats,
-            timeout_s=timeout,
-            runs_dir=runs_dir,
-            on_line=_line_printer(as_json),
-            topology_dir=Path(snapshot),
-        )
-    if not as_json:
-        for record, directory in done:
-            _print_record(record, directory)
-    return [record for record, _ in done]
+def _record_printer(as_json: bool) -> Callable[[RunRecord, Path], None]:
+    """Print each recorded run as it finishes; with --json, print nothing (the summary says it all)."""
+    return (lambda record, directory: None) if as_json else _print_record
 
 
 def _print_record(record: RunRecord, directory: Path) -> None:
@@ -73,6 +61,8 @@ def _print_record(record: RunRecord, directory: Path) -> None:
 
 
 def _summary(records: list[RunRecord]) -> dict[str, object]:
+    import statistics
+
     values = [r.value for r in records if r.valid and r.value is not None]
     return {
         "runs": [r.model_dump(mode="json") for r in records],
@@ -84,7 +74,7 @@ def _summary(records: list[RunRecord]) -> dict[str, object]:
 
 
 def run(
-    workload: str = typer.Argument(..., help=f"One of: {', '.join(REGISTRY)}."),
+    workload: str = typer.Argument(..., help=f"One of: {', '.join(NAMES)}."),
     inventory: Path | None = InventoryOption,
     nodes: int | None = typer.Option(
         None, "--nodes", min=1, help="Primary plus N-1 secondaries (default: all)."
@@ -105,11 +95,14 @@ def run(
     dry_run: bool = DryRunOption,
     runs_dir: Path = RunsDirOption,
     as_json: bool = JsonOption,
-) -> None:
+) -> int:
     """Run WORKLOAD across the cluster with mpirun in the primary container; record and judge it."""
+    from clusterctl.launch import plan_run
+    from clusterctl.runner import run_plans
+
     inv = load(inventory)
     data_format = None if channels_last is None else ("NHWC" if channels_last else "NCHW")
-    options = run_options(
+    plan = plan_run(
         inv,
         workload,
         nodes=nodes,
@@ -123,20 +116,26 @@ def run(
         warmup_steps=warmup_steps,
         image_size=image_size,
     )
-    plan = build_plan(inv, options, get_workload(workload))
     if dry_run:
         _print_plans([plan], as_json)
-        return
-    records = _execute(inv, plan, repeats, timeout, runs_dir, as_json)
-    summary = _summary(records)
+        return 0
+    done = run_plans(
+        inv,
+        [plan],
+        repeats=repeats,
+        timeout_s=timeout,
+        runs_dir=runs_dir,
+        on_line=_line_printer(as_json),
+        on_record=_record_printer(as_json),
+    )
+    summary = _summary([record for record, _ in done])
     if as_json:
         print_json(summary)
     elif repeats > 1 and summary["median"] is not None:
         console.print(
             f"median of {repeats}: {summary['median']:,.2f} (min {summary['min']:,.2f}, max {summary['max']:,.2f})"
         )
-    if not summary["valid"]:
-        raise typer.Exit(1)
+    return 0 if summary["valid"] else 1
 
 
 def _print_plans(plans: list[LaunchPlan], as_json: bool) -> None:
@@ -155,71 +154,140 @@ def report(
     plot_file: Path | None = typer.Option(
         None, "--plot", help="Also write the scaling figure (PNG) to FILE."
     ),
-) -> None:
+    wide: bool = typer.Option(
+        False,
+        "--wide",
+        help="Every column, however wide (by default columns are left out to fit the terminal).",
+    ),
+) -> int:
     """Per configuration: devices, img/s median and spread, speedup, efficiency, references."""
-    rows = build_report(load_runs(history_path(runs_dir)), load_references())
+    from clusterctl.results.history import history_path
+    from clusterctl.results.report import report_csv, report_of
+
+    rows = report_of(runs_dir)
     if csv_file:
         csv_file.write_text(report_csv(rows))
     if plot_file:
+        from clusterctl.results.plot import plot_report  # matplotlib: imported only when a plot is asked for
+
         plot_report(rows, plot_file)
     if as_json:
         print_json([r.model_dump(mode="json") for r in rows])
-        return
-    if not rows:
+    elif not rows:
         console.print(f"no runs recorded in {history_path(runs_dir)} yet; `clusterctl run` records them")
-        return
-    console.print(_table(rows))
+    else:
+        print_report(rows, console, wide=wide)
+    return 0
 
 
 def _fmt(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
-def _table(rows: list[ReportRow]) -> Table:
-    table = Table(title="clusterctl report")
-    for column in (
-        "workload",
-        "model",
-        "framework",
-        "precision",
-        "batch",
-        "device",
-        "devices",
-        "nodes",
-        "runs",
-        "median",
-        "spread",
-        "speedup",
+def _references(row: ReportRow) -> str:
+    return "; ".join(f"{x.metric} {x.observed:.2f} vs {x.expected:g} [{x.verdict}]" for x in row.comparisons)
+
+
+@dataclass(frozen=True)
+class _Column:
+    """One column of the report table: its header, its cell, and whether it must be shown."""
+
+    header: str
+    cell: Callable[[ReportRow], str]
+    # None: always shown (the five that say what the report is for: which workload, on how many devices,
+    # how fast, how well it scaled). The others are added in increasing rank while the table fits.
+    rank: int | None
+    right: bool = False
+
+
+_COLUMNS: tuple[_Column, ...] = (
+    _Column("workload", lambda r: r.config.workload, None),
+    _Column("model", lambda r: r.config.model, 8),
+    _Column("framework", lambda r: r.config.framework, 6),
+    _Column("precision", lambda r: r.config.precision, 2),
+    _Column("batch", lambda r: str(r.config.batch_size), 3, right=True),
+    _Column("device", lambda r: r.config.device, 7),
+    _Column("devices", lambda r: str(r.devices), None, right=True),
+    _Column("nodes", lambda r: ",".join(map(str, r.nodes)), 1, right=True),
+    _Column("runs", lambda r: f"{r.runs}" + (f" (+{r.invalid_runs} invalid)" if r.invalid_runs else ""), 4),
+    _Column("median", lambda r: f"{_fmt(r.median, ',.1f')} {r.unit}", None, right=True),
+    _Column("spread", lambda r: f"{_fmt(r.spread_pct, '.1f')}%", 5, right=True),
+    _Column("speedup", lambda r: _fmt(r.speedup, ".2f") + "x", None, right=True),
+    _Column(
         "efficiency",
-        "reference",
-    ):
-        table.add_column(column)
-    for r in rows:
-        c = r.config
-        refs = "; ".join(
-            f"{x.metric} {x.observed:.2f} vs {x.expected:g} [{x.verdict}]" for x in r.comparisons
-        )
-        table.add_row(
-            c.workload,
-            c.model,
-            c.framework,
-            c.precision,
-            str(c.batch_size),
-            c.device,
-            str(r.devices),
-            ",".join(map(str, r.nodes)),
-            f"{r.runs}" + (f" (+{r.invalid_runs} invalid)" if r.invalid_runs else ""),
-            f"{_fmt(r.median, ',.1f')} {r.unit}",
-            f"{_fmt(r.spread_pct, '.1f')}%",
-            _fmt(r.speedup, ".2f") + "x",
-            _fmt(None if r.efficiency is None else 100 * r.efficiency, ".1f") + "%",
-            refs or "-",
-        )
+        lambda r: _fmt(None if r.efficiency is None else 100 * r.efficiency, ".1f") + "%",
+        None,
+        right=True,
+    ),
+    _Column("reference", lambda r: _references(r) or "-", 9),
+)
+
+
+def _table(rows: list[ReportRow], columns: list[_Column]) -> Table:
+    """The table of ``columns`` (kept in their display order) for ``rows``."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    # No vertical rules: 14 columns of borders would cost 15 characters of an 80-column line.
+    table = Table(
+        title="clusterctl report", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True
+    )
+    shown = [c for c in _COLUMNS if c in columns]
+    for column in shown:
+        table.add_column(column.header, justify="right" if column.right else "left", overflow="fold")
+    for row in rows:
+        # Text, not markup: a verdict such as "[pass]" is data, not a style.
+        table.add_row(*(Text(column.cell(row)) for column in shown))
     return table
 
 
+def _natural_width(table: Table) -> int:
+    from rich.console import Console
+
+    return Console(width=10_000).measure(table).maximum
+
+
+def report_table(rows: list[ReportRow], width: int | None) -> tuple[Table, list[str]]:
+    """The report table with the columns that fit ``width`` (None: all), and the headers left out.
+
+    Workload, devices, median, speedup and efficiency are always there; the other columns are added
+    in rank order, each one only if the table's natural width still fits.
+    """
+    if width is None:
+        return _table(rows, list(_COLUMNS)), []
+    columns = [c for c in _COLUMNS if c.rank is None]
+    for candidate in sorted((c for c in _COLUMNS if c.rank is not None), key=lambda c: c.rank or 0):
+        if _natural_width(_table(rows, [*columns, candidate])) <= width:
+            columns.append(candidate)
+    return _table(rows, columns), [c.header for c in _COLUMNS if c not in columns]
+
+
+def print_report(rows: list[ReportRow], out: Console, *, wide: bool = False) -> None:
+    """Print the report table on ``out``: the columns that fit its width, or every column when ``wide``.
+
+    Left-out columns are named under the table; left-out reference verdicts are listed there, one
+    line per row that has any. Those lines wrap at the console's width (soft wrap off).
+    """
+    from rich.console import Console
+
+    table, left_out = report_table(rows, None if wide else out.width)
+    if wide:
+        out = Console(width=max(out.width, _natural_width(table)), file=out.file, soft_wrap=True)
+    out.print(table)
+    if not left_out:
+        return
+    if "reference" in left_out:
+        for row in rows:
+            if row.comparisons:
+                out.print(f"reference: {row.config.workload} on {row.devices} devices: {_references(row)}",
+                          markup=False, highlight=False, soft_wrap=False)  # fmt: skip
+    out.print(f"left out to fit {out.width} columns: {', '.join(left_out)} (--wide shows every column)",
+              highlight=False, soft_wrap=False)  # fmt: skip
+
+
 def sweep(
-    workload: str = typer.Argument("resnet50", help=f"One of: {', '.join(REGISTRY)}."),
+    workload: str = typer.Argument("resnet50", help=f"One of: {', '.join(NAMES)}."),
     inventory: Path | None = InventoryOption,
     gpus: str = typer.Option("1", "--gpus", help="Device counts, comma-separated, e.g. 1,4,8."),
     batch_size: str | None = typer.Option(None, "--batch-size", help="Batch sizes per device, e.g. 128,256."),
@@ -232,22 +300,42 @@ def sweep(
     dry_run: bool = DryRunOption,
     runs_dir: Path = RunsDirOption,
     as_json: bool = JsonOption,
-) -> None:
+) -> int:
     """Run the grid (device counts x settings), then report it."""
-    inv = load(inventory)
-    grid: dict[str, list[object]] = {
-        name: values.split(",")
-        for name, values in (("batch_size", batch_size), ("precision", precision), ("framework", framework))
-        if values
+    from clusterctl.runner import run_sweep
+    from clusterctl.sweep import plan_sweep
+
+    devices = split_option(gpus, "--gpus", positive_int, "a whole number of at least 1")
+    grid: dict[str, list[object]] = {}
+    if batch_size is not None:
+        grid["batch_size"] = split_option(
+            batch_size, "--batch-size", positive_int, "a whole number of at least 1"
+        )
+    for name, option, values in (
+        ("precision", "--precision", precision),
+        ("framework", "--framework", framework),
+    ):
+        if values is not None:
+            grid[name] = split_option(values, option, str, "a name")
+    grid |= {
+        name: [value] for name, value in (("steps", steps), ("image_size", image_size)) if value is not None
     }
-    grid |= {name: [value] for name, value in (("steps", steps), ("image_size", image_size)) if value}
-    devices = [int(g) for g in gpus.split(",")]
-    option_list: list[RunOptions] = plan_sweep(inv, workload, devices, grid)
-    plans = [build_plan(inv, options, get_workload(workload)) for options in option_list]
+    inv = load(inventory)
+    plans = plan_sweep(inv, workload, devices, grid)
     if dry_run:
         _print_plans(plans, as_json)
-        return
-    records = [r for plan in plans for r in _execute(inv, plan, repeats, timeout, runs_dir, as_json)]
-    report(runs_dir=runs_dir, as_json=as_json, csv_file=None, plot_file=None)
-    if not all(r.valid for r in records):
-        raise typer.Exit(1)
+        return 0
+    done, rows = run_sweep(
+        inv,
+        plans,
+        repeats=repeats,
+        timeout_s=timeout,
+        runs_dir=runs_dir,
+        on_line=_line_printer(as_json),
+        on_record=_record_printer(as_json),
+    )
+    if as_json:
+        print_json([r.model_dump(mode="json") for r in rows])
+    else:
+        print_report(rows, console)
+    return 0 if all(record.valid for record, _ in done) else 1

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
-from rich.table import Table
 
 from clusterctl.cli.common import console, err_console, print_json
-from clusterctl.sandbox import cluster
-from clusterctl.sandbox.cluster import SandboxStatus
 from clusterctl.sandbox.plan import DEFAULT_NAME, DEFAULT_SUBNET
+
+if TYPE_CHECKING:
+    from clusterctl.sandbox.cluster import SandboxStatus
 
 app = typer.Typer(
     help="A local cluster of node containers on this machine's Docker engine: the default target.",
@@ -24,6 +26,8 @@ def _show(result: SandboxStatus) -> None:
     if result.state == "down":
         console.print("sandbox: down (none recorded here). Start one with `clusterctl sandbox up --nodes 2`.")
         return
+    from rich.table import Table
+
     table = Table(title=f"sandbox {result.name}: {result.state}")
     for column in ("node", "container", "address", "container state", "sshd"):
         table.add_column(column)
@@ -44,27 +48,32 @@ def _show(result: SandboxStatus) -> None:
 def up(
     nodes: int = typer.Option(2, "--nodes", "-n", help="Number of node containers."),
     name: str = typer.Option(DEFAULT_NAME, "--name", help="Sandbox name (prefix of its Docker objects)."),
-    subnet: str = typer.Option(
+    subnet: str | None = typer.Option(
         None, "--subnet", help=f"Bridge network subnet. Default: the existing one, else {DEFAULT_SUBNET}."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the resulting status as JSON."),
-) -> None:
+) -> int:
     """Create or reconcile the sandbox: N nodes, a key pair, known_hosts, and a generated inventory.
 
     Run again with the same count it changes nothing; with another count it adds or removes nodes.
     """
+    from clusterctl.sandbox import cluster
+
     result = cluster.up(name, nodes, subnet, log=_progress)
     if as_json:
         print_json(result.to_json())
-        return
+        return 0
     summary = "; ".join(result.changes) if result.changes else "no change"
     console.print(f"sandbox {result.name} is {result.state} ({summary})", highlight=False)
     _show(result)
+    return 0
 
 
 @app.command()
 def status(as_json: bool = typer.Option(False, "--json", help="Print the status as JSON.")) -> int:
     """Show the sandbox's nodes and where its inventory, key and known_hosts are. Exit 1 when degraded."""
+    from clusterctl.sandbox import cluster
+
     result = cluster.status()
     if as_json:
         print_json(result.to_json())
@@ -75,11 +84,16 @@ def status(as_json: bool = typer.Option(False, "--json", help="Print the status 
 
 @app.command()
 def down(
-    name: str = typer.Option(None, "--name", help="Sandbox to remove. Default: the one recorded here."),
-) -> None:
+    name: str | None = typer.Option(
+        None, "--name", help="Sandbox to remove. Default: the one recorded here."
+    ),
+) -> int:
     """Remove the sandbox's containers, network, volumes and files. Safe to run again."""
+    from clusterctl.sandbox import cluster
+
     removed = cluster.down(name)
     if removed:
         console.print("sandbox removed: " + ", ".join(removed), highlight=False)
     else:
         console.print("sandbox: nothing to remove")
+    return 0

@@ -16,14 +16,22 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Literal
 
 from clusterctl.diagnostics import parse
-from clusterctl.diagnostics.bundle import NodeBundle, NodeMeta, SectionMeta, SectionStatus
+from clusterctl.diagnostics.bundle import (
+    NodeBundle,
+    NodeMeta,
+    SectionMeta,
+    SectionStatus,
+    write_bundle,
+)
 from clusterctl.diagnostics.model import Parsed
 from clusterctl.diagnostics.parsers.peermem import PEERMEM_PATHS
 from clusterctl.hosts.ssh import CommandResult, run_on_nodes
 from clusterctl.inventory import Inventory, Node
+from clusterctl.paths import cluster_state_dir
 
 Need = Literal["gpu", "rdma", "any"]
 
@@ -175,3 +183,31 @@ def collect(inventory: Inventory, nodes: Sequence[Node], *, timeout_s: float = 1
     results = run_on_nodes(inventory, nodes, ["sh", "-c", script], timeout_s=timeout_s)
     now = datetime.now(UTC).isoformat(timespec="seconds")
     return {node.name: node_bundle(results[node.name], now) for node in nodes}
+
+
+def collect_bundle(
+    inventory: Inventory, nodes: Sequence[Node], directory: Path, *, timeout_s: float = 180
+) -> dict[str, NodeBundle]:
+    """``collect`` from ``nodes`` and write the bundle under ``directory``; return the bundles.
+
+    Raises:
+        InputError: the directory cannot be written.
+    """
+    bundles = collect(inventory, nodes, timeout_s=timeout_s)
+    write_bundle(directory, bundles)
+    return bundles
+
+
+def capture_status(inventory: Inventory, nodes: Sequence[Node]) -> Path:
+    """Collect every node's diagnostics and save them under the cluster's state, for check/inspect.
+
+    This is the whitepaper appendix's status check after setup (topo -m, ip addr, ibstat, ibv_devinfo,
+    ofed_info), kept as a bundle: ``<state dir>/clusters/<cluster>/status/<UTC time>/``.
+
+    Returns:
+        The bundle's directory.
+    """
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    directory = cluster_state_dir(inventory.cluster.name) / "status" / stamp
+    collect_bundle(inventory, nodes, directory)
+    return directory

@@ -195,9 +195,17 @@ def select_nodes(inventory: Inventory, limit: str | None) -> list[Node]:
     """The nodes named in ``--limit`` (comma-separated), or all.
 
     Raises:
-        InventoryError: a name not in the inventory.
+        InputError: a name not in the inventory, or no name at all; the message names ``--limit``.
     """
-    if not limit:
+    if limit is None:
         return list(inventory.nodes)
     names = [n for n in re.split(r"[,\s]+", limit.strip()) if n]
+    known = [n.name for n in inventory.nodes]
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        problem = f"no node named {', '.join(unknown)} in the inventory" if unknown else "names no node"
+        raise InputError(
+            f"--limit {limit!r}: {problem}. Fix: name nodes of the inventory, comma-separated "
+            f"({', '.join(known)})."
+        )
     return [inventory.node(name) for name in names]

@@ -15,20 +15,33 @@ import shutil
 import stat
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import fabric
 import paramiko
 
 from clusterctl.cluster_keys import ensure_cluster_keys
+from clusterctl.diagnostics.collect import capture_status
 from clusterctl.errors import ConnectError
-from clusterctl.hosts.playbook import Playbook, RenderedStep, Step, render_step
+from clusterctl.hosts.playbook import (
+    Playbook,
+    RenderedStep,
+    Step,
+    load_playbook,
+    render_step,
+    select_nodes,
+    select_steps,
+)
 from clusterctl.hosts.ssh import CommandResult, connect, fan_out, run
 from clusterctl.inventory import Inventory, Node
+from clusterctl.paths import data_dir
 from clusterctl.sshkeys import known_hosts_line
+
+if TYPE_CHECKING:
+    from clusterctl.image.distribute import DeliveryResult
 
 Status = Literal["ok", "changed", "would-change", "failed", "skipped", "unreachable"]
 STATUSES: tuple[Status, ...] = ("ok", "changed", "would-change", "failed", "skipped", "unreachable")
@@ -283,3 +296,61 @@ def provision(
         for conn in conns.values():
             conn.close()
     return report
+
+
+@dataclass
+class ProvisionOutcome:
+    """What `clusterctl provision` did: the playbook's report, the status bundle, the image delivery."""
+
+    report: ProvisionReport
+    status_dir: Path | None = None  # None on a dry run
+    image_id: str | None = None  # None unless the image was delivered
+    deliveries: dict[str, DeliveryResult] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> bool:
+        """A host failed a step or was unreachable, or the image did not reach a node."""
+        return self.report.failed or any(not d.ok for d in self.deliveries.values())
+
+
+def provision_cluster(
+    inventory: Inventory,
+    *,
+    playbook_path: Path | None = None,
+    step_names: Sequence[str] = (),
+    limit: str | None = None,
+    dry_run: bool = False,
+    accept_new: bool = False,
+    deliver_image: bool = False,
+    on_result: Callable[[HostStepResult], None] | None = None,
+    on_bytes: Callable[[str, int], None] = lambda node, n: None,
+) -> ProvisionOutcome:
+    """Set up the hosts, then save their status, then (when asked) deliver the built image.
+
+    The stages of `clusterctl provision`, in order: the playbook's steps (``step_names``, all when
+    empty) on the nodes of ``limit`` (all when None); unless ``dry_run``, a status bundle of those
+    nodes (``capture_status``) and, with ``deliver_image``, the image delivered to every node. A host
+    that fails does not stop the later stages: the bundle shows its state, the others get the image.
+
+    Args:
+        playbook_path: the playbook file; default: the shipped ``host-setup.yml``.
+        on_result: called with each host-step outcome as it arrives (live progress).
+        on_bytes: called with (node, bytes) for every chunk of the image sent.
+
+    Raises:
+        InputError: a bad playbook, step name or ``--limit``; nothing was run on any host.
+    """
+    playbook = load_playbook(playbook_path or data_dir("playbooks") / "host-setup.yml")
+    steps = select_steps(playbook, list(step_names))
+    nodes = select_nodes(inventory, limit)
+    report = provision(
+        inventory, playbook, steps, nodes, dry_run=dry_run, accept_new=accept_new, on_result=on_result
+    )
+    if dry_run:
+        return ProvisionOutcome(report)
+    outcome = ProvisionOutcome(report, status_dir=capture_status(inventory, nodes))
+    if deliver_image:
+        from clusterctl.image.distribute import distribute  # imported on use: the docker client
+
+        outcome.image_id, outcome.deliveries = distribute(inventory, on_bytes=on_bytes)
+    return outcome

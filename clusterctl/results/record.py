@@ -25,7 +25,7 @@ from clusterctl.findings import Finding
 from clusterctl.inventory import Inventory
 from clusterctl.launch import LaunchPlan
 from clusterctl.results.fabric import FabricProof, fabric_findings, prove_fabric
-from clusterctl.workloads import Metric, Workload
+from clusterctl.workloads.base import Metric, Workload
 
 RESULT_FILE = "result.json"
 

@@ -1,6 +1,6 @@
 """The report: per configuration and device count, median throughput, spread, speedup, efficiency.
 
-Pure: records in, rows out. Only valid runs count; invalid ones are counted separately so a report
+``build_report`` is pure: records in, rows out (``report_of`` reads a history and calls it). Only valid runs count; invalid ones are counted separately so a report
 never silently mixes a socket-fallback run into an InfiniBand figure. Speedup is against the median
 of the 1-device runs of the same configuration; efficiency is speedup / devices.
 """
@@ -11,11 +11,13 @@ import csv
 import io
 import statistics
 from collections import defaultdict
+from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from clusterctl.results.history import history_path, load_runs
 from clusterctl.results.record import RunConfig, RunRecord
-from clusterctl.results.references import Comparison, Reference, compare
+from clusterctl.results.references import Comparison, Reference, compare, load_references
 
 
 class ReportRow(BaseModel):
@@ -51,6 +53,11 @@ def build_report(records: list[RunRecord], references: list[Reference]) -> list[
             row.efficiency = row.speedup / row.devices
         row.comparisons = _compare(row, references)
     return rows
+
+
+def report_of(runs_dir: Path) -> list[ReportRow]:
+    """The report of every run recorded in ``runs_dir``'s history, against the shipped references."""
+    return build_report(load_runs(history_path(runs_dir)), load_references())
 
 
 def _row(group: list[RunRecord]) -> ReportRow:

@@ -1,25 +1,41 @@
-"""The workloads clusterctl can run, by name."""
+"""The workloads clusterctl can run, by name.
+
+The registry maps each name to the module and class that implement it. A workload's module (its
+parsers, the image renderer) is imported when the workload is first used, so the command line can
+list the names without paying for every workload at start-up.
+"""
 
 from __future__ import annotations
 
+from functools import cache
+from importlib import import_module
+from typing import TYPE_CHECKING
+
 from clusterctl.errors import InputError
-from clusterctl.workloads.base import Metric, Workload
-from clusterctl.workloads.nccl_tests import NcclTests
-from clusterctl.workloads.resnet50 import ResNet50
-from clusterctl.workloads.tf_cnn_benchmarks import TfCnnBenchmarks
 
-REGISTRY: dict[str, Workload] = {w.name: w for w in (ResNet50(), TfCnnBenchmarks(), NcclTests())}
+if TYPE_CHECKING:
+    from clusterctl.workloads.base import Workload
 
-__all__ = ["REGISTRY", "Metric", "Workload", "get_workload"]
+# name -> (module, class). The class's own ``name`` equals its key (a unit test checks every entry).
+_REGISTRY: dict[str, tuple[str, str]] = {
+    "resnet50": ("clusterctl.workloads.resnet50", "ResNet50"),
+    "tf_cnn_benchmarks": ("clusterctl.workloads.tf_cnn_benchmarks", "TfCnnBenchmarks"),
+    "nccl-tests": ("clusterctl.workloads.nccl_tests", "NcclTests"),
+}
+NAMES: tuple[str, ...] = tuple(_REGISTRY)
+
+__all__ = ["NAMES", "get_workload"]
 
 
+@cache
 def get_workload(name: str) -> Workload:
-    """The registered workload called ``name``.
+    """The registered workload called ``name`` (one stateless instance per name).
 
     Raises:
         InputError: no such workload; the message lists the known ones.
     """
     try:
-        return REGISTRY[name]
+        module, cls = _REGISTRY[name]
     except KeyError:
-        raise InputError(f"unknown workload {name!r}; known: {', '.join(REGISTRY)}.") from None
+        raise InputError(f"unknown workload {name!r}; known: {', '.join(NAMES)}.") from None
+    return getattr(import_module(module), cls)()

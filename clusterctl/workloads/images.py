@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from clusterctl.errors import InputError
 from clusterctl.image.profiles import PROFILES
 from clusterctl.inventory import ImageVersions
-from clusterctl.workloads import REGISTRY
+from clusterctl.workloads import NAMES, get_workload
 
 if TYPE_CHECKING:
     from clusterctl.inventory import Inventory
@@ -45,7 +45,7 @@ def check_image_runs(workload: Workload, inventory: Inventory) -> None:
         return
     where = f"{inventory.source}, field image.profile" if inventory.source else "field image.profile"
     runs_it = profiles_running(workload)  # never empty: tests hold every workload to a profile that runs it
-    fits = [name for name, other in REGISTRY.items() if other.image_lacks(image.versions) is None]
+    fits = [name for name in NAMES if get_workload(name).image_lacks(image.versions) is None]
     instead = f", or run {' or '.join(fits)}, which this image runs" if fits else ""
     raise InputError(
         f"{where}: `run {workload.name}` cannot run on the {image.profile} image: it has no {lacks}. "

@@ -1,0 +1,30 @@
+"""What `clusterctl check topology` does: collect a bundle from every node (or read one saved
+earlier) and judge it against the inventory. The one library call behind the command."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from clusterctl.diagnostics.bundle import read_bundle_of
+from clusterctl.diagnostics.collect import collect_bundle
+from clusterctl.diagnostics.rules_cluster import TopologyReport, judge_bundle
+from clusterctl.inventory import Inventory
+
+
+def check_topology(
+    inventory: Inventory, directory: Path, *, saved: bool = False, timeout_s: float = 180
+) -> TopologyReport:
+    """Collect every node's facts into the bundle ``directory``, then judge them.
+
+    With ``saved``, ``directory`` holds a bundle collected earlier (``check topology``, ``collect -o``
+    or a run's ``topology/``): it is read and judged, and no host is contacted.
+
+    Raises:
+        InputError: a saved bundle that cannot be read or was collected with another inventory, or a
+            directory that cannot be written.
+    """
+    if saved:
+        bundles = read_bundle_of(directory, inventory)
+    else:
+        bundles = collect_bundle(inventory, inventory.nodes, directory, timeout_s=timeout_s)
+    return judge_bundle(bundles, inventory)

@@ -1,0 +1,140 @@
+"""The report table reads well at 80 columns (a pipe, or a small terminal): workload, devices, img/s,
+speedup and efficiency are shown whole; what does not fit is named, and `--wide` shows every column."""
+
+from __future__ import annotations
+
+import io
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from clusterctl.cli import main
+from clusterctl.cli.run import print_report
+from clusterctl.results.fabric import FabricProof
+from clusterctl.results.history import add_run, history_path
+from clusterctl.results.record import RunConfig, RunRecord
+from clusterctl.results.references import load_references
+from clusterctl.results.report import ReportRow, build_report
+from clusterctl.workloads.base import Metric
+
+# The whitepaper's configuration: the longest workload name, and references to compare with.
+PAPER = RunConfig(
+    workload="tf_cnn_benchmarks",
+    model="resnet50",
+    framework="horovod",
+    precision="fp16",
+    batch_size=256,
+    image_size=224,
+    image_profile="paper-2020",
+    device="V100-SXM2-16GB",
+)
+
+
+def _record(run_id: str, devices: int, value: float, *, valid: bool = True) -> RunRecord:
+    return RunRecord(
+        run_id=run_id,
+        started_at=datetime(2026, 1, 1, tzinfo=UTC),
+        config=PAPER,
+        nodes=1 if devices <= 4 else 2,
+        world_size=devices,
+        exit_code=0,
+        primary_metric="total_images_per_sec",
+        metrics={"total_images_per_sec": Metric(value=value, unit="img/s")},
+        fabric=FabricProof(fabric_kind="infiniband", transport="NET/IB", gdr=True, valid=valid),
+        findings=[],
+        valid=valid,
+    )
+
+
+RECORDS = [
+    _record("a", 1, 640.0),
+    _record("b", 4, 2496.0),
+    _record("c", 8, 4419.71),
+    _record("d", 8, 1000.0, valid=False),
+]
+
+
+@pytest.fixture
+def rows() -> list[ReportRow]:
+    return build_report(RECORDS, load_references())
+
+
+def _render(rows: list[ReportRow], width: int, *, wide: bool = False) -> str:
+    buffer = io.StringIO()
+    print_report(rows, Console(file=buffer, width=width, soft_wrap=True), wide=wide)
+    return buffer.getvalue()
+
+
+def _essentials(row: ReportRow) -> list[str]:
+    """The values that must be legible: workload, devices, img/s, speedup, efficiency (as printed)."""
+    assert row.median is not None and row.speedup is not None and row.efficiency is not None
+    return [
+        row.config.workload,
+        str(row.devices),
+        f"{row.median:,.1f} img/s",
+        f"{row.speedup:.2f}x",
+        f"{100 * row.efficiency:.1f}%",
+    ]
+
+
+def test_at_80_columns_the_essential_values_are_whole_on_one_line(rows: list[ReportRow]) -> None:
+    text = _render(rows, 80)
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    for row in rows:
+        values = _essentials(row)
+        assert any(all(v in line for v in values) for line in lines), (values, text)
+    assert "…" not in text
+
+
+def test_left_out_columns_are_named_and_reference_verdicts_still_shown(rows: list[ReportRow]) -> None:
+    text = _render(rows, 80)
+    flat = " ".join(line.strip() for line in text.splitlines())  # the notes wrap at 80 columns
+    assert re.search(r"left out to fit 80 columns: [a-z, ]*\breference \(--wide shows every column\)", flat)
+    eight = next(r for r in rows if r.devices == 8)
+    assert eight.comparisons, "the paper's 8-GPU run has a reference to compare with"
+    verdicts = "; ".join(
+        f"{c.metric} {c.observed:.2f} vs {c.expected:g} [{c.verdict}]" for c in eight.comparisons
+    )
+    assert f"reference: tf_cnn_benchmarks on 8 devices: {verdicts}" in flat
+
+
+def test_a_wide_console_shows_every_column_and_no_note(rows: list[ReportRow]) -> None:
+    text = _render(rows, 250)
+    header = next(line for line in text.splitlines() if "workload" in line)
+    for column in (
+        "model",
+        "framework",
+        "precision",
+        "batch",
+        "device",
+        "nodes",
+        "runs",
+        "spread",
+        "reference",
+    ):
+        assert column in header
+    assert "left out" not in text
+
+
+def test_wide_shows_every_column_even_at_80(rows: list[ReportRow]) -> None:
+    text = _render(rows, 80, wide=True)
+    assert max(len(line) for line in text.splitlines()) > 80
+    assert "reference" in next(line for line in text.splitlines() if "workload" in line)
+    assert "left out" not in text
+
+
+def test_report_command_piped_fits_80_columns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Through the command, output captured (not a terminal): rich's width is then 80 columns."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    for record in RECORDS:
+        add_run(history_path(tmp_path), record, tmp_path / record.run_id)
+    assert main(["report", "--runs-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert any("tf_cnn_benchmarks" in line and "4,419.7 img/s" in line for line in out.splitlines())
