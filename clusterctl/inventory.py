@@ -73,6 +73,9 @@ ImageRef = Annotated[
 Capability = Annotated[str, _pattern(r"[A-Z][A-Z_]{1,31}", "a Linux capability", "IPC_LOCK")]
 Size = Annotated[str, _pattern(r"[0-9]+[bkmgBKMG]?", "a size", "16g")]
 Port = Annotated[int, Field(ge=1, le=65535)]
+CpuList = Annotated[
+    str, _pattern(r"[0-9]{1,4}(-[0-9]{1,4})?(,[0-9]{1,4}(-[0-9]{1,4})?)*", "a CPU list", "0-3,8")
+]
 
 
 def _check_address(value: str) -> str:
@@ -160,6 +163,11 @@ class Node(Strict):
     fabric: FabricSpec = Field(default_factory=FabricSpec)
     slots: int | None = Field(
         None, ge=1, le=256, description="MPI ranks on this node; default: the GPU count (1 on a CPU node)."
+    )
+    cpuset: CpuList | None = Field(
+        None,
+        description="CPUs the benchmark container may use (docker --cpuset-cpus), e.g. 0-3; default: all "
+        "of the node's. The sandbox sets each node's share.",
     )
 
     @property
