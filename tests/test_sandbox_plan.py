@@ -9,11 +9,11 @@ import pytest
 from clusterctl.cli import main
 from clusterctl.cli.common import sandbox_inventory_path
 from clusterctl.errors import InputError
-from clusterctl.inventory import load_inventory
+from clusterctl.inventory import load_inventory, parse_cpu_list
 from clusterctl.sandbox.inventory import inventory_document, write_inventory
 from clusterctl.sandbox.nodeimage import render_context
 from clusterctl.sandbox.nodes import record_host_keys
-from clusterctl.sandbox.plan import LABEL, format_cpu_list, parse_cpu_list, plan_cpus, plan_sandbox
+from clusterctl.sandbox.plan import LABEL, format_cpu_list, plan_cpus, plan_sandbox
 from clusterctl.sandbox.state import SandboxFiles, SandboxState, read_state, sandbox_files, write_state
 
 

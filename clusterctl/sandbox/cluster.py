@@ -21,6 +21,7 @@ from docker.errors import NotFound
 from docker.models.containers import Container
 
 from clusterctl.errors import EnvironmentProblem, InputError
+from clusterctl.inventory import parse_cpu_list
 from clusterctl.paths import cluster_state_dir
 from clusterctl.sandbox import nodes as node_ops
 from clusterctl.sandbox.engine import allowed_cpus, detect_isolation, local_engine
@@ -32,7 +33,6 @@ from clusterctl.sandbox.plan import (
     CpuPlan,
     NodePlan,
     SandboxPlan,
-    parse_cpu_list,
     plan_cpus,
     plan_sandbox,
 )

@@ -18,7 +18,7 @@ from docker.errors import APIError, DockerException, ImageNotFound
 from requests.exceptions import RequestException
 
 from clusterctl.errors import EnvironmentProblem
-from clusterctl.sandbox.plan import parse_cpu_list
+from clusterctl.inventory import parse_cpu_list
 
 # Seconds for one call to the local engine (an image build streams, so each read is bounded by this).
 ENGINE_TIMEOUT_S = 300

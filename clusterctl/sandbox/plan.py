@@ -117,24 +117,6 @@ class CpuPlan:
     shared: bool
 
 
-def parse_cpu_list(text: str) -> list[int]:
-    """The CPUs of a kernel CPU list (``Cpus_allowed_list``, ``cpuset.cpus``: ``0-3,8``), sorted.
-
-    Raises:
-        ValueError: ``text`` is not such a list.
-    """
-    cpus: set[int] = set()
-    for part in text.strip().split(","):
-        first, dash, last = part.partition("-")
-        if not first.isdigit() or (dash and not last.isdigit()):
-            raise ValueError(f"{text!r} is not a CPU list (e.g. 0-3,8)")
-        low, high = int(first), int(last or first)
-        if high < low:
-            raise ValueError(f"{text!r} is not a CPU list: range {part} runs backwards")
-        cpus.update(range(low, high + 1))
-    return sorted(cpus)
-
-
 def format_cpu_list(cpus: Sequence[int]) -> str:
     """``cpus`` as a kernel CPU list, consecutive runs folded: [0, 1, 2, 5] -> ``0-2,5``."""
     ordered = sorted(set(cpus))
