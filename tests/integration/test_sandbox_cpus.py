@@ -19,6 +19,7 @@ from clusterctl.cli import main
 from clusterctl.image.build import effective_image_ref
 from clusterctl.inventory import Inventory, parse_cpu_list
 from clusterctl.sandbox import cluster as sandbox_cluster
+from tests.integration.conftest import Sandbox
 
 pytestmark = pytest.mark.integration
 
@@ -55,7 +56,7 @@ def test_benchmark_containers_are_limited_to_their_nodes_disjoint_equal_shares(c
 
 
 def test_a_one_node_run_uses_exactly_its_nodes_share(
-    cluster: Inventory, sandbox2, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    cluster: Inventory, sandbox2: Sandbox, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     containers.up(cluster, effective_image_ref(cluster), ready_timeout_s=60)
     tiny = ["--steps", "1", "--warmup-steps", "0", "--batch-size", "2", "--image-size", "32"]
