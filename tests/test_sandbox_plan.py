@@ -10,6 +10,7 @@ from clusterctl.cli import main
 from clusterctl.cli.common import sandbox_inventory_path
 from clusterctl.errors import InputError
 from clusterctl.inventory import load_inventory, parse_cpu_list
+from clusterctl.sandbox.cluster import NodeStatus, SandboxStatus
 from clusterctl.sandbox.inventory import inventory_document, write_inventory
 from clusterctl.sandbox.nodeimage import render_context
 from clusterctl.sandbox.nodes import record_host_keys
@@ -188,3 +189,19 @@ def test_cpu_list_round_trip(text: str, cpus: list[int]) -> None:
 def test_cpu_list_rejects_garbage(text: str) -> None:
     with pytest.raises(ValueError, match="CPU list"):
         parse_cpu_list(text)
+
+
+@pytest.mark.parametrize(
+    ("cpus", "shared"),
+    [
+        (["0", "1"], False),
+        (["0-1", "2-3"], False),
+        (["0", "1", "0"], True),
+        (["0-1", "1-2"], True),
+        (["", ""], True),
+        ([""], False),
+    ],
+)
+def test_status_says_when_nodes_share_cpus(cpus: list[str], shared: bool) -> None:
+    nodes = [NodeStatus(f"node{i}", f"c{i}", f"10.9.0.{i}", "running", True, c) for i, c in enumerate(cpus)]
+    assert SandboxStatus(name="dev", state="up", nodes=nodes).shared_cpus is shared
