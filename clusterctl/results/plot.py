@@ -60,9 +60,13 @@ def plot_report(rows: list[ReportRow], path: Path) -> Path:
                 fontsize=8,
             )
         base = next((r.median for r in group if r.devices == 1), None)
-        if base:
-            ax.plot(labels, [base * r.devices for r in group], "k--", marker=".", label="ideal scaling")
+        ideal = [base * r.devices for r in group] if base else []
+        if ideal:
+            ax.plot(labels, ideal, "k--", marker=".", label="ideal scaling")
             ax.legend(loc="upper left")
+        # headroom above the highest whisker, label or ideal point for the labels and the legend
+        highest = max([*(r.maximum or r.median or 0.0 for r in group), *ideal])
+        ax.set_ylim(0, highest * 1.3 or 1.0)
         c = group[0].config
         ax.set_title(f"{c.workload} {c.model} {c.precision} bs{c.batch_size} ({c.framework}, {c.device})")
         ax.set_xlabel("devices (blue: one node, orange: several nodes)")
