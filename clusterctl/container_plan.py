@@ -61,6 +61,7 @@ class ContainerPlan(BaseModel):
     memlock_unlimited: bool = Field(description="ulimit memlock -1 (RDMA registers pinned memory).")
     shm_size: str = Field(description="Size of /dev/shm.")
     mounts: list[BindMount] = Field(description="Data, benchmark, localtime and cluster SSH mounts.")
+    cpuset: str | None = Field(None, description="CPUs the container may use (--cpuset-cpus); None: all.")
 
 
 def container_name(inventory: Inventory, node: Node) -> str:
@@ -90,6 +91,7 @@ def container_spec(inventory: Inventory, node: Node, image_ref: str) -> Containe
         memlock_unlimited=node.rdma,
         shm_size=spec.shm_size,
         mounts=mounts,
+        cpuset=node.cpuset,
     )
 
 
@@ -107,6 +109,7 @@ def docker_run_kwargs(plan: ContainerPlan) -> dict[str, object]:
         "ulimits": [Ulimit(name="memlock", soft=-1, hard=-1)] if plan.memlock_unlimited else [],
         "shm_size": plan.shm_size,
         "mounts": [Mount(m.target, m.source, type="bind", read_only=m.read_only) for m in plan.mounts],
+        "cpuset_cpus": plan.cpuset,
         "detach": True,
     }
 
@@ -120,6 +123,7 @@ def docker_run_argv(plan: ContainerPlan) -> list[str]:
     argv += [f"--device={d}" for d in plan.devices]
     argv += ["--ulimit", "memlock=-1:-1"] if plan.memlock_unlimited else []
     argv += [f"--shm-size={plan.shm_size}"]
+    argv += [f"--cpuset-cpus={plan.cpuset}"] if plan.cpuset else []
     argv += [a for m in plan.mounts for a in ("-v", _volume_arg(m))]
     argv += ["--privileged"] if plan.privileged else []
     return [*argv, plan.image]

@@ -33,6 +33,24 @@ from clusterctl.yamlio import line_of, load_yaml
 # --------------------------------------------------------------------------- value types
 
 
+def parse_cpu_list(text: str) -> list[int]:
+    """The CPUs of a kernel CPU list (``Cpus_allowed_list``, ``cpuset.cpus``: ``0-3,8``), sorted.
+
+    Raises:
+        ValueError: ``text`` is not such a list.
+    """
+    cpus: set[int] = set()
+    for part in text.strip().split(","):
+        first, dash, last = part.partition("-")
+        if not first.isdigit() or (dash and not last.isdigit()):
+            raise ValueError(f"{text!r} is not a CPU list (e.g. 0-3,8)")
+        low, high = int(first), int(last or first)
+        if high < low:
+            raise ValueError(f"{text!r} is not a CPU list: range {part} runs backwards")
+        cpus.update(range(low, high + 1))
+    return sorted(cpus)
+
+
 def _pattern(regex: str, what: str, example: str) -> AfterValidator:
     compiled = re.compile(regex)
 
@@ -80,6 +98,21 @@ CudaArchs = Annotated[
 Capability = Annotated[str, _pattern(r"[A-Z][A-Z_]{1,31}", "a Linux capability", "IPC_LOCK")]
 Size = Annotated[str, _pattern(r"[0-9]+[bkmgBKMG]?", "a size", "16g")]
 Port = Annotated[int, Field(ge=1, le=65535)]
+
+
+def _check_cpu_list(value: str) -> str:
+    try:
+        parse_cpu_list(value)
+    except ValueError as exc:
+        raise ValueError(f"{exc}; write CPUs and low-high ranges, e.g. 0-3,8") from None
+    return value
+
+
+CpuList = Annotated[
+    str,
+    _pattern(r"[0-9]{1,4}(-[0-9]{1,4})?(,[0-9]{1,4}(-[0-9]{1,4})?)*", "a CPU list", "0-3,8"),
+    AfterValidator(_check_cpu_list),
+]
 
 
 def _check_address(value: str) -> str:
@@ -168,11 +201,21 @@ class Node(Strict):
     slots: int | None = Field(
         None, ge=1, le=256, description="MPI ranks on this node; default: the GPU count (1 on a CPU node)."
     )
+    cpuset: CpuList | None = Field(
+        None,
+        description="CPUs the benchmark container may use (docker --cpuset-cpus), e.g. 0-3; default: all "
+        "of the node's. The sandbox sets each node's share.",
+    )
 
     @property
     def ranks(self) -> int:
         """Ranks this node runs: ``slots`` if set, else its GPU count, else 1."""
         return self.slots or self.gpus.count or 1
+
+    @property
+    def cpu_count(self) -> int | None:
+        """How many CPUs ``cpuset`` names; None when the container may use all of the node's."""
+        return len(parse_cpu_list(self.cpuset)) if self.cpuset else None
 
     @property
     def fabric_ip(self) -> str:

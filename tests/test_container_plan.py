@@ -14,6 +14,8 @@ from clusterctl.container_plan import (
     container_spec,
     decide,
     difference,
+    docker_run_argv,
+    docker_run_kwargs,
     spec_hash,
     ssh_material,
     user_processes,
@@ -86,6 +88,19 @@ def test_spec_hash_changes_when_a_container_setting_changes(change: dict[str, ob
     inv = _paper()
     changed = inv.model_copy(update={"container": inv.container.model_copy(update=change)})
     assert _hash(changed) != _hash(inv)
+
+
+def test_a_nodes_cpuset_limits_its_container_and_changes_the_spec_hash() -> None:
+    inv = _paper()
+    pinned = inv.model_copy(update={"nodes": [inv.primary.model_copy(update={"cpuset": "2-3"})]})
+    plan = container_spec(pinned, pinned.primary, "img:1")
+    assert plan.cpuset == "2-3"
+    assert docker_run_kwargs(plan)["cpuset_cpus"] == "2-3"
+    assert "--cpuset-cpus=2-3" in docker_run_argv(plan)
+    assert _hash(pinned) != _hash(inv)
+    unpinned = container_spec(inv, inv.primary, "img:1")
+    assert docker_run_kwargs(unpinned)["cpuset_cpus"] is None
+    assert not any(a.startswith("--cpuset-cpus") for a in docker_run_argv(unpinned))
 
 
 def test_spec_hash_changes_with_the_image_id_and_the_ssh_material() -> None:

@@ -227,6 +227,20 @@ INVALID = [
         "provision.mofed_tarball_path",
         "mofed_tarball_path: .",
     ),
+    (
+        "cpuset-with-shell",
+        "    role: primary\n",
+        "    role: primary\n    cpuset: 0-1;reboot\n",
+        "nodes[0].cpuset",
+        "cpuset: 0-1;reboot",
+    ),
+    (
+        "cpuset-range-backwards",
+        "    role: primary\n",
+        "    role: primary\n    cpuset: 3-1\n",
+        "nodes[0].cpuset",
+        "cpuset: 3-1",
+    ),
     ("mixed-fabric-kinds", "    role: primary\n", "    role: primary\n    gpus:\n      count: 0\n", "", ""),
 ]
 # The last case is valid (a CPU primary is allowed); it guards against over-eager rules.

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from clusterctl.results.fabric import FabricProof
-from clusterctl.results.plot import plot_report
+from clusterctl.results.plot import _figure, plot_report
 from clusterctl.results.record import RunConfig, RunRecord
 from clusterctl.results.references import load_references
 from clusterctl.results.report import build_report, report_csv
@@ -108,3 +108,10 @@ def test_csv_has_one_line_per_row() -> None:
 def test_plot_writes_a_png(tmp_path: Path) -> None:
     path = plot_report(build_report(PAPER, load_references()), tmp_path / "scaling.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(
+    ("value", "label"), [(1.715, "1.72"), (13.829, "13.8"), (0.5, "0.5"), (2834.2, "2,834")]
+)
+def test_plot_labels_keep_small_throughputs_readable(value: float, label: str) -> None:
+    assert _figure(value) == label

@@ -78,6 +78,25 @@ def test_judged_real_log_is_valid_with_its_metric() -> None:
     assert record.config.device == "V100-SXM2-16GB"
 
 
+@pytest.mark.parametrize(
+    ("cpusets", "device"),
+    [(None, "cpu"), (["0", "1"], "cpu (1-core nodes)"), (["0-3"], "cpu (4-core nodes)")],
+)
+def test_a_cpu_runs_device_names_the_nodes_cpu_share(cpusets: list[str] | None, device: str) -> None:
+    # runs on 1-core and on 2-core sandbox nodes must not share a 1-device baseline in the report
+    inventory = load_inventory(ROOT / "inventories" / "sandbox-example.yml")
+    nodes = [
+        n.model_copy(update={"cpuset": c})
+        for n, c in zip(inventory.nodes, cpusets or [None] * 2, strict=False)
+    ]
+    inventory = inventory.model_copy(update={"nodes": nodes})
+    workload = get_workload("resnet50")
+    plan = build_plan(inventory, run_options(inventory, workload.name, nodes=len(nodes)), workload)
+    started = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    record = judge_run(inventory, plan, workload, "", 0, run_id="r", started_at=started)
+    assert record.config.device == device
+
+
 def test_failed_mpirun_is_invalid_with_the_mpi_error() -> None:
     log = fixture("mpi_errors/nccl-tests-issue322-test-nccl-failure-mpirun-detected-nonzero.txt")
     _, _, record = _paper_record(log, exit_code=3)

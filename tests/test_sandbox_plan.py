@@ -9,11 +9,12 @@ import pytest
 from clusterctl.cli import main
 from clusterctl.cli.common import sandbox_inventory_path
 from clusterctl.errors import InputError
-from clusterctl.inventory import load_inventory
+from clusterctl.inventory import load_inventory, parse_cpu_list
+from clusterctl.sandbox.cluster import NodeStatus, SandboxStatus
 from clusterctl.sandbox.inventory import inventory_document, write_inventory
 from clusterctl.sandbox.nodeimage import render_context
 from clusterctl.sandbox.nodes import record_host_keys
-from clusterctl.sandbox.plan import LABEL, plan_sandbox
+from clusterctl.sandbox.plan import LABEL, format_cpu_list, plan_cpus, plan_sandbox
 from clusterctl.sandbox.state import SandboxFiles, SandboxState, read_state, sandbox_files, write_state
 
 
@@ -58,7 +59,7 @@ def test_cli_nodes_zero_exits_2_and_creates_nothing(state: Path, capsys: pytest.
 def test_generated_inventory_validates_and_round_trips(state: Path) -> None:
     plan = plan_sandbox("dev", 2, "10.9.0.0/24")
     files = sandbox_files()
-    written = write_inventory(plan, files)
+    written = write_inventory(plan, files, plan_cpus([0, 1, 2, 3], 2))
     loaded = load_inventory(files.inventory)
     assert loaded.model_dump() == written.model_dump()
     assert files.inventory == sandbox_inventory_path()  # the CLI's default inventory
@@ -75,12 +76,16 @@ def test_generated_inventory_validates_and_round_trips(state: Path) -> None:
     assert loaded.container.sshd_port == 50000
     assert loaded.image.profile == "cpu"
     assert loaded.run.steps == 10
+    assert [n.cpuset for n in loaded.nodes] == ["0-1", "2-3"]
 
 
 def test_example_inventory_has_the_generated_shape(tmp_path: Path) -> None:
     example = load_inventory(Path(__file__).parents[1] / "inventories" / "sandbox-example.yml")
-    generated = inventory_document(plan_sandbox("sandbox", 2), SandboxFiles(tmp_path), "~/w")
+    generated = inventory_document(
+        plan_sandbox("sandbox", 2), plan_cpus([0, 1], 2), SandboxFiles(tmp_path), "~/w"
+    )
     assert [n.address for n in example.nodes] == [n["address"] for n in generated["nodes"]]
+    assert [n.cpuset for n in example.nodes] == [n["cpuset"] for n in generated["nodes"]]
     assert example.run.model_dump(include=set(generated["run"])) == generated["run"]
     assert example.container.sshd_port == generated["container"]["sshd_port"]
 
@@ -133,3 +138,70 @@ def test_missing_engine_exits_2_and_creates_nothing(
     assert "no Docker engine answers" in err
     assert "no-engine.sock" in err
     assert list(state.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("cores", "nodes"),
+    [(c, n) for c in (1, 2, 3, 4, 6, 8, 16, 64) for n in (1, 2, 3, 4, 5, 8, 32) if n <= c],
+)
+def test_cpu_plan_gives_equal_disjoint_shares(cores: int, nodes: int) -> None:
+    allowed = [2 * c + 1 for c in range(cores)]  # not 0..n-1: the engine may be limited to some CPUs
+    plan = plan_cpus(allowed, nodes)
+    shares = [parse_cpu_list(c) for c in plan.cpusets]
+    assert not plan.shared
+    assert len(shares) == nodes
+    assert {len(s) for s in shares} == {cores // nodes}  # equal, and as large as equal allows
+    used = [cpu for share in shares for cpu in share]
+    assert len(used) == len(set(used))  # disjoint
+    assert set(used) <= set(allowed)
+
+
+@pytest.mark.parametrize(("cores", "nodes"), [(1, 2), (2, 3), (2, 32), (3, 4)])
+def test_cpu_plan_with_more_nodes_than_cores_shares_one_cpu_each_and_says_so(cores: int, nodes: int) -> None:
+    plan = plan_cpus(range(cores), nodes)
+    assert plan.shared
+    shares = [parse_cpu_list(c) for c in plan.cpusets]
+    assert all(len(s) == 1 for s in shares)
+    counts = [sum(s == [cpu] for s in shares) for cpu in range(cores)]
+    assert max(counts) - min(counts) <= 1  # dealt round-robin: no CPU carries two nodes more than another
+
+
+def test_cpu_plan_for_one_node_is_every_cpu_and_two_nodes_split_it() -> None:
+    assert plan_cpus([0, 1], 1).cpusets == ("0-1",)
+    assert plan_cpus([0, 1], 2).cpusets == ("0", "1")
+    assert plan_cpus([0, 1, 2, 3, 4], 2).cpusets == ("0-1", "2-3")  # CPU 4 left over, unused
+
+
+def test_cpu_plan_refuses_no_cpus() -> None:
+    with pytest.raises(ValueError, match="0 CPU"):
+        plan_cpus([], 1)
+
+
+@pytest.mark.parametrize(
+    ("text", "cpus"), [("0", [0]), ("0-3", [0, 1, 2, 3]), ("0-1,4,6-7\n", [0, 1, 4, 6, 7]), ("3,1", [1, 3])]
+)
+def test_cpu_list_round_trip(text: str, cpus: list[int]) -> None:
+    assert parse_cpu_list(text) == cpus
+    assert parse_cpu_list(format_cpu_list(cpus)) == cpus
+
+
+@pytest.mark.parametrize("text", ["", "a", "1-", "3-1", "0,,1"])
+def test_cpu_list_rejects_garbage(text: str) -> None:
+    with pytest.raises(ValueError, match="CPU list"):
+        parse_cpu_list(text)
+
+
+@pytest.mark.parametrize(
+    ("cpus", "shared"),
+    [
+        (["0", "1"], False),
+        (["0-1", "2-3"], False),
+        (["0", "1", "0"], True),
+        (["0-1", "1-2"], True),
+        (["", ""], True),
+        ([""], False),
+    ],
+)
+def test_status_says_when_nodes_share_cpus(cpus: list[str], shared: bool) -> None:
+    nodes = [NodeStatus(f"node{i}", f"c{i}", f"10.9.0.{i}", "running", True, c) for i, c in enumerate(cpus)]
+    assert SandboxStatus(name="dev", state="up", nodes=nodes).shared_cpus is shared

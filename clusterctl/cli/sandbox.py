@@ -29,11 +29,16 @@ def _show(result: SandboxStatus) -> None:
     from rich.table import Table
 
     table = Table(title=f"sandbox {result.name}: {result.state}")
-    for column in ("node", "container", "address", "container state", "sshd"):
-        table.add_column(column)
+    for column in ("node", "container", "address", "cpus", "container state", "sshd"):
+        table.add_column(column, overflow="fold")
     for n in result.nodes:
-        table.add_row(n.name, n.container, n.address, n.state, "yes" if n.sshd else "no")
+        table.add_row(n.name, n.container, n.address, n.cpus or "all", n.state, "yes" if n.sshd else "no")
     console.print(table)
+    if result.shared_cpus:
+        console.print(
+            "[yellow]warning:[/] nodes share CPUs: a multi-node run's throughput measures contention "
+            "between them, not scaling (give the sandbox at most one node per CPU)."
+        )
     f = result.files
     console.print(
         f"network {result.network} ({result.subnet}), node image {result.node_image}, "

@@ -17,6 +17,12 @@ from clusterctl.errors import InputError
 from clusterctl.results.report import ReportRow
 
 
+def _figure(value: float) -> str:
+    """A throughput for a bar's label: whole numbers from 100 up, else three significant digits
+    (a sandbox's 1.7 img/s must not read as 2)."""
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
 def plot_report(rows: list[ReportRow], path: Path) -> Path:
     """Write the scaling figure for ``rows`` to ``path`` (PNG) and return it.
 
@@ -41,12 +47,26 @@ def plot_report(rows: list[ReportRow], path: Path) -> Path:
         colours = ["#1f77b4" if max(r.nodes) == 1 else "#ff7f0e" for r in group]
         ax.bar(labels, medians, yerr=errors, color=colours, capsize=4)
         for x, row in enumerate(group):
-            note = f"{row.median:,.0f}" + (f"\n{row.speedup:.2f}x" if row.speedup else "")
-            ax.annotate(note, (x, row.median or 0), ha="center", va="bottom", fontsize=8)
+            note = _figure(row.median or 0.0) + (f"\n{row.speedup:.2f}x" if row.speedup else "")
+            # above the whisker, clear of it and of the ideal-scaling marker at the median
+            top = row.maximum if row.maximum is not None else row.median or 0.0
+            ax.annotate(
+                note,
+                (x, top),
+                xytext=(0, 3),
+                textcoords="offset points",
+                ha="center",
+                va="bottom",
+                fontsize=8,
+            )
         base = next((r.median for r in group if r.devices == 1), None)
-        if base:
-            ax.plot(labels, [base * r.devices for r in group], "k--", marker=".", label="ideal scaling")
+        ideal = [base * r.devices for r in group] if base else []
+        if ideal:
+            ax.plot(labels, ideal, "k--", marker=".", label="ideal scaling")
             ax.legend(loc="upper left")
+        # headroom above the highest whisker, label or ideal point for the labels and the legend
+        highest = max([*(r.maximum or r.median or 0.0 for r in group), *ideal])
+        ax.set_ylim(0, highest * 1.3 or 1.0)
         c = group[0].config
         ax.set_title(f"{c.workload} {c.model} {c.precision} bs{c.batch_size} ({c.framework}, {c.device})")
         ax.set_xlabel("devices (blue: one node, orange: several nodes)")

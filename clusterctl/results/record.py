@@ -40,7 +40,10 @@ class RunConfig(BaseModel):
     batch_size: int
     image_size: int
     image_profile: str
-    device: str = Field(description="GPU model, or 'cpu'.")
+    device: str = Field(
+        description="GPU model, or 'cpu'; with the nodes' cpuset size when set, e.g. 'cpu (1-core nodes)': "
+        "runs on nodes of other sizes are not comparable."
+    )
 
 
 class RunRecord(BaseModel):
@@ -65,6 +68,10 @@ class RunRecord(BaseModel):
         return metric.value if metric else None
 
 
+def _cpu_device(cores: int | None) -> str:
+    return "cpu" if cores is None else f"cpu ({cores}-core nodes)"
+
+
 def judge_run(
     inventory: Inventory,
     plan: LaunchPlan,
@@ -86,7 +93,7 @@ def judge_run(
         batch_size=s.batch_size,
         image_size=s.image_size,
         image_profile=inventory.image.profile,
-        device=(primary.gpus.model or "gpu") if plan.gpu else "cpu",
+        device=(primary.gpus.model or "gpu") if plan.gpu else _cpu_device(primary.cpu_count),
     )
     fabric = prove_fabric(output, fabric_kind=primary.fabric.kind, gpu=plan.gpu, nodes=len(plan.hosts))
     findings = [*_exit_findings(output, exit_code), *workload.sanity(output, plan), *fabric_findings(fabric)]

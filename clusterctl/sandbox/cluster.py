@@ -21,12 +21,21 @@ from docker.errors import NotFound
 from docker.models.containers import Container
 
 from clusterctl.errors import EnvironmentProblem, InputError
+from clusterctl.inventory import parse_cpu_list
 from clusterctl.paths import cluster_state_dir
 from clusterctl.sandbox import nodes as node_ops
-from clusterctl.sandbox.engine import detect_isolation, local_engine
+from clusterctl.sandbox.engine import allowed_cpus, detect_isolation, local_engine
 from clusterctl.sandbox.inventory import write_inventory
 from clusterctl.sandbox.nodeimage import ensure_node_image
-from clusterctl.sandbox.plan import DEFAULT_SUBNET, LABEL, NodePlan, SandboxPlan, plan_sandbox
+from clusterctl.sandbox.plan import (
+    DEFAULT_SUBNET,
+    LABEL,
+    CpuPlan,
+    NodePlan,
+    SandboxPlan,
+    plan_cpus,
+    plan_sandbox,
+)
 from clusterctl.sandbox.state import SandboxFiles, SandboxState, read_state, sandbox_files, write_state
 from clusterctl.sshkeys import ensure_keypair
 
@@ -42,6 +51,7 @@ class NodeStatus:
     address: str
     state: str  # the container's status (running, exited, ...) or "missing"
     sshd: bool
+    cpus: str  # the CPUs the node is limited to (its cpuset, e.g. "0-1"); "" when none is set
 
 
 @dataclass
@@ -58,6 +68,17 @@ class SandboxStatus:
     files: SandboxFiles = field(default_factory=sandbox_files)
     changes: list[str] = field(default_factory=list)
 
+    @property
+    def shared_cpus(self) -> bool:
+        """Whether two nodes may run on a same CPU (more nodes than CPUs, or a node without a cpuset).
+
+        Then a multi-node run's throughput measures contention between the nodes, not scaling.
+        """
+        if any(not n.cpus for n in self.nodes):
+            return len(self.nodes) > 1
+        used = [cpu for n in self.nodes for cpu in parse_cpu_list(n.cpus)]
+        return len(used) != len(set(used))
+
     def to_json(self) -> dict[str, object]:
         """The status as plain data for ``--json``."""
         return {
@@ -71,6 +92,7 @@ class SandboxStatus:
             "identity_file": str(self.files.private_key),
             "known_hosts": str(self.files.known_hosts),
             "nodes": [vars(n) for n in self.nodes],
+            "shared_cpus": self.shared_cpus,
             "changes": self.changes,
         }
 
@@ -147,10 +169,17 @@ def _converge(
     files: SandboxFiles,
     undo: list[Callable[[], None]],
     log: Log,
-) -> tuple[list[str], str | None, str]:
-    """Make the engine match ``plan``; return the changes made, the isolation mode used and the image."""
+) -> tuple[list[str], str | None, str, CpuPlan]:
+    """Make the engine match ``plan``; return the changes made, the isolation mode used, the image and
+    the nodes' CPUs."""
     changes: list[str] = []
     image = ensure_node_image(client, log)
+    cpus = plan_cpus(allowed_cpus(client, image, plan.labels), len(plan.nodes))
+    if cpus.shared:
+        log(
+            f"warning: {len(plan.nodes)} nodes on fewer CPUs: nodes share CPUs (one each, round-robin), "
+            "so a multi-node run's throughput measures contention, not scaling"
+        )
     public_key = ensure_keypair(files.private_key, f"clusterctl-sandbox-{plan.name}")
     if _ensure_network(client, plan, undo):
         changes.append(f"created network {plan.network} ({plan.subnet})")
@@ -165,7 +194,7 @@ def _converge(
     isolation = None
     started: list[tuple[NodePlan, Container]] = []
     new: set[str] = set()
-    for node in plan.nodes:
+    for node, cpuset in zip(plan.nodes, cpus.cpusets, strict=True):
         try:
             container = client.containers.get(node.container)
         except NotFound:
@@ -173,11 +202,14 @@ def _converge(
                 isolation = detect_isolation(client, image, plan.labels)
                 log(f"node containers run in {isolation.mode} mode")
             log(f"creating {node.container} ({node.address})")
-            container = node_ops.create_node(client, plan, node, image, isolation)
+            container = node_ops.create_node(client, plan, node, image, isolation, cpuset)
             undo.append(lambda c=container, n=node: _undo_node(client, c, n.volume))
             node_ops.authorise_key(container, public_key)
             new.add(node.name)
             changes.append(f"created {node.container}")
+        if node_ops.node_cpuset(container) != cpuset:
+            node_ops.set_cpuset(container, node, cpuset)
+            changes.append(f"moved {node.name} to CPUs {cpuset}")
         if container.status != "running":
             container.start()
             if node.name not in new:
@@ -189,7 +221,7 @@ def _converge(
     for node, container in started:
         if node_ops.record_host_keys(files.known_hosts, node, node_ops.host_key_lines(container, node)):
             changes.append(f"recorded {node.name}'s host keys")
-    return changes, isolation.mode if isolation else None, image
+    return changes, isolation.mode if isolation else None, image, cpus
 
 
 def _undo_node(client: docker.DockerClient, container: Container, volume: str) -> None:
@@ -229,8 +261,8 @@ def up(name: str, nodes: int, subnet: str | None = None, log: Log = lambda _: No
     undo: list[Callable[[], None]] = []
     try:
         write_state(files, SandboxState(name=name, nodes=nodes, subnet=str(plan.subnet)))
-        changes, isolation, image = _converge(client, plan, files, undo, log)
-        write_inventory(plan, files)
+        changes, isolation, image, cpus = _converge(client, plan, files, undo, log)
+        write_inventory(plan, files, cpus)
         previous_isolation = existing.isolation if existing else None
         write_state(
             files,
@@ -271,9 +303,10 @@ def status() -> SandboxStatus:
     node_states = []
     for node in plan.nodes:
         try:
-            container_state = client.containers.get(node.container).status
+            container = client.containers.get(node.container)
+            container_state, cpus = container.status, node_ops.node_cpuset(container)
         except NotFound:
-            container_state = "missing"
+            container_state, cpus = "missing", ""
         node_states.append(
             NodeStatus(
                 name=node.name,
@@ -281,6 +314,7 @@ def status() -> SandboxStatus:
                 address=node.address,
                 state=container_state,
                 sshd=container_state == "running" and node_ops.sshd_answers(node.address),
+                cpus=cpus,
             )
         )
     healthy = all(n.sshd for n in node_states) and files.inventory.is_file()

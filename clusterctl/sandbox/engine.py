@@ -18,6 +18,7 @@ from docker.errors import APIError, DockerException, ImageNotFound
 from requests.exceptions import RequestException
 
 from clusterctl.errors import EnvironmentProblem
+from clusterctl.inventory import parse_cpu_list
 
 # Seconds for one call to the local engine (an image build streams, so each read is bounded by this).
 ENGINE_TIMEOUT_S = 300
@@ -115,6 +116,32 @@ def _probe(
     finally:
         if container is not None:
             container.remove(force=True)
+
+
+def allowed_cpus(client: docker.DockerClient, image: str, labels: dict[str, str]) -> list[int]:
+    """The CPUs a container on this engine may use when it is given no cpuset.
+
+    Read in a probe container from ``image`` (its ``Cpus_allowed_list``), not from this machine: the
+    engine may be elsewhere ($DOCKER_HOST), or itself limited to some of the machine's CPUs.
+
+    Raises:
+        EnvironmentProblem: the probe did not run, or printed no CPU list.
+    """
+    try:
+        output = client.containers.run(
+            image, entrypoint=["cat", "/proc/self/status"], labels=labels, remove=True
+        )
+    except (DockerException, RequestException) as exc:
+        raise EnvironmentProblem(f"could not read the engine's CPUs in a probe container ({exc}).") from None
+    text = output.decode(errors="replace") if isinstance(output, bytes) else str(output)
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key == "Cpus_allowed_list":
+            try:
+                return parse_cpu_list(value)
+            except ValueError as exc:
+                raise EnvironmentProblem(f"a probe container's Cpus_allowed_list: {exc}.") from None
+    raise EnvironmentProblem("a probe container's /proc/self/status has no Cpus_allowed_list line.")
 
 
 def detect_isolation(client: docker.DockerClient, image: str, labels: dict[str, str]) -> Isolation:

@@ -13,7 +13,7 @@ from typing import Any
 from ruamel.yaml import YAML
 
 from clusterctl.inventory import Inventory, validate_document
-from clusterctl.sandbox.plan import SandboxPlan
+from clusterctl.sandbox.plan import CpuPlan, SandboxPlan
 from clusterctl.sandbox.state import SandboxFiles
 
 WHEELHOUSE_ENV = "CLUSTERCTL_WHEELHOUSE"
@@ -30,8 +30,13 @@ def wheelhouse() -> str:
     return os.environ.get(WHEELHOUSE_ENV) or DEFAULT_WHEELHOUSE
 
 
-def inventory_document(plan: SandboxPlan, files: SandboxFiles, wheels: str) -> dict[str, Any]:
-    """The inventory of ``plan`` as a YAML-ready mapping (pure)."""
+def inventory_document(plan: SandboxPlan, cpus: CpuPlan, files: SandboxFiles, wheels: str) -> dict[str, Any]:
+    """The inventory of ``plan`` as a YAML-ready mapping (pure).
+
+    Each node's ``cpuset`` is its node container's: the benchmark container the node's own engine
+    starts gets it explicitly, because it does not always inherit it (a node that shares the
+    machine's cgroup tree, in capabilities mode, makes its containers siblings of itself).
+    """
     prefix = plan.subnet.prefixlen
     return {
         "cluster": {
@@ -53,8 +58,9 @@ def inventory_document(plan: SandboxPlan, files: SandboxFiles, wheels: str) -> d
                 "address": node.address,
                 "role": "primary" if node.index == 1 else "secondary",
                 "fabric": {"address": f"{node.address}/{prefix}"},
+                "cpuset": cpuset,
             }
-            for node in plan.nodes
+            for node, cpuset in zip(plan.nodes, cpus.cpusets, strict=True)
         ],
         "container": {"sshd_port": CONTAINER_SSHD_PORT},
         "image": {"profile": "cpu", "wheelhouse": wheels},
@@ -62,13 +68,13 @@ def inventory_document(plan: SandboxPlan, files: SandboxFiles, wheels: str) -> d
     }
 
 
-def write_inventory(plan: SandboxPlan, files: SandboxFiles) -> Inventory:
+def write_inventory(plan: SandboxPlan, files: SandboxFiles, cpus: CpuPlan) -> Inventory:
     """Validate the sandbox's inventory and write it to ``files.inventory``; return the model.
 
     Raises:
         InventoryError: the generated document does not validate (a bug here, reported, not written).
     """
-    document = inventory_document(plan, files, wheelhouse())
+    document = inventory_document(plan, cpus, files, wheelhouse())
     inventory = validate_document(document, files.inventory)
     files.directory.mkdir(parents=True, exist_ok=True)
     tmp = files.inventory.with_suffix(".tmp")

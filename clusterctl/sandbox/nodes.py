@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import docker
+from docker.errors import APIError
 from docker.models.containers import Container
 
 from clusterctl.errors import EnvironmentProblem
@@ -30,9 +31,15 @@ INNER_DOCKER_DIR = "/var/lib/docker"
 
 
 def create_node(
-    client: docker.DockerClient, plan: SandboxPlan, node: NodePlan, image: str, isolation: Isolation
+    client: docker.DockerClient,
+    plan: SandboxPlan,
+    node: NodePlan,
+    image: str,
+    isolation: Isolation,
+    cpuset: str,
 ) -> Container:
-    """Create (not start) ``node``'s container and its engine volume, both labelled with the sandbox."""
+    """Create (not start) ``node``'s container, limited to the CPUs ``cpuset``, and its engine volume,
+    both labelled with the sandbox."""
     client.volumes.create(node.volume, labels=plan.labels)
     config = host_config(
         client,
@@ -40,6 +47,7 @@ def create_node(
         binds={node.volume: {"bind": INNER_DOCKER_DIR, "mode": "rw"}},
         # Brings the node back when the local engine restarts, as a real host reboots into its services.
         restart_policy={"Name": "unless-stopped"},
+        cpuset_cpus=cpuset,
     )
     endpoint = client.api.create_endpoint_config(ipv4_address=node.address, aliases=[node.name])
     created = client.api.create_container(
@@ -52,6 +60,29 @@ def create_node(
         networking_config=client.api.create_networking_config({plan.network: endpoint}),
     )
     return client.containers.get(created["Id"])
+
+
+def node_cpuset(container: Container) -> str:
+    """The CPUs ``container`` is limited to (its cpuset, e.g. ``0-1``); '' when it may use all."""
+    return container.attrs.get("HostConfig", {}).get("CpusetCpus") or ""
+
+
+def set_cpuset(container: Container, node: NodePlan, cpuset: str) -> None:
+    """Limit the (created or running) ``container`` of ``node`` to the CPUs ``cpuset``.
+
+    Raises:
+        EnvironmentProblem: the engine refused; on cgroup v1 a node's cpuset cannot shrink below the
+            CPUs of a benchmark container still nested in it.
+    """
+    try:
+        container.update(cpuset_cpus=cpuset)
+    except APIError as exc:
+        raise EnvironmentProblem(
+            f"sandbox node {node.name}: the engine would not move it to CPUs {cpuset} "
+            f"({exc.explanation or exc}). Fix: `clusterctl down` (removes the benchmark containers "
+            "inside the nodes), then `clusterctl sandbox up` again."
+        ) from None
+    container.reload()
 
 
 def authorise_key(container: Container, public_key: str) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from clusterctl.errors import InputError
@@ -100,3 +101,50 @@ def plan_sandbox(name: str, nodes: int, subnet: str = DEFAULT_SUBNET) -> Sandbox
         for i in range(1, nodes + 1)
     )
     return SandboxPlan(name=name, subnet=network, network=prefix, nodes=node_plans)
+
+
+@dataclass(frozen=True)
+class CpuPlan:
+    """Which CPUs each node (in plan order) may use, as cpuset lists (``0-3``), and whether nodes share.
+
+    ``shared`` is False when every node has its own, equally large, disjoint set: a run on k nodes
+    then has k times the CPUs of a run on one, and the scaling figure measures communication. It is
+    True only with more nodes than CPUs: each node then gets one CPU, dealt round-robin, and nodes on
+    the same CPU contend for it.
+    """
+
+    cpusets: tuple[str, ...]
+    shared: bool
+
+
+def format_cpu_list(cpus: Sequence[int]) -> str:
+    """``cpus`` as a kernel CPU list, consecutive runs folded: [0, 1, 2, 5] -> ``0-2,5``."""
+    ordered = sorted(set(cpus))
+    runs: list[list[int]] = []
+    for cpu in ordered:
+        if runs and cpu == runs[-1][-1] + 1:
+            runs[-1].append(cpu)
+        else:
+            runs.append([cpu])
+    return ",".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
+
+
+def plan_cpus(allowed: Sequence[int], nodes: int) -> CpuPlan:
+    """Equal, disjoint shares of the ``allowed`` CPUs for ``nodes`` nodes (pure).
+
+    Each node gets ``len(allowed) // nodes`` consecutive CPUs; the remainder stays unused, so that
+    no node is faster than another. With more nodes than CPUs, each node gets one CPU round-robin and
+    the plan says it is ``shared``.
+
+    Raises:
+        ValueError: no CPU is allowed, or ``nodes`` is below 1.
+    """
+    cpus = sorted(set(allowed))
+    if not cpus or nodes < 1:
+        raise ValueError(f"cannot share {len(cpus)} CPU(s) among {nodes} node(s)")
+    if nodes > len(cpus):
+        return CpuPlan(tuple(str(cpus[i % len(cpus)]) for i in range(nodes)), shared=True)
+    share = len(cpus) // nodes
+    return CpuPlan(
+        tuple(format_cpu_list(cpus[i * share : (i + 1) * share]) for i in range(nodes)), shared=False
+    )
