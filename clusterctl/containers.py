@@ -306,9 +306,9 @@ class _UpRun:
                 existing = _ours(client, self.inventory, node)
                 missing = _missing_mounts(self.inventory, node)
                 if not existing:
-                    found = Found(node.name, decide(None, None, wanted), wanted, plan.name)
-                    found.missing_mounts = missing
-                    return found
+                    return Found(
+                        node.name, decide(None, None, wanted), wanted, plan.name, missing_mounts=missing
+                    )
                 container = existing[0]
                 label = container.labels.get(SPEC_LABEL)
                 found = Found(
@@ -465,6 +465,8 @@ def up(
         UpConflict: a node's container is live but does not match what up would start (a benchmark may
             run in it) and ``force_recreate`` is off; the message names those nodes and the fix.
             Nothing was changed on any node.
+        MountSourceMissing: a source of ``container.mounts`` is not on a node (exit 2); the message names
+            the nodes and paths. Nothing was changed on any node.
         StepError: a node could not be inspected, prepared or started, or its sshd did not answer in
             time; the message names those hosts. Every container this up started has been removed.
         KeyboardInterrupt: Ctrl-C or SIGTERM; every container this up started has been removed.
