@@ -11,7 +11,9 @@ the cluster key and known_hosts mounted at ``CONTAINER_SSH_DIR``, strict host-ke
 
 from __future__ import annotations
 
+import re
 import shlex
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -106,26 +108,42 @@ def select_nodes(inventory: Inventory, count: int) -> list[Node]:
     return [inventory.primary, *inventory.secondaries[: count - 1]]
 
 
+# The first NCCL whose NCCL_SOCKET_IFNAME / NCCL_IB_HCA understand a leading '=' (exact names):
+# matchIfList's searchExact appears in v2.5.6-1 (src/include/socket.h, src/transport/net_ib.cc).
+NCCL_EXACT_NAMES_SINCE = (2, 5, 6)
+
+
+def exact_names(inventory: Inventory, names: Sequence[str]) -> str:
+    """``names`` as an NCCL interface/HCA list that matches exactly: ``=a,b``.
+
+    NCCL reads these lists as name prefixes (``mlx5_1`` also selects ``mlx5_10``...) unless they
+    start with ``=``. An image pinned to an NCCL older than 2.5.6, which knows no ``=``, gets the
+    plain list (there ``=mlx5_0`` would match no device at all).
+    """
+    version = re.match(r"(\d+)\.(\d+)\.(\d+)", inventory.image.versions.nccl or "")
+    old = version is not None and tuple(map(int, version.groups())) < NCCL_EXACT_NAMES_SINCE
+    return ("" if old else "=") + ",".join(names)
+
+
 def nccl_env(inventory: Inventory, settings: RunDefaults) -> dict[str, str]:
     """NCCL and Horovod variables for the ranks: fabric, GPUDirect level and NET debug output.
 
-    NCCL reads ``NCCL_SOCKET_IFNAME`` and ``NCCL_IB_HCA`` as lists of prefixes (``mlx5_1`` also
-    selects ``mlx5_10``...) unless the list starts with ``=``; both are written with ``=`` so that
-    exactly the inventory's interface and HCAs are used. No HCA in the inventory: ``NCCL_IB_HCA``
-    stays unset and NCCL uses every HCA it finds. The fabric settings are the same on every node
-    (the inventory refuses nodes that differ), so the primary's are every rank's.
+    ``NCCL_SOCKET_IFNAME`` and ``NCCL_IB_HCA`` name exactly the inventory's interface and HCAs
+    (``exact_names``). No HCA in the inventory: ``NCCL_IB_HCA`` stays unset and NCCL uses every HCA
+    it finds. The fabric settings are the same on every node (the inventory refuses nodes that
+    differ), so the primary's are every rank's.
     """
     fabric = inventory.primary.fabric
     rdma = inventory.primary.rdma
     env = {
-        "NCCL_SOCKET_IFNAME": f"={fabric.interface}",
+        "NCCL_SOCKET_IFNAME": exact_names(inventory, [fabric.interface]),
         "NCCL_IB_DISABLE": "0" if rdma else "1",
         "NCCL_DEBUG": "INFO",
         "NCCL_DEBUG_SUBSYS": "NET",
         "HOROVOD_MPI_THREADS_DISABLE": "1",
     }
     if rdma and fabric.hca:
-        env["NCCL_IB_HCA"] = "=" + ",".join(fabric.hca)
+        env["NCCL_IB_HCA"] = exact_names(inventory, fabric.hca)
     if fabric.gid_index is not None:
         env["NCCL_IB_GID_INDEX"] = str(fabric.gid_index)
     if fabric.traffic_class is not None:
