@@ -173,16 +173,6 @@ class FabricSpec(Strict):
             raise ValueError(f"{value} names an HCA twice; list each HCA once")
         return value
 
-    @model_validator(mode="after")
-    def _roce_settings_on_roce(self) -> FabricSpec:
-        for name in ("gid_index", "traffic_class"):
-            if getattr(self, name) is not None and self.kind != "roce":
-                raise ValueError(
-                    f"{name} is set but the fabric is {self.kind}; NCCL applies it to RoCE only, so remove "
-                    "it or set kind: roce"
-                )
-        return self
-
 
 class NodeDefaults(Strict):
     """Settings every node inherits unless it sets its own (merged key by key)."""
@@ -591,12 +581,23 @@ _SAME_ON_EVERY_NODE = {
 
 
 def _per_rank_fabric_problems(inv: Inventory) -> list[tuple[Loc, str]]:
-    """Nodes whose fabric interface, HCAs or RoCE settings differ from the primary's."""
+    """RoCE settings on a node that is not RoCE; nodes whose fabric interface, HCAs or RoCE settings
+    differ from the primary's."""
     primaries = [n for n in inv.nodes if n.role == "primary"]
     if not primaries:
         return []
     reference = primaries[0]
     problems: list[tuple[Loc, str]] = []
+    for i, node in enumerate(inv.nodes):
+        for field in ("gid_index", "traffic_class"):
+            if getattr(node.fabric, field) is not None and node.fabric.kind != "roce":
+                problems.append(
+                    (
+                        ("nodes", i, "fabric", field),
+                        f"{node.name} sets fabric.{field} but its fabric is {node.fabric.kind}; NCCL applies "
+                        "it to RoCE only, so remove it or set kind: roce",
+                    )
+                )
     for field, fix in _SAME_ON_EVERY_NODE.items():
         want = getattr(reference.fabric, field)
         for i, node in enumerate(inv.nodes):
@@ -654,7 +655,7 @@ def _locate(document: Any, loc: Loc) -> tuple[Loc, int | None]:
         nodes = document.get("nodes") if isinstance(document, dict) else None
         node = nodes[loc[1]] if isinstance(nodes, list) and loc[1] < len(nodes) else None
         defaults_loc: Loc = ("cluster", "defaults", *loc[2:])
-        if isinstance(node, dict) and loc[2] not in node and _has_path(document, defaults_loc):
+        if isinstance(node, dict) and not _has_path(node, loc[2:]) and _has_path(document, defaults_loc):
             return defaults_loc, line_of(document, defaults_loc)
     return loc, line_of(document, loc)
 

@@ -126,9 +126,21 @@ def test_unset_roce_settings_are_left_to_nccl() -> None:
 
 @pytest.mark.parametrize("field", ["gid_index", "traffic_class"])
 def test_roce_settings_on_an_infiniband_fabric_are_refused(field: str) -> None:
-    with pytest.raises(InventoryError, match=f"{field} is set but the fabric is infiniband") as refused:
+    with pytest.raises(
+        InventoryError, match=f"a sets fabric.{field} but its fabric is infiniband"
+    ) as refused:
         validate_document(_document(kind="infiniband", **{field: 3}), Path("mem.yml"))
+    assert f"field cluster.defaults.fabric.{field}" in str(refused.value)  # where it was written
     assert "Fix: NCCL applies it to RoCE only, so remove it or set kind: roce" in str(refused.value)
+
+
+def test_roce_settings_in_defaults_with_the_kind_on_each_node_are_valid() -> None:
+    document = copy.deepcopy(TWO_NODES)
+    del document["cluster"]["defaults"]["fabric"]["kind"]
+    document["cluster"]["defaults"]["fabric"]["gid_index"] = 3
+    for node in document["nodes"]:
+        node["fabric"]["kind"] = "roce"
+    assert _plan(validate_document(document, Path("mem.yml"))).env["NCCL_IB_GID_INDEX"] == "3"
 
 
 # --------------------------------------------------------------------------- one interface for every rank
