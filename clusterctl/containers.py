@@ -663,7 +663,11 @@ def exec_in_container(
             raise ExecTimedOut(f"{node.name}: {shlex.join(argv)} ran past {timeout_s:g} s and was killed.")
         if failure:
             raise StepError(f"{node.name}: output stream of {shlex.join(argv)} broke: {failure[0]}")
+    # A fresh connection for the calls after the stream: on the one that carried a long exec, the
+    # next request failed with "Socket is closed" (paramiko) once the ranks had finished (seen twice
+    # on the loaded sandbox, after 10-minute runs), turning a finished benchmark into a crash.
+    with _node_client(inventory, node) as after:
         with contextlib.suppress(docker.errors.DockerException):
-            container.exec_run(["rm", "-f", pid_file])
-        code = client.api.exec_inspect(exec_id)["ExitCode"]
+            after.api.exec_start(after.api.exec_create(container.id, ["rm", "-f", pid_file])["Id"])
+        code = after.api.exec_inspect(exec_id)["ExitCode"]
     return int(code) if code is not None else -1
