@@ -7,14 +7,20 @@ container plan, the image ID on the node and the public half of the SSH files pu
 ``up`` records it in the ``SPEC_LABEL`` label, and ``decide`` compares it with a container found on
 a node: keep it, replace it, or refuse (a running container that does not match: a benchmark may
 still be running in it).
+
+Before that, ``mount_probe`` asks each node, reading only, whether the sources of the inventory's
+mounts exist: the docker API refuses a bind mount of a missing source, while ``docker run -v``
+would create an empty directory there (shadowing, say, the image's ``/benchmarks``). ``up`` and
+``up --dry-run`` both refuse such a node, naming it and the path, before anything starts.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import PurePosixPath
 
@@ -133,6 +139,46 @@ def _volume_arg(mount: BindMount) -> str:
     return f"{mount.source}:{mount.target}{':ro' if mount.read_only else ''}"
 
 
+# --------------------------------------------------------------------------- mount sources
+
+
+def mount_sources(inventory: Inventory) -> list[str]:
+    """The node paths the inventory's mounts bind (``up``'s own localtime and SSH mounts are not asked:
+    the first is in every base system, the second ``up`` writes before it starts the container)."""
+    return list(dict.fromkeys(m.source for m in inventory.container.mounts))
+
+
+def mount_probe(paths: Sequence[str]) -> str:
+    """A read-only shell command printing ``missing <path>`` for each of ``paths`` that does not exist.
+
+    Example: ``mount_probe(["/srv/data"])`` prints ``missing /srv/data`` on a node without it, nothing
+    on one with it; it exits 0 either way.
+    """
+    quoted = " ".join(shlex.quote(path) for path in paths)
+    return f'for p in {quoted}; do [ -e "$p" ] || printf \'missing %s\\n\' "$p"; done'
+
+
+def parse_mount_probe(output: str) -> list[str]:
+    """The paths ``mount_probe``'s output reports missing, in order."""
+    return [line.removeprefix("missing ") for line in output.splitlines() if line.startswith("missing ")]
+
+
+def missing_mounts_message(missing: Mapping[str, Sequence[str]], inventory: Inventory) -> str:
+    """Why ``up`` refused: each node and the mount sources it lacks, and the fix."""
+    where = f" in {inventory.source}" if inventory.source else ""
+    lines = [
+        "up: mount sources are missing on "
+        f"{', '.join(missing)}; nothing was started on any node (docker would refuse the bind mount; "
+        "`docker run -v` would create an empty directory in their place)."
+    ]
+    lines += [f"  {node}: {', '.join(paths)}" for node, paths in missing.items()]
+    lines.append(
+        f"Fix: create them on those nodes (e.g. copy the data set or benchmarks there), or correct "
+        f"container.mounts[].source{where}."
+    )
+    return "\n".join(lines)
+
+
 # --------------------------------------------------------------------------- the spec hash
 
 
@@ -215,6 +261,7 @@ class Found:
     state: str | None = None
     differs: str = ""  # see difference()
     processes: list[str] | None = None  # see user_processes(); None: not asked, or no answer
+    missing_mounts: list[str] = field(default_factory=list)  # mount sources not on the node
 
     @property
     def verb(self) -> str:
@@ -235,6 +282,21 @@ class Found:
         if self.action is Action.KEEP:
             return f"kept {self.name} (running, spec unchanged)"
         return f"replaced {self.name} (was {self.was()})" if self.container_id else f"started {self.name}"
+
+
+def plan_line(found: Found) -> str:
+    """What ``up`` would do with ``found``'s node, as ``up --dry-run`` shows it."""
+    if found.action is Action.KEEP:
+        line = f"keep {found.name} (running, spec unchanged)"
+    elif found.action is Action.CONFLICT:
+        line = f"conflict: {found.name} is {found.was()}; up refuses unless --force-recreate"
+    elif found.container_id:
+        line = f"replace {found.name} (was {found.was()})"
+    else:
+        line = f"start {found.name}"
+    if found.missing_mounts:
+        line += f"; REFUSED: mount source missing: {', '.join(found.missing_mounts)}"
+    return line
 
 
 def conflict_message(conflicts: Sequence[Found]) -> str:

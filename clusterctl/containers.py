@@ -5,7 +5,9 @@ The whitepaper's appendix starts one container per node by hand: secondaries fir
 a long-lived ``sshd -D -e`` (never ``sshd -d``, which serves one connection: horovod#1226).
 
 ``up`` reconciles: it first asks every node, changing nothing, whether this cluster's container is
-there, its state, and whether its spec label matches what ``up`` would start now. A running, matching
+there, its state, whether its spec label matches what ``up`` would start now, and whether the
+sources of the inventory's mounts exist (``up --dry-run`` shows exactly this survey, ``plan_up``).
+A missing mount source stops ``up`` before any node is touched. A running, matching
 container is kept; an absent, stopped or non-matching stopped one is replaced; a live one that does
 not match is a conflict, and ``up`` refuses (before touching any node) unless asked to
 ``force_recreate``. Then the secondaries start (or, kept, are only checked) in parallel, each one's
@@ -46,13 +48,17 @@ from clusterctl.container_plan import (
     decide,
     difference,
     docker_run_kwargs,
+    missing_mounts_message,
+    mount_probe,
+    mount_sources,
+    parse_mount_probe,
     spec_hash,
     ssh_material,
     user_processes,
 )
-from clusterctl.errors import ClusterctlError, RunFailed, StepError
+from clusterctl.errors import ClusterctlError, InputError, RunFailed, StepError
 from clusterctl.hosts.docker_remote import docker_client
-from clusterctl.hosts.ssh import CommandResult, connect, fan_out
+from clusterctl.hosts.ssh import CommandResult, connect, fan_out, run
 from clusterctl.inventory import Inventory, Node
 
 # paramiko logs a traceback for every refused banner; the readiness gate reports the reason itself.
@@ -219,6 +225,47 @@ class UpConflict(StepError):
     """``up`` refused: a node's container is live but does not match; nothing was changed on any node."""
 
 
+class MountSourceMissing(InputError):
+    """``up`` refused: a mount source of the inventory is not on a node; nothing was started."""
+
+
+# Seconds the read-only mount-source probe may take on one node.
+MOUNT_PROBE_TIMEOUT_S = 30
+
+
+def _missing_mounts(inventory: Inventory, node: Node) -> list[str]:
+    """The inventory's mount sources that do not exist on ``node`` (one read-only SSH command).
+
+    Raises:
+        StepError: the probe could not run or did not finish.
+        ConnectError: the node is not reachable over SSH.
+    """
+    paths = mount_sources(inventory)
+    if not paths:
+        return []
+    with connect(inventory, node) as conn:
+        result = run(conn, node, mount_probe(paths), timeout_s=MOUNT_PROBE_TIMEOUT_S)
+    if not result.ok:
+        raise StepError(f"cannot check the mount sources {', '.join(paths)}: {result.error or result.stderr}")
+    return parse_mount_probe(result.stdout)
+
+
+def up_refusal(survey: dict[str, Found | NodeOutcome], inventory: Inventory) -> ClusterctlError | None:
+    """Why ``up`` must stop after its read-only survey of the nodes (None: it may go on).
+
+    In this order: a node that could not be asked; mount sources missing; live containers that differ.
+    """
+    failed = {name: r for name, r in survey.items() if isinstance(r, NodeOutcome)}
+    if failed:
+        return StepError(f"up: cannot check {', '.join(failed)} (nothing was changed): {_describe(failed)}")
+    found = [r for r in survey.values() if isinstance(r, Found)]
+    missing = {f.node: f.missing_mounts for f in found if f.missing_mounts}
+    if missing:
+        return MountSourceMissing(missing_mounts_message(missing, inventory))
+    conflicts = [f for f in found if f.action is Action.CONFLICT]
+    return UpConflict(conflict_message(conflicts)) if conflicts else None
+
+
 def _processes(container: Container) -> list[str] | None:
     """The programs running in ``container`` besides its sshd (docker top), or None if the engine cannot say."""
     try:
@@ -257,8 +304,11 @@ class _UpRun:
                 plan = container_spec(self.inventory, node, self.image_ref)
                 wanted = spec_hash(plan, image_id, ssh_material(self.keys, node))
                 existing = _ours(client, self.inventory, node)
+                missing = _missing_mounts(self.inventory, node)
                 if not existing:
-                    return Found(node.name, decide(None, None, wanted), wanted, plan.name)
+                    return Found(
+                        node.name, decide(None, None, wanted), wanted, plan.name, missing_mounts=missing
+                    )
                 container = existing[0]
                 label = container.labels.get(SPEC_LABEL)
                 found = Found(
@@ -269,6 +319,7 @@ class _UpRun:
                     container_id=container.id,
                     state=container.status,
                     differs=difference(container.attrs["Image"], label, image_id, wanted),
+                    missing_mounts=missing,
                 )
                 if found.state in LIVE_STATES and found.action is not Action.KEEP:
                     found.processes = _processes(container)
@@ -276,23 +327,31 @@ class _UpRun:
             return NodeOutcome(node.name, error=str(exc))
         return found
 
+    def survey(self) -> dict[str, Found | NodeOutcome]:
+        """Inspect every node in parallel, changing nothing: each node's Found, or why it could not be asked."""
+        results = fan_out(
+            self.inventory.nodes,
+            self.inspect,
+            deadline_s=DOCKER_CALL_TIMEOUT_S * 2 + MOUNT_PROBE_TIMEOUT_S + 30,
+        )
+        return {
+            name: r if isinstance(r, Found | NodeOutcome) else NodeOutcome(name, error=r.error)
+            for name, r in results.items()
+        }
+
     def plan(self) -> None:
-        """Inspect every node in parallel and decide; raise, having changed nothing, if up cannot go on.
+        """Survey every node and decide; raise, having changed nothing, if up cannot go on.
 
         Raises:
             StepError: a node could not be asked, or lacks the image.
+            MountSourceMissing: a mount source of the inventory is not on a node.
             UpConflict: a node's container is live but does not match (and ``force_recreate`` is off).
         """
-        results = fan_out(self.inventory.nodes, self.inspect, deadline_s=DOCKER_CALL_TIMEOUT_S * 2 + 30)
-        failed = _outcomes({name: r for name, r in results.items() if not isinstance(r, Found)})
-        if failed:
-            raise StepError(
-                f"up: cannot check {', '.join(failed)} (nothing was changed): {_describe(failed)}"
-            )
-        self.found = {name: r for name, r in results.items() if isinstance(r, Found)}
-        conflicts = [f for f in self.found.values() if f.action is Action.CONFLICT]
-        if conflicts:
-            raise UpConflict(conflict_message(conflicts))
+        survey = self.survey()
+        refusal = up_refusal(survey, self.inventory)
+        if refusal is not None:
+            raise refusal
+        self.found = {name: r for name, r in survey.items() if isinstance(r, Found)}
 
     def prepare(self, node: Node) -> NodeOutcome:
         """Push the node's container SSH files and remove its old container (a node being replaced)."""
@@ -406,6 +465,8 @@ def up(
         UpConflict: a node's container is live but does not match what up would start (a benchmark may
             run in it) and ``force_recreate`` is off; the message names those nodes and the fix.
             Nothing was changed on any node.
+        MountSourceMissing: a source of ``container.mounts`` is not on a node (exit 2); the message names
+            the nodes and paths. Nothing was changed on any node.
         StepError: a node could not be inspected, prepared or started, or its sshd did not answer in
             time; the message names those hosts. Every container this up started has been removed.
         KeyboardInterrupt: Ctrl-C or SIGTERM; every container this up started has been removed.
@@ -433,6 +494,20 @@ def up(
                 )
             raise
     return outcomes
+
+
+def plan_up(
+    inventory: Inventory, image_ref: str, *, force_recreate: bool = False
+) -> dict[str, Found | NodeOutcome]:
+    """What ``up`` would do on each node, from the same read-only survey ``up`` starts with.
+
+    Nothing changes on any node; the cluster's SSH keys are created on this machine if missing (the
+    spec hash covers their public halves). ``up_refusal`` of the result says whether ``up`` would stop.
+    """
+    run = _UpRun(
+        inventory, ensure_cluster_keys(inventory), image_ref, 0.0, lambda node, message: None, force_recreate
+    )
+    return run.survey()
 
 
 def down(inventory: Inventory) -> dict[str, NodeOutcome]:
@@ -588,7 +663,11 @@ def exec_in_container(
             raise ExecTimedOut(f"{node.name}: {shlex.join(argv)} ran past {timeout_s:g} s and was killed.")
         if failure:
             raise StepError(f"{node.name}: output stream of {shlex.join(argv)} broke: {failure[0]}")
+    # A fresh connection for the calls after the stream: on the one that carried a long exec, the
+    # next request failed with "Socket is closed" (paramiko) once the ranks had finished (seen twice
+    # on the loaded sandbox, after 10-minute runs), turning a finished benchmark into a crash.
+    with _node_client(inventory, node) as after:
         with contextlib.suppress(docker.errors.DockerException):
-            container.exec_run(["rm", "-f", pid_file])
-        code = client.api.exec_inspect(exec_id)["ExitCode"]
+            after.api.exec_start(after.api.exec_create(container.id, ["rm", "-f", pid_file])["Id"])
+        code = after.api.exec_inspect(exec_id)["ExitCode"]
     return int(code) if code is not None else -1

@@ -73,7 +73,9 @@ DnsName = Annotated[
 InterfaceName = Annotated[
     str, _pattern(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,14}", "a network interface name", "ib0")
 ]
-HcaName = Annotated[str, _pattern(r"[A-Za-z0-9_]{1,32}", "an HCA name", "mlx5_0")]
+HcaPort = Annotated[
+    str, _pattern(r"[A-Za-z0-9_]{1,32}(:[0-9]{1,3})?", "an HCA name, optionally with a port", "mlx5_0:1")
+]
 UserName = Annotated[str, _pattern(r"[a-z_][a-z0-9_-]{0,31}", "a Unix user name", "root")]
 SafePath = Annotated[
     str, _pattern(r"[A-Za-z0-9_./~@+=,:][A-Za-z0-9_./@+=,:-]*", "a path", "/home/dell/benchmarks")
@@ -174,8 +176,42 @@ class FabricSpec(Strict):
     address: ipaddress.IPv4Interface | None = Field(
         None, description="This node's fabric address in CIDR form, e.g. 192.168.11.1/24."
     )
-    hca: HcaName | None = Field(None, description="RDMA device (HCA), e.g. mlx5_0.")
+    hca: list[HcaPort] | None = Field(
+        None,
+        description="RDMA devices (HCAs) NCCL uses, each optionally with its port: one name (mlx5_0) or a "
+        "list, e.g. the 8 compute ConnectX-7 of an HGX H100. Passed as NCCL_IB_HCA with '=' (exact names); "
+        "None: NCCL uses every HCA it finds.",
+    )
     rate_gbps: float | None = Field(None, gt=0, description="Expected link rate in Gb/s, e.g. 100 for EDR.")
+    gid_index: int | None = Field(
+        None,
+        ge=0,
+        le=255,
+        description="RoCE only: NCCL_IB_GID_INDEX. None: NCCL (2.21+) picks the GID itself: an IPv4 "
+        "(NCCL_IB_ADDR_FAMILY), RoCE v2 (NCCL_IB_ROCE_VERSION_NUM) one; older NCCL uses index 0.",
+    )
+    traffic_class: int | None = Field(
+        None,
+        ge=0,
+        le=255,
+        description="RoCE only: NCCL_IB_TC, the traffic class of NCCL's RDMA packets (the lossless class your "
+        "switches give PFC/ECN, e.g. 106). None: NCCL sends with traffic class 0.",
+    )
+
+    @field_validator("hca", mode="before")
+    @classmethod
+    def _one_hca_is_a_list(cls, value: Any) -> Any:
+        """A single HCA name (the older inventory form) is a list of one."""
+        return [value] if isinstance(value, str) else value
+
+    @field_validator("hca")
+    @classmethod
+    def _hcas_listed_once(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and not value:
+            raise ValueError("an empty HCA list; leave hca out to let NCCL use every HCA, or name them")
+        if value and len(set(value)) != len(value):
+            raise ValueError(f"{value} names an HCA twice; list each HCA once")
+        return value
 
 
 class NodeDefaults(Strict):
@@ -620,6 +656,7 @@ def cross_field_problems(inv: Inventory) -> list[tuple[Loc, str]]:
         problems.append(
             (("nodes",), f"nodes mix fabric kinds {sorted(kinds)}; use one fabric kind for the whole cluster")
         )
+    problems += _per_rank_fabric_problems(inv)
     if inv.provision.mofed_url and inv.provision.mofed_tarball_path:
         problems.append(
             (
@@ -637,6 +674,50 @@ def cross_field_problems(inv: Inventory) -> list[tuple[Loc, str]]:
                     f"two mounts share the target {target}; give each its own container path",
                 )
             )
+    return problems
+
+
+# Fabric settings mpirun passes to every rank as one value (-mca ..._if_include, -x NCCL_*): a node
+# whose value differs from the primary's would be told the primary's and fail or use the wrong device.
+_SAME_ON_EVERY_NODE = {
+    "interface": "rename the interface on that node (a udev rule or systemd .link file) or use a name every "
+    "node has",
+    "hca": "give every node the same HCA list (NCCL pairs HCAs by name and position across nodes)",
+    "gid_index": "use one GID index on every node (show_gids lists them)",
+    "traffic_class": "use one traffic class on every node",
+}
+
+
+def _per_rank_fabric_problems(inv: Inventory) -> list[tuple[Loc, str]]:
+    """RoCE settings on a node that is not RoCE; nodes whose fabric interface, HCAs or RoCE settings
+    differ from the primary's."""
+    primaries = [n for n in inv.nodes if n.role == "primary"]
+    if not primaries:
+        return []
+    reference = primaries[0]
+    problems: list[tuple[Loc, str]] = []
+    for i, node in enumerate(inv.nodes):
+        for field in ("gid_index", "traffic_class"):
+            if getattr(node.fabric, field) is not None and node.fabric.kind != "roce":
+                problems.append(
+                    (
+                        ("nodes", i, "fabric", field),
+                        f"{node.name} sets fabric.{field} but its fabric is {node.fabric.kind}; NCCL applies "
+                        "it to RoCE only, so remove it or set kind: roce",
+                    )
+                )
+    for field, fix in _SAME_ON_EVERY_NODE.items():
+        want = getattr(reference.fabric, field)
+        for i, node in enumerate(inv.nodes):
+            got = getattr(node.fabric, field)
+            if got != want:
+                problems.append(
+                    (
+                        ("nodes", i, "fabric", field),
+                        f"{node.name} has fabric.{field} {got!r} but the primary {reference.name} has {want!r}; "
+                        f"mpirun gives every rank one value, so {fix}",
+                    )
+                )
     return problems
 
 
@@ -682,7 +763,7 @@ def _locate(document: Any, loc: Loc) -> tuple[Loc, int | None]:
         nodes = document.get("nodes") if isinstance(document, dict) else None
         node = nodes[loc[1]] if isinstance(nodes, list) and loc[1] < len(nodes) else None
         defaults_loc: Loc = ("cluster", "defaults", *loc[2:])
-        if isinstance(node, dict) and loc[2] not in node and _has_path(document, defaults_loc):
+        if isinstance(node, dict) and not _has_path(node, loc[2:]) and _has_path(document, defaults_loc):
             return defaults_loc, line_of(document, defaults_loc)
     return loc, line_of(document, loc)
 

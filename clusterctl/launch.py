@@ -11,7 +11,9 @@ the cluster key and known_hosts mounted at ``CONTAINER_SSH_DIR``, strict host-ke
 
 from __future__ import annotations
 
+import re
 import shlex
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -133,21 +135,71 @@ def select_nodes(inventory: Inventory, count: int) -> list[Node]:
     return [inventory.primary, *inventory.secondaries[: count - 1]]
 
 
+# The first NCCL whose NCCL_SOCKET_IFNAME / NCCL_IB_HCA understand a leading '=' (exact names):
+# matchIfList's searchExact appears in v2.5.6-1 (src/include/socket.h, src/transport/net_ib.cc).
+NCCL_EXACT_NAMES_SINCE = (2, 5, 6)
+
+
+def exact_names(inventory: Inventory, names: Sequence[str]) -> str:
+    """``names`` as an NCCL interface/HCA list that matches exactly: ``=a,b``.
+
+    NCCL reads these lists as name prefixes (``mlx5_1`` also selects ``mlx5_10``...) unless they
+    start with ``=``. An image pinned to an NCCL older than 2.5.6, which knows no ``=``, gets the
+    plain list (there ``=mlx5_0`` would match no device at all).
+    """
+    version = re.match(r"(\d+)\.(\d+)\.(\d+)", inventory.image.versions.nccl or "")
+    old = version is not None and tuple(map(int, version.groups())) < NCCL_EXACT_NAMES_SINCE
+    return ("" if old else "=") + ",".join(names)
+
+
 def nccl_env(inventory: Inventory, settings: RunDefaults) -> dict[str, str]:
-    """NCCL and Horovod variables for the ranks: fabric, GPUDirect level and NET debug output."""
-    primary = inventory.primary
+    """NCCL and Horovod variables for the ranks: fabric, GPUDirect level and NET debug output.
+
+    ``NCCL_SOCKET_IFNAME`` and ``NCCL_IB_HCA`` name exactly the inventory's interface and HCAs
+    (``exact_names``). No HCA in the inventory: ``NCCL_IB_HCA`` stays unset and NCCL uses every HCA
+    it finds. The fabric settings are the same on every node (the inventory refuses nodes that
+    differ), so the primary's are every rank's.
+    """
+    fabric = inventory.primary.fabric
+    rdma = inventory.primary.rdma
     env = {
-        "NCCL_SOCKET_IFNAME": primary.fabric.interface,
-        "NCCL_IB_DISABLE": "0" if primary.rdma else "1",
+        "NCCL_SOCKET_IFNAME": exact_names(inventory, [fabric.interface]),
+        "NCCL_IB_DISABLE": "0" if rdma else "1",
         "NCCL_DEBUG": "INFO",
         "NCCL_DEBUG_SUBSYS": "NET",
         "HOROVOD_MPI_THREADS_DISABLE": "1",
     }
-    if primary.rdma and primary.fabric.hca:
-        env["NCCL_IB_HCA"] = primary.fabric.hca
+    if rdma and fabric.hca:
+        env["NCCL_IB_HCA"] = exact_names(inventory, fabric.hca)
+    if fabric.gid_index is not None:
+        env["NCCL_IB_GID_INDEX"] = str(fabric.gid_index)
+    if fabric.traffic_class is not None:
+        env["NCCL_IB_TC"] = str(fabric.traffic_class)
     if settings.gdr_level is not None:
         env["NCCL_NET_GDR_LEVEL"] = str(settings.gdr_level)
     return env
+
+
+def mca_params(inventory: Inventory) -> list[str]:
+    """Open MPI's own transport, made explicit: ``-mca NAME VALUE`` pairs.
+
+    MPI carries only Horovod's and the launcher's small control messages (NCCL moves the gradients),
+    so it uses TCP on the fabric interface with the ob1 PML on every image: no openib BTL (gone in
+    Open MPI 5, and a source of "no active ports" warnings before), no dependence on whether the
+    image's Open MPI was built with UCX. ``oob_tcp_if_include`` pins the daemons' out-of-band
+    channel to the same interface: with ``--network=host`` every node has ``docker0`` (the same
+    172.17.0.1 everywhere), and Open MPI hangs when it picks such a non-routed interface (Horovod's
+    docs/mpi.rst).
+    """
+    interface = inventory.primary.fabric.interface
+    pairs = [
+        ("plm_rsh_args", rsh_args(inventory)),
+        ("pml", "ob1"),
+        ("btl", "^openib"),
+        ("btl_tcp_if_include", interface),
+        ("oob_tcp_if_include", interface),
+    ]
+    return [arg for name, value in pairs for arg in ("-mca", name, value)]
 
 
 def rsh_args(inventory: Inventory) -> str:
@@ -189,12 +241,7 @@ def build_plan(inventory: Inventory, options: RunOptions, workload: Workload) ->
         "none",
         "--map-by",
         "slot",
-        "-mca",
-        "plm_rsh_args",
-        rsh_args(inventory),
-        "-mca",
-        "btl_tcp_if_include",
-        inventory.primary.fabric.interface,
+        *mca_params(inventory),
     ]
     for name, value in env.items():
         argv += ["-x", f"{name}={value}"]

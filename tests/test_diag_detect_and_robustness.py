@@ -26,6 +26,7 @@ FOLDER_KIND = {
     "nccl_tests": "nccl-tests",
     "mpi_errors": "mpi-error",
     "nccl_errors": "nccl-log",
+    "nccl_logs": "nccl-log",
     "ip_addr": "ip-addr",
     "proc_modules": "proc-modules",
     "peermem": "peermem",

@@ -263,7 +263,7 @@ def test_base_is_valid(tmp_path: Path) -> None:
     inv = load_inventory(_write(tmp_path, BASE))
     assert inv.primary.name == "node1"
     assert [n.ranks for n in inv.nodes] == [4, 4]
-    assert inv.nodes[1].fabric.hca == "mlx5_0"  # inherited from cluster.defaults
+    assert inv.nodes[1].fabric.hca == ["mlx5_0"]  # inherited from cluster.defaults; one name is a list of one
     assert inv.image.versions.mofed == "4.7-3.2.9.0"  # the paper-2020 profile's default
 
 
@@ -345,7 +345,7 @@ def test_show_prints_every_node(capsys: pytest.CaptureFixture[str]) -> None:
 
     shown = json.loads(capsys.readouterr().out)
     assert [n["name"] for n in shown["nodes"]] == ["c4140-1", "c4140-2"]
-    assert shown["nodes"][1]["fabric"]["hca"] == "mlx5_0"
+    assert shown["nodes"][1]["fabric"]["hca"] == ["mlx5_0"]
 
 
 MOFED = "  profile: paper-2020\n"

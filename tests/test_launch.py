@@ -20,7 +20,8 @@ SANDBOX = ROOT / "inventories" / "sandbox-example.yml"
 # normalised: its single-dash long flags (-device=gpu, -use_fp16=True, -horovod_device=gpu,
 # -data_name=imagenet, -xla=True) are written with the two dashes the scripts parse, `-mca` and
 # `--mca` are the same Open MPI flag (written -mca here), and its `--model=ResNet-50` is the prose
-# name of the model tf_cnn_benchmarks registers as `resnet50`.
+# name of the model tf_cnn_benchmarks registers as `resnet50`. Its NCCL_SOCKET_IFNAME=ib0 is written
+# =ib0: NCCL reads a bare name as a prefix (ib0 would also select ib00...), `=` makes it exact.
 PAPER_FLAGS: list[tuple[str, ...]] = [
     ("mpirun",),
     ("-np", "8"),
@@ -30,7 +31,7 @@ PAPER_FLAGS: list[tuple[str, ...]] = [
     ("-x", "NCCL_DEBUG_SUBSYS=NET"),
     ("-x", "NCCL_IB_DISABLE=0"),
     ("-mca", "btl_tcp_if_include", "ib0"),
-    ("-x", "NCCL_SOCKET_IFNAME=ib0"),
+    ("-x", "NCCL_SOCKET_IFNAME==ib0"),
     ("-x", "NCCL_DEBUG=INFO"),
     ("-x", "HOROVOD_MPI_THREADS_DISABLE=1"),
     ("--bind-to", "none"),
@@ -83,7 +84,7 @@ def test_shell_command_round_trips_through_a_shell_parser() -> None:
 def test_ethernet_sandbox_disables_nccl_ib_and_uses_its_interface() -> None:
     plan = _plan(SANDBOX, "resnet50", nodes=2)
     assert plan.env["NCCL_IB_DISABLE"] == "1"
-    assert plan.env["NCCL_SOCKET_IFNAME"] == "eth0"
+    assert plan.env["NCCL_SOCKET_IFNAME"] == "=eth0"
     assert "NCCL_NET_GDR_LEVEL" not in plan.env
     assert not plan.gpu
 

@@ -57,7 +57,7 @@ def show(
             f"{n.fabric.kind} {n.fabric.interface}"
             + (f" {n.fabric.rate_gbps:g} Gb/s" if n.fabric.rate_gbps else ""),
             str(n.fabric.address or "-"),
-            n.fabric.hca or "-",
+            ",".join(n.fabric.hca or []) or "-",
         )
     console.print(table)
     c, i = inv.container, inv.image

@@ -18,7 +18,10 @@ def up(
         60.0, "--timeout", min=1, help="Seconds each stage's sshd may take to answer a login."
     ),
     dry_run: bool = typer.Option(
-        False, "--dry-run", help="Print each node's docker run line; start nothing."
+        False,
+        "--dry-run",
+        help="Show what up would do on each node (keep, replace, conflict, start) from the same "
+        "read-only survey, with the docker run line of what it would start; change nothing.",
     ),
     force_recreate: bool = typer.Option(
         False,
@@ -37,9 +40,19 @@ def up(
     inv = load(inventory)
     image_ref = effective_image_ref(inv)
     if dry_run:
+        from clusterctl.container_plan import Action, Found, plan_line
+
+        survey = containers.plan_up(inv, image_ref, force_recreate=force_recreate)
         for node in [*inv.secondaries, inv.primary]:
-            plan = container_spec(inv, node, image_ref)
-            console.print(f"[bold]{node.name}[/] ({node.role}): {shlex.join(docker_run_argv(plan))}")
+            found = survey[node.name]
+            what = plan_line(found) if isinstance(found, Found) else f"unknown ({found.error})"
+            console.print(f"{node.name} ({node.role}): {what}", markup=False, highlight=False, soft_wrap=True)
+            if isinstance(found, Found) and found.action is Action.REPLACE:
+                run_line = shlex.join(docker_run_argv(container_spec(inv, node, image_ref)))
+                console.print(f"  {run_line}", markup=False, highlight=False, soft_wrap=True)
+        refusal = containers.up_refusal(survey, inv)
+        if refusal is not None:
+            raise refusal
         return 0
     outcomes = containers.up(
         inv,

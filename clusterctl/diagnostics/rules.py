@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from clusterctl.diagnostics.model import Parsed
 from clusterctl.diagnostics.nccl_gdr import GdrPolicy, hca_names, nccl_path
@@ -32,10 +33,19 @@ class Expectation(BaseModel):
 
     nccl_version: str | None = Field(None, description="The image's NCCL, e.g. 2.5.6; None: unknown.")
     node: str | None = None
-    hca: str | list[str] | None = Field(None, description="The HCA(s) the benchmark uses, e.g. mlx5_0.")
+    hca: list[str] | None = Field(
+        None, description="The HCAs the benchmark uses, e.g. [mlx5_0] (one name is a list of one)."
+    )
     rate_gbps: float | None = Field(None, description="Expected link rate.")
     link_layer: str | None = Field(None, description="InfiniBand or Ethernet.")
     gdr_level: int | None = Field(None, description="Configured NCCL_NET_GDR_LEVEL; None: NCCL's default.")
+
+    @field_validator("hca", mode="before")
+    @classmethod
+    def _device_names(cls, value: Any) -> Any:
+        """One name is a list of one; ``mlx5_0:1`` (an HCA port, as NCCL_IB_HCA writes it) names mlx5_0."""
+        names = [value] if isinstance(value, str) else value
+        return list(dict.fromkeys(n.split(":")[0] for n in names)) if names else None
 
 
 def expectation_for(inventory: Inventory, node: Node) -> Expectation:
@@ -57,19 +67,20 @@ def ib_rules(report: IbStat, expect: Expectation) -> list[Finding]:
     if report.error:
         findings.append(_missing("ibstat", report.error, expect))
     names = [ca.name for ca in report.cas]
-    if expect.hca and names and expect.hca not in names:
+    absent = [h for h in expect.hca or [] if h not in names]
+    if absent and names:
         findings.append(
             Finding(
                 severity="error",
                 code="hca-not-found",
-                message=f"the inventory's HCA {expect.hca} is not on this host (found: {', '.join(names)})",
+                message=f"the inventory's HCA {', '.join(absent)} is not on this host (found: {', '.join(names)})",
                 advice="Set fabric.hca in the inventory to one of the HCAs found (`ibv_devices` lists them), "
                 "or check that the HCA's driver is loaded; NCCL_IB_HCA and the checks use this name.",
                 node=expect.node,
             )
         )
     for ca in report.cas:
-        used = expect.hca is None or ca.name == expect.hca
+        used = expect.hca is None or ca.name in expect.hca
         for port in ca.ports:
             where = f"{ca.name} port {port.port}"
             if port.state != "Active" or (port.physical_state and port.physical_state != "LinkUp"):
@@ -97,7 +108,7 @@ def devinfo_rules(info: IbvDevinfo, expect: Expectation) -> list[Finding]:
     if info.error:
         findings.append(_missing("ibv_devinfo", info.error, expect))
     for device in info.devices:
-        used = expect.hca is None or device.name == expect.hca
+        used = expect.hca is None or device.name in expect.hca
         for port in device.ports:
             where = f"{device.name} port {port.port}"
             if port.state and port.state != "PORT_ACTIVE":

@@ -33,16 +33,21 @@ class TopologyReport:
         return [f for report in self.nodes.values() for f in report.findings] + self.cluster
 
 
+def _named(node: Node, device: str) -> bool:
+    """Whether ``device`` is one of the node's inventory HCAs (any device when it names none)."""
+    return not node.fabric.hca or device in {h.split(":")[0] for h in node.fabric.hca}
+
+
 def node_versions(node: Node, report: NodeReport) -> dict[str, str | None]:
     """The versions a node reported: ofed, nvidia-driver and hca-firmware (of the inventory's HCA)."""
     ofed, csv = report.facts.get("ofed-info"), report.facts.get("nvidia-smi-csv")
     ibstat, devinfo = report.facts.get("ibstat"), report.facts.get("ibv-devinfo")
     firmware = None
     if isinstance(ibstat, IbStat):
-        cas = [ca for ca in ibstat.cas if node.fabric.hca in (None, ca.name)]
+        cas = [ca for ca in ibstat.cas if _named(node, ca.name)]
         firmware = cas[0].firmware if cas else None
     if firmware is None and isinstance(devinfo, IbvDevinfo):
-        devices = [d for d in devinfo.devices if node.fabric.hca in (None, d.name)]
+        devices = [d for d in devinfo.devices if _named(node, d.name)]
         firmware = devices[0].fw_ver if devices else None
     drivers = (
         sorted({row["driver_version"] for row in csv.rows if row.get("driver_version")})

@@ -3,9 +3,17 @@
 NCCL falls back to TCP sockets silently when the container lacks the verbs libraries or
 /dev/infiniband (horovod#288); only its log says so. A multi-node GPU run on an InfiniBand or RoCE
 inventory that used ``NET/Socket`` is invalid, whatever its speed.
+
+Two weaker shortfalls are warnings: a multi-rail node whose network channels went through fewer
+HCAs than the inventory lists (a rail down, missing in the container, or filtered out: the run
+measured part of the fabric), and a GPUDirect level asked for while no channel says ``/GDRDMA``
+(nvidia_peermem not loaded, or the GPU-NIC path beyond the level: every transfer is staged
+through host memory).
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 
@@ -23,13 +31,49 @@ class FabricProof(BaseModel):
     fabric_kind: str = Field(description="What the inventory says: infiniband, roce or ethernet.")
     transport: str = Field(description="NET/IB, NET/Socket, or a 'none'/'unknown' sentence.")
     gdr: bool | None = Field(None, description="GPUDirect RDMA used (GDRDMA); None when no NCCL ran.")
-    hcas: list[str] = Field(default_factory=list, description="HCA ports NCCL used, e.g. mlx5_0:1.")
+    hcas: list[str] = Field(
+        default_factory=list, description="HCA ports NCCL listed as usable, e.g. mlx5_0:1."
+    )
+    hcas_used: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Per host in the log: the HCA ports its network channels went through.",
+    )
+    net_channels: int = Field(0, description="Network channel lines over IB verbs.")
+    gdr_channels: int = Field(0, description="Of those, the ones with GPUDirect RDMA (/GDRDMA).")
+    rails_short: dict[str, str] = Field(
+        default_factory=dict,
+        description="Per host whose channels used fewer HCAs than the inventory lists: what it used, in words.",
+    )
+    gdr_missing: bool = Field(
+        False, description="A GPUDirect level was set, channels crossed the network, and none said GDRDMA."
+    )
     valid: bool = Field(description="False when the transport contradicts the inventory.")
     reason: str | None = Field(None, description="Why the run is invalid, when it is.")
 
 
-def prove_fabric(log: str, *, fabric_kind: str, gpu: bool, nodes: int) -> FabricProof:
-    """Read NCCL's transport from ``log`` and judge it against the inventory's ``fabric_kind``."""
+def prove_fabric(
+    log: str,
+    *,
+    fabric_kind: str,
+    gpu: bool,
+    nodes: int,
+    hcas: Sequence[str] = (),
+    ranks_per_node: int | None = None,
+    gdr_level: int | None = None,
+) -> FabricProof:
+    """Read NCCL's transport from ``log`` and judge it against the inventory.
+
+    Args:
+        log: the run's output (every rank's lines).
+        fabric_kind: the inventory's fabric kind.
+        gpu: whether the ranks ran on GPUs (NCCL); a CPU run has no NCCL to judge.
+        nodes: nodes in the run.
+        hcas: the inventory's HCAs (``mlx5_0`` or ``mlx5_0:1``); with more than one, every host's
+            channels must go through all of them, or through one per rank when it runs fewer ranks.
+        ranks_per_node: the fewest ranks any node of the run runs (NCCL gives each GPU its nearest
+            rail, so fewer ranks use fewer rails); None: no such limit.
+        gdr_level: NCCL_NET_GDR_LEVEL of the run; 1 or more asks for GPUDirect RDMA.
+    """
     if not gpu:
         return FabricProof(fabric_kind=fabric_kind, transport=CPU_TRANSPORT, valid=True)
     nccl = parse_nccl_log(log)
@@ -44,13 +88,35 @@ def prove_fabric(log: str, *, fabric_kind: str, gpu: bool, nodes: int) -> Fabric
             f"the inventory's fabric is {fabric_kind} but NCCL used NET/Socket (TCP): the numbers "
             "measure Ethernet/IPoIB sockets, not RDMA"
         )
+    multi_node_rdma = rdma and nodes > 1 and nccl.transport == "IB"
+    wanted = min(len(hcas), ranks_per_node or len(hcas))
+    rails_short = {
+        host: _rails_in_words(used, hcas)
+        for host, used in nccl.hcas_used.items()
+        if multi_node_rdma and len(hcas) > 1 and len(used) < wanted
+    }
     return FabricProof(
         fabric_kind=fabric_kind,
         transport=transport,
         gdr=nccl.gdr,
         hcas=nccl.hcas,
+        hcas_used=nccl.hcas_used,
+        net_channels=nccl.net_channels,
+        gdr_channels=nccl.gdr_channels,
+        rails_short=rails_short,
+        gdr_missing=multi_node_rdma and bool(gdr_level) and nccl.net_channels > 0 and nccl.gdr_channels == 0,
         valid=reason is None,
         reason=reason,
+    )
+
+
+def _rails_in_words(used: Sequence[str], listed: Sequence[str]) -> str:
+    """``used`` against the inventory's ``listed`` HCAs: how many, which, and which not (when named)."""
+    devices = {u.split(":")[0] for u in used}
+    unused = [h for h in listed if h.split(":")[0] not in devices]
+    named = len(unused) == len(listed) - len(devices)  # false when the log gave indexes, not names
+    return f"{len(used)} of {len(listed)} ({', '.join(used)})" + (
+        f"; unused: {', '.join(unused)}" if named and unused else ""
     )
 
 
@@ -75,4 +141,26 @@ def fabric_findings(proof: FabricProof) -> list[Finding]:
                 advice="keep NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS=NET (clusterctl sets both)",
             )
         ]
-    return []
+    findings = [
+        Finding(
+            severity="warning",
+            code="fabric-rails-unused",
+            message=f"{host or 'a host'}: NCCL's network channels used {used} of the HCAs the inventory lists",
+            advice="the run measured part of the fabric: `clusterctl check` shows ports down or HCAs missing; "
+            "each rank uses its GPU's nearest HCA, so compare `nvidia-smi topo -m` with fabric.hca",
+            node=host or None,
+        )
+        for host, used in proof.rails_short.items()
+    ]
+    if proof.gdr_missing:
+        findings.append(
+            Finding(
+                severity="warning",
+                code="gdr-not-used",
+                message=f"a GPUDirect RDMA level is set but none of the {proof.net_channels} network "
+                "channels says GDRDMA: every transfer was staged through host memory",
+                advice="load nvidia_peermem on the hosts (`clusterctl check` probes it) and compare the "
+                "GPU-NIC paths of `nvidia-smi topo -m` with NCCL_NET_GDR_LEVEL",
+            )
+        )
+    return findings

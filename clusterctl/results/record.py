@@ -95,7 +95,15 @@ def judge_run(
         image_profile=inventory.image.profile,
         device=(primary.gpus.model or "gpu") if plan.gpu else _cpu_device(primary.cpu_count),
     )
-    fabric = prove_fabric(output, fabric_kind=primary.fabric.kind, gpu=plan.gpu, nodes=len(plan.hosts))
+    fabric = prove_fabric(
+        output,
+        fabric_kind=primary.fabric.kind,
+        gpu=plan.gpu,
+        nodes=len(plan.hosts),
+        hcas=primary.fabric.hca or (),
+        ranks_per_node=min(h.slots for h in plan.hosts),
+        gdr_level=s.gdr_level,
+    )
     findings = [*_exit_findings(output, exit_code), *workload.sanity(output, plan), *fabric_findings(fabric)]
     return RunRecord(
         run_id=run_id,
