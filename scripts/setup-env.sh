@@ -6,13 +6,15 @@
 #   2. the default base image (CLUSTERCTL_BASE_IMAGE): pulled where a registry answers, otherwise
 #      built with debootstrap from this machine's configured Debian mirror and `docker import`ed
 #      under the same name
-#   3. the wheelhouse the `cpu` image installs from (CLUSTERCTL_WHEELHOUSE): the PyTorch CPU wheel,
+#   3. the host programs the tests run: mpirun (openmpi-bin; the payload tests launch real ranks here,
+#      and the Horovod wheel links its MPI library) and ssh (openssh-client; the sandbox tests log in)
+#   4. the wheelhouse the `cpu` image installs from (CLUSTERCTL_WHEELHOUSE): the PyTorch CPU wheel,
 #      its dependencies, and a Horovod wheel built here against that PyTorch (C++17)
 #
 # Settings (environment): CLUSTERCTL_BASE_IMAGE (default debian:bookworm-slim),
 # CLUSTERCTL_WHEELHOUSE (default ~/.cache/clusterctl/wheelhouse), CLUSTERCTL_TORCH_VERSION (2.13.0),
 # CLUSTERCTL_HOROVOD_VERSION (0.28.1), CLUSTERCTL_TORCH_INDEX (PyTorch's CPU wheel index),
-# CLUSTERCTL_SKIP_WHEELHOUSE=1 to skip step 3.
+# CLUSTERCTL_SKIP_WHEELHOUSE=1 to skip step 4.
 set -euo pipefail
 
 BASE_IMAGE="${CLUSTERCTL_BASE_IMAGE:-debian:bookworm-slim}"
@@ -117,7 +119,7 @@ build_horovod() {
   log "wheelhouse: building horovod $HOROVOD_VERSION against torch (about 6 minutes on 2 cores; log /tmp/clusterctl-horovod-build.log)"
   (cd "$src/horovod-$HOROVOD_VERSION" && \
     HOROVOD_WITH_PYTORCH=1 HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITHOUT_MXNET=1 \
-    HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 HOROVOD_GPU_OPERATIONS= MAKEFLAGS="-j$(nproc)" \
+    HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 HOROVOD_GPU_OPERATIONS='' MAKEFLAGS="-j$(nproc)" \
     "$venv/bin/python" -m pip wheel --no-build-isolation --no-deps -w "$WHEELHOUSE" . >/tmp/clusterctl-horovod-build.log 2>&1) \
     || die "horovod build failed; see /tmp/clusterctl-horovod-build.log"
   rm -rf "$src"
@@ -125,5 +127,6 @@ build_horovod() {
 
 ensure_docker
 ensure_base_image
+apt_install openmpi-bin openssh-client
 [ "${CLUSTERCTL_SKIP_WHEELHOUSE:-0}" = 1 ] || ensure_wheelhouse
 log "ready"
