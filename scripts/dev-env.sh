@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Create (or update) the project's virtual environment .venv with clusterctl, its test tools, and the
-# wheelhouse's PyTorch + Horovod (the payload tests run real ranks on this machine).
+# wheelhouse's PyTorch + Horovod (the payload tests run real ranks on this machine), every package at
+# the version the lock files pin: requirements/dev.txt (from the package index, hash-checked) and
+# requirements/wheelhouse.txt (from the wheelhouse only). Refresh them with `bash scripts/lock.sh`.
 # Run scripts/setup-env.sh first: it provides Docker, the base image and the wheelhouse.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,7 +15,10 @@ if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
   }
 fi
-.venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e '.[dev]'
-.venv/bin/python -m pip install -q --no-index --find-links "$WHEELHOUSE" torch numpy horovod
+pip=(.venv/bin/python -m pip install -q)
+"${pip[@]}" --require-hashes -r requirements/dev.txt
+"${pip[@]}" --no-index --find-links "$WHEELHOUSE" -r requirements/wheelhouse.txt
+# clusterctl itself, editable; its build backend and dependencies are the locked ones installed above.
+"${pip[@]}" --no-deps --no-build-isolation -e .
+.venv/bin/python -m pip check >&2
 echo "[dev-env] ready: .venv ($(.venv/bin/python -c 'import torch, horovod; print("torch", torch.__version__, "horovod", horovod.__version__)'))" >&2

@@ -6,13 +6,16 @@
 #   2. the default base image (CLUSTERCTL_BASE_IMAGE): pulled where a registry answers, otherwise
 #      built with debootstrap from this machine's configured Debian mirror and `docker import`ed
 #      under the same name
-#   3. the wheelhouse the `cpu` image installs from (CLUSTERCTL_WHEELHOUSE): the PyTorch CPU wheel,
-#      its dependencies, and a Horovod wheel built here against that PyTorch (C++17)
+#   3. the host programs the tests run: mpirun (openmpi-bin; the payload tests launch real ranks here,
+#      and the Horovod wheel links its MPI library) and ssh (openssh-client; the sandbox tests log in)
+#   4. the wheelhouse the `cpu` image and scripts/dev-env.sh install from (CLUSTERCTL_WHEELHOUSE):
+#      the PyTorch CPU wheel, its and Horovod's dependencies at the versions
+#      requirements/wheelhouse.txt locks, and a Horovod wheel built here against that PyTorch (C++17)
 #
 # Settings (environment): CLUSTERCTL_BASE_IMAGE (default debian:bookworm-slim),
 # CLUSTERCTL_WHEELHOUSE (default ~/.cache/clusterctl/wheelhouse), CLUSTERCTL_TORCH_VERSION (2.13.0),
 # CLUSTERCTL_HOROVOD_VERSION (0.28.1), CLUSTERCTL_TORCH_INDEX (PyTorch's CPU wheel index),
-# CLUSTERCTL_SKIP_WHEELHOUSE=1 to skip step 3.
+# CLUSTERCTL_SKIP_WHEELHOUSE=1 to skip step 4.
 set -euo pipefail
 
 BASE_IMAGE="${CLUSTERCTL_BASE_IMAGE:-debian:bookworm-slim}"
@@ -21,6 +24,7 @@ TORCH_VERSION="${CLUSTERCTL_TORCH_VERSION:-2.13.0}"
 HOROVOD_VERSION="${CLUSTERCTL_HOROVOD_VERSION:-0.28.1}"
 TORCH_INDEX="${CLUSTERCTL_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}"
 PYTHON="${PYTHON:-python3}"
+WHEELHOUSE_LOCK="$(cd "$(dirname "$0")/.." && pwd)/requirements/wheelhouse.txt"
 
 log() { printf '[setup-env] %s\n' "$*" >&2; }
 die() { printf '[setup-env] error: %s\n' "$*" >&2; exit 2; }
@@ -88,11 +92,11 @@ ensure_wheelhouse() {
     "$PYTHON" -m pip download -q --no-deps --no-index --only-binary=:all: -d "$WHEELHOUSE" "torch==$TORCH_VERSION+cpu" 2>/dev/null \
       || "$PYTHON" -m pip download -q --no-deps --only-binary=:all: --extra-index-url "$TORCH_INDEX" -d "$WHEELHOUSE" \
            "torch==$TORCH_VERSION+cpu"
-    # Its dependencies from the package index; torch itself is found in the wheelhouse.
-    "$PYTHON" -m pip download -q --only-binary=:all: --find-links "$WHEELHOUSE" -d "$WHEELHOUSE" "torch==$TORCH_VERSION+cpu"
   fi
-  # Horovod's runtime dependencies, and what the payload imports besides torch.
-  "$PYTHON" -m pip download -q --only-binary=:all: -d "$WHEELHOUSE" cloudpickle psutil pyyaml packaging cffi numpy
+  # torch's and Horovod's dependencies, and what the payload imports besides torch (numpy), at the
+  # versions requirements/wheelhouse.txt locks (torch and Horovod themselves come from no index).
+  "$PYTHON" -m pip download -q --no-deps --only-binary=:all: -d "$WHEELHOUSE" \
+    -r <(grep -vE '^(torch|horovod)==' "$WHEELHOUSE_LOCK")
   if ls "$WHEELHOUSE"/horovod-"$HOROVOD_VERSION"-*.whl >/dev/null 2>&1; then
     log "wheelhouse: horovod $HOROVOD_VERSION present"
   else
@@ -117,7 +121,7 @@ build_horovod() {
   log "wheelhouse: building horovod $HOROVOD_VERSION against torch (about 6 minutes on 2 cores; log /tmp/clusterctl-horovod-build.log)"
   (cd "$src/horovod-$HOROVOD_VERSION" && \
     HOROVOD_WITH_PYTORCH=1 HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITHOUT_MXNET=1 \
-    HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 HOROVOD_GPU_OPERATIONS= MAKEFLAGS="-j$(nproc)" \
+    HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 HOROVOD_GPU_OPERATIONS='' MAKEFLAGS="-j$(nproc)" \
     "$venv/bin/python" -m pip wheel --no-build-isolation --no-deps -w "$WHEELHOUSE" . >/tmp/clusterctl-horovod-build.log 2>&1) \
     || die "horovod build failed; see /tmp/clusterctl-horovod-build.log"
   rm -rf "$src"
@@ -125,5 +129,6 @@ build_horovod() {
 
 ensure_docker
 ensure_base_image
+apt_install openmpi-bin openssh-client
 [ "${CLUSTERCTL_SKIP_WHEELHOUSE:-0}" = 1 ] || ensure_wheelhouse
 log "ready"

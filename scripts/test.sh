@@ -2,9 +2,18 @@
 # The test command: prepares a fresh Debian/Ubuntu machine (Docker engine, base image, wheelhouse,
 # .venv), then runs every test, the integration tests on the real engine included.
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh -m "not integration"` for the unit tests only.
+#
+# Lint and tests run in an environment limited to what the two scripts installed, so that a machine
+# with extras behaves like a fresh one: PATH is .venv/bin, then the system's directories; no user
+# site-packages; of the caller's variables only HOME, CI, DOCKER_HOST and the settings of
+# setup-env.sh that clusterctl reads too (CLUSTERCTL_WHEELHOUSE, CLUSTERCTL_BASE_IMAGE) pass.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-env.sh
 bash scripts/dev-env.sh
-.venv/bin/ruff check .
-exec .venv/bin/python -m pytest -p no:cacheprovider "$@"
+limited=(env -i "PATH=$PWD/.venv/bin:/usr/sbin:/usr/bin:/sbin:/bin" "HOME=$HOME" LANG=C.UTF-8 PYTHONNOUSERSITE=1)
+for name in CI DOCKER_HOST CLUSTERCTL_WHEELHOUSE CLUSTERCTL_BASE_IMAGE; do
+  [ -z "${!name:-}" ] || limited+=("$name=${!name}")
+done
+"${limited[@]}" .venv/bin/ruff check .
+exec "${limited[@]}" .venv/bin/python -m pytest -p no:cacheprovider "$@"

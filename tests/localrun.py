@@ -1,13 +1,16 @@
 """A real executor for tests: runs a plan's payload under the host's own Open MPI (no containers).
 
 The plan's rank command is kept as built (so the workload's argv is what runs); only the mpirun
-flags change to a single-host launch, and the payload path points at this checkout.
+flags change to a single-host launch, the payload path points at this checkout, and the ranks run
+this environment's own interpreter (``sys.executable``: the one with torch and horovod), not
+whatever ``python`` comes first on PATH.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,6 +29,7 @@ def local_mpirun(
     """Run ``plan``'s rank command with ``mpirun -np <world size> --oversubscribe`` on this host."""
     del inventory
     rank_argv = plan.argv[plan.argv.index(SCRIPT) - 1 :]
+    rank_argv[0] = sys.executable
     rank_argv[1] = str(LOCAL_PAYLOAD)
     argv = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--tag-output", "-np", str(plan.world_size)]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}

@@ -4,6 +4,7 @@ valid; a non-editable install works from outside the repository."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import venv
@@ -51,11 +52,38 @@ def test_cpu_profile_builds_and_sshd_config_is_valid(tmp_path: Path) -> None:
 def test_non_editable_install_renders_from_outside_the_repo(tmp_path: Path) -> None:
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=True).create(env_dir)
-    pip = [str(env_dir / "bin" / "python"), "-m", "pip", "install", "-q"]
-    subprocess.run([*pip, str(REPO)], check=True, cwd=tmp_path, timeout=900)
+    # Resolved from pyproject.toml's ranges as a user's install is, but held to the locked versions;
+    # hashes are left out, as pip reads a hash in a constraints file as --require-hashes.
+    locked = dict(
+        re.findall(r"^([a-z0-9._-]+)==([^\s;\\]+)", (REPO / "requirements" / "dev.txt").read_text(), re.M)
+    )
+    constraints = tmp_path / "constraints.txt"
+    constraints.write_text("".join(f"{name}=={version}\n" for name, version in locked.items()))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    python = str(env_dir / "bin" / "python")
+    subprocess.run(
+        [python, "-m", "pip", "install", "-q", str(REPO)],
+        check=True,
+        cwd=tmp_path,
+        timeout=900,
+        env={**env, "PIP_CONSTRAINT": str(constraints)},  # the isolated build (hatchling) too
+    )
+    # all but clusterctl and the venv's own seed (its bundled pip and setuptools)
+    listed = ["--format=freeze", "--exclude", "clusterctl", "--exclude", "pip", "--exclude", "setuptools"]
+    freeze = subprocess.run(
+        [python, "-m", "pip", "list", *listed],
+        capture_output=True, text=True, check=True, env=env,
+    ).stdout  # fmt: skip
+    installed = dict(line.split("==") for line in freeze.split())
+    unlocked = {
+        name: version
+        for name, version in installed.items()
+        if locked.get(re.sub(r"[._-]+", "-", name).lower()) != version
+    }
+    assert not unlocked, f"installed at versions requirements/dev.txt does not lock: {unlocked}"
+    assert installed.keys() >= {"typer", "pydantic", "matplotlib"}
     outside = tmp_path / "elsewhere"
     outside.mkdir()
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     result = subprocess.run(
         [
             str(env_dir / "bin" / "clusterctl"),
