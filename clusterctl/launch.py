@@ -59,7 +59,8 @@ def run_options(
     """
     given = {k: v for k, v in overrides.items() if v is not None}
     try:
-        settings = RunDefaults.model_validate({**inventory.run.model_dump(), **given})
+        # Lax: a sweep's values arrive as command-line text ("128"), not as YAML numbers.
+        settings = RunDefaults.model_validate({**inventory.run.model_dump(), **given}, strict=False)
     except ValueError as exc:
         raise InputError(f"invalid run option: {exc}") from None
     count = nodes if nodes is not None else len(inventory.nodes)
