@@ -7,115 +7,18 @@ through the gateway with ``ProxyJump``; clusterctl's ``connect`` builds real Fab
 
 from __future__ import annotations
 
-import socket
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import paramiko
 import pytest
+from sshserver import Keys, SshServer
 
 from clusterctl.errors import ConnectError
 from clusterctl.hosts.ssh import cluster_known_hosts, connect
 from clusterctl.inventory import Inventory, validate_document
 from clusterctl.paths import STATE_DIR_ENV
-from clusterctl.sshkeys import ensure_keypair, fingerprint
-
-
-class _Server(paramiko.ServerInterface):
-    """Accepts any public key; allows sessions, and direct-tcpip channels when it is a gateway."""
-
-    def __init__(self, owner: SshServer):
-        self.owner = owner
-
-    def get_allowed_auths(self, username: str) -> str:
-        return "publickey"
-
-    def check_auth_publickey(self, username: str, key: paramiko.PKey) -> int:
-        self.owner.logins += 1
-        return paramiko.AUTH_SUCCESSFUL
-
-    def check_channel_request(self, kind: str, chanid: int) -> int:
-        return (
-            paramiko.OPEN_SUCCEEDED if kind == "session" else paramiko.OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED
-        )
-
-    def check_channel_direct_tcpip_request(self, chanid: int, origin: tuple, destination: tuple) -> int:
-        self.owner.forwards.append(destination)
-        return paramiko.OPEN_SUCCEEDED
-
-
-def _pipe(channel: paramiko.Channel, sock: socket.socket) -> None:
-    """Copy bytes both ways between a forwarded channel and a TCP socket until either closes."""
-
-    def copy(read, write) -> None:
-        try:
-            while data := read(32768):
-                write(data)
-        except OSError:
-            pass
-        finally:
-            channel.close()
-            sock.close()
-
-    threading.Thread(target=copy, args=(channel.recv, sock.sendall), daemon=True).start()
-    threading.Thread(target=copy, args=(sock.recv, channel.sendall), daemon=True).start()
-
-
-class SshServer:
-    """A loopback SSH server with its own host key; a gateway forwards direct-tcpip channels."""
-
-    def __init__(self, host_key: Path, address: str, gateway: bool):
-        self.host_key = paramiko.Ed25519Key.from_private_key_file(str(host_key))
-        self.gateway = gateway
-        self.forwards: list[tuple[str, int]] = []
-        self.logins = 0
-        self.listener = socket.create_server((address, 0))
-        self.port = self.listener.getsockname()[1]
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    @property
-    def public(self) -> str:
-        """The host key as ``TYPE BASE64``."""
-        return f"{self.host_key.get_name()} {self.host_key.get_base64()}"
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._session, args=(client,), daemon=True).start()
-
-    def _session(self, client: socket.socket) -> None:
-        transport = paramiko.Transport(client)
-        transport.add_server_key(self.host_key)
-        try:
-            transport.start_server(server=_Server(self))
-        except (paramiko.SSHException, EOFError):
-            return
-        while (channel := transport.accept(10)) is not None:
-            if self.gateway and self.forwards:
-                host, port = self.forwards[-1]
-                _pipe(channel, socket.create_connection((host, port), timeout=5))
-
-    def close(self) -> None:
-        self.listener.close()
-
-
-class Keys:
-    """Fresh OpenSSH ed25519 key files in one directory (paramiko cannot generate ed25519 keys)."""
-
-    def __init__(self, directory: Path):
-        self.directory = directory
-        self.count = 0
-
-    def new(self) -> Path:
-        """The path of a new private key."""
-        self.count += 1
-        path = self.directory / f"key{self.count}"
-        ensure_keypair(path, "test")
-        return path
+from clusterctl.sshkeys import fingerprint
 
 
 @pytest.fixture
