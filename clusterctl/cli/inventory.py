@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from clusterctl.cli.common import console, load, print_json
@@ -18,7 +19,7 @@ def validate(file: Path = typer.Argument(..., help="Inventory file.")) -> None:
     """Check an inventory: exit 0 when valid, 2 with a message naming file, line, field and fix."""
     inv = load(file)
     console.print(
-        f"[green]ok[/]: {file}: cluster {inv.cluster.name}, {len(inv.nodes)} nodes "
+        f"[green]ok[/]: {escape(str(file))}: cluster {inv.cluster.name}, {len(inv.nodes)} nodes "
         f"(primary {inv.primary.name}), image profile {inv.image.profile}",
         highlight=False,
     )
@@ -34,7 +35,7 @@ def show(
     if as_json:
         print_json(inv.model_dump(mode="json"))
         return
-    table = Table(title=f"cluster {inv.cluster.name} ({file})")
+    table = Table(title=f"cluster {inv.cluster.name} ({escape(str(file))})")
     for column in ("node", "role", "address", "ssh", "GPUs", "ranks", "fabric", "fabric address", "HCA"):
         table.add_column(column)
     for n in inv.nodes:
