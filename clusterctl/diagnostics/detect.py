@@ -46,7 +46,12 @@ _SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
         re.compile(r"^#?\s*nThread \d+ nGpus|^#\s*Avg bus bandwidth|^#\s*Out of bounds values", re.M),
     ),
     ("horovod-synthetic", re.compile(r"img/sec per (?:GPU|device)|Total img/sec on \d+", re.M)),
-    ("tf-cnn-benchmarks", re.compile(r"total images/sec:|^\S*\s*\d+\s+images/sec:|tf_cnn_benchmarks", re.M)),
+    # The step line may carry a prefix (an MPI rank tag): the lazy prefix and (?<!\d) keep it linear
+    # (a greedy prefix before a number was quadratic on a line of digits).
+    (
+        "tf-cnn-benchmarks",
+        re.compile(r"total images/sec:|^\S*?\s*(?<!\d)\d++\s+images/sec:|tf_cnn_benchmarks", re.M),
+    ),
     (
         "mpi-error",
         re.compile(
