@@ -63,6 +63,7 @@ def test_numbers_that_cannot_be_read_are_left_out_not_guessed() -> None:
         "Port 1:" + " " * 40_000,  # tf_cnn_benchmarks' setting pattern
         "Batch size:" + "\t" * 40_000 + "x",
         "9" * 40_000 + "MiB",  # nvidia_smi's memory pattern
+        "MLNX_OFED_LINUX-4.7" + "(OFED-4.7)" * 4_000,  # ofed_info's version pattern
     ],
 )
 def test_long_lines_are_linear(line: str) -> None:
