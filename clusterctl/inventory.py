@@ -713,7 +713,9 @@ def validate_document(document: Any, path: Path) -> Inventory:
     """
     if not isinstance(document, dict):
         raise InventoryError(
-            f"{path}: an inventory is a mapping with keys cluster, nodes, container, image, run."
+            f"{path}: not an inventory (the document is {type(document).__name__}, not a mapping). Fix: write a "
+            "mapping with the keys cluster and nodes (and optionally container, image, run, provision); "
+            "inventories/sandbox-example.yml shows one."
         )
     try:
         inventory = Inventory.model_validate(document, context={"inventory_dir": path.parent})

@@ -77,17 +77,19 @@ class Outcome:
     """What one `clusterctl inventory validate` did."""
 
     code: int
+    out: str
     err: str
     seconds: float
 
 
 def validate(path: Path, capsys: pytest.CaptureFixture[str]) -> Outcome:
-    """Run `clusterctl inventory validate path` in-process; its exit code, stderr and duration."""
+    """Run `clusterctl inventory validate path` in-process; its exit code, output and duration."""
     capsys.readouterr()
     start = time.monotonic()
     code = main(["inventory", "validate", str(path)])
     seconds = time.monotonic() - start
-    return Outcome(code, capsys.readouterr().err, seconds)
+    captured = capsys.readouterr()
+    return Outcome(code, captured.out, captured.err, seconds)
 
 
 def assert_one_paragraph_refusal(outcome: Outcome, *, within_s: float) -> None:
