@@ -10,9 +10,6 @@ the fix.
 from __future__ import annotations
 
 import codecs
-import errno
-import os
-import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +27,7 @@ from ruamel.yaml.events import (
 )
 
 from clusterctl.errors import InputError
+from clusterctl.readfile import read_capped
 
 
 @dataclass(frozen=True)
@@ -52,46 +50,6 @@ _UNICODE_BOMS = {
     codecs.BOM_UTF16_LE: "UTF-16",
     codecs.BOM_UTF16_BE: "UTF-16",
 }
-
-
-def read_capped(path: Path, max_bytes: int, fix: str) -> bytes:
-    """The bytes of the regular file at ``path``, refusing anything else and anything over ``max_bytes``.
-
-    The file is opened without blocking (a FIFO does not hang) and checked with ``fstat`` on the open
-    descriptor before a byte is read; at most ``max_bytes + 1`` bytes are ever read.
-
-    Raises:
-        InputError: missing, unreadable, not a regular file (device, FIFO, directory) or too large.
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file. Fix: {fix}.") from None
-    except OSError as exc:
-        if exc.errno == errno.ENAMETOOLONG:
-            raise InputError(f"{path!s:.200}...: file name too long. Fix: {fix}.") from None
-        raise InputError(f"{path}: cannot be read ({exc.strerror}). Fix: {fix}.") from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            what = "a directory" if stat.S_ISDIR(mode) else "a device, FIFO or socket"
-            raise InputError(f"{path}: is {what}, not a regular file. Fix: {fix}.")
-        os.set_blocking(fd, True)
-        chunks, size = [], 0
-        while size <= max_bytes and (chunk := os.read(fd, max_bytes + 1 - size)):
-            chunks.append(chunk)
-            size += len(chunk)
-    except OSError as exc:
-        raise InputError(f"{path}: cannot be read ({exc.strerror}). Fix: {fix}.") from None
-    finally:
-        os.close(fd)
-    data = b"".join(chunks)
-    if len(data) > max_bytes:
-        raise InputError(
-            f"{path}: larger than the limit of {max_bytes} bytes. Fix: {fix} (a file this large is not one "
-            "clusterctl wrote or reads)."
-        )
-    return data
 
 
 def decode_utf8(path: Path, data: bytes) -> str:

@@ -5,11 +5,15 @@ Parsers never raise; they return their model with what they could not read left 
 
 from __future__ import annotations
 
+import os
 import time
+from pathlib import Path
 
 import pytest
 
+from clusterctl.cli import main
 from clusterctl.diagnostics import PARSERS, detect_kind, parse
+from clusterctl.diagnostics import inspect as diagnostics_inspect
 from clusterctl.diagnostics.model import Parsed
 from clusterctl.diagnostics.parsers.ip_addr import parse_ip_addr
 from clusterctl.diagnostics.parsers.nvidia_smi import parse_nvidia_smi
@@ -76,3 +80,23 @@ def test_long_lines_are_linear(line: str) -> None:
 def test_tf_settings_keep_their_value_without_trailing_blanks() -> None:
     parsed = parse_tf_cnn_benchmarks("Model:       resnet50   \nBatch size:  64 per device  \n")
     assert parsed.model == "resnet50" and parsed.batch_size_per_device == 64
+
+
+def test_inspect_reads_only_regular_files_within_its_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fifo = tmp_path / "fifo.txt"
+    os.mkfifo(fifo)  # blocked forever
+    big = tmp_path / "big.txt"
+    big.write_text("NVIDIA-SMI 550.90.07\n" * 100)
+    monkeypatch.setattr(diagnostics_inspect, "MAX_INSPECT_BYTES", 1000)
+    for path, expected in [
+        (Path("/dev/zero"), "not a regular file"),  # read until memory ran out
+        (fifo, "not a regular file"),
+        (tmp_path, "is a directory"),
+        (big, "limit of 1000 bytes"),
+    ]:
+        start = time.monotonic()
+        assert main(["inspect", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert expected in err and "Fix: " in err and time.monotonic() - start < LINE_BOUND_S
