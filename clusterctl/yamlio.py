@@ -161,7 +161,9 @@ def parse_yaml_text(path: Path, text: str, limits: YamlLimits = LIMITS) -> Any:
         where = f", line {mark.line + 1}" if mark is not None else ""
         problem = (getattr(exc, "problem", None) or str(exc)).splitlines()[0]
         problem = problem if len(problem) <= 200 else problem[:200] + "..."
-        raise InputError(f"{path}{where}: not valid YAML ({problem}). Fix the syntax there.") from None
+        raise InputError(
+            f"{path}{where}: not valid YAML ({problem}). Fix: correct the YAML syntax there."
+        ) from None
     except RecursionError:  # a merge key cycle the event walk cannot see
         raise InputError(
             f"{path}: the document refers to itself through anchors and merge keys. Fix: write the values "

@@ -61,13 +61,15 @@ def test_numbers_that_cannot_be_read_are_left_out_not_guessed() -> None:
 
 
 @pytest.mark.parametrize(
-    "line",
+    "line",  # a long line, or many blank ones
     [
         "9" * 40_000,  # kind detection: tf-cnn-benchmarks' step-line signature (23.5 s)
         "Port 1:" + " " * 40_000,  # tf_cnn_benchmarks' setting pattern
         "Batch size:" + "\t" * 40_000 + "x",
         "9" * 40_000 + "MiB",  # nvidia_smi's memory pattern
         "MLNX_OFED_LINUX-4.7" + "(OFED-4.7)" * 4_000,  # ofed_info's version pattern
+        "x\n" + "\n" * 40_000,  # "^\s*" in kind detection ran across every following blank line (35 s)
+        " \t\r\n" * 10_000,
     ],
 )
 def test_long_lines_are_linear(line: str) -> None:
