@@ -99,7 +99,7 @@ def _check_address(value: str) -> str:
         address = None
     if isinstance(address, ipaddress.IPv4Address):
         return value
-    if address is not None or ":" in value or "%" in value:
+    if address is not None:
         raise ValueError(
             f"{shown(value)} is an IPv6 address; clusterctl needs IPv4 management addresses (Open MPI's -H cuts "
             "host names at the first ':', and a zone id can carry any character into /etc/hosts and "
@@ -159,6 +159,7 @@ class Strict(BaseModel):
     @field_validator("*", mode="before")
     @classmethod
     def _single_line(cls, value: Any) -> Any:
+        """Refuse, before any other check, a string (or a string in a list) that is not one visible line."""
         items = value if isinstance(value, list | tuple) else (value,)
         for item in items:
             if isinstance(item, str):
