@@ -14,12 +14,12 @@ bind-mounts that directory read-only at ``CONTAINER_SSH_DIR``. The admin's ``~/.
 
 from __future__ import annotations
 
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 import fabric
 
+from clusterctl.hosts.sftp import write_file
 from clusterctl.inventory import Inventory, Node
 from clusterctl.paths import cluster_state_dir
 from clusterctl.sshkeys import append_known_hosts, ensure_keypair, known_hosts_line
@@ -87,7 +87,8 @@ def node_ssh_files(keys: ClusterKeys, node: Node) -> dict[str, bytes]:
 def push_ssh_dir(conn: fabric.Connection, inventory: Inventory, keys: ClusterKeys, node: Node) -> str:
     """Write ``node``'s container SSH files to the node over SFTP: directory 0700, files 0600.
 
-    Each file is made 0600 before any byte is written. Returns the directory on the node.
+    Each file is written with ``write_file``: whatever is at its path (a planted symlink) is removed, the
+    file created exclusively and made 0600 before any byte is written. Returns the directory on the node.
     """
     remote = node_ssh_dir(inventory)
     sftp = conn.sftp()
@@ -100,7 +101,5 @@ def push_ssh_dir(conn: fabric.Connection, inventory: Inventory, keys: ClusterKey
             sftp.mkdir(path, 0o755)
     sftp.chmod(remote, 0o700)
     for name, data in node_ssh_files(keys, node).items():
-        with sftp.open(f"{remote}/{name}", "w") as fh:
-            fh.chmod(stat.S_IRUSR | stat.S_IWUSR)
-            fh.write(data)
+        write_file(sftp, data, f"{remote}/{name}", 0o600)
     return remote

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import unicodedata
 from collections.abc import Sequence
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     PrivateAttr,
@@ -31,6 +33,15 @@ from clusterctl.image.profiles import apply_profile_defaults
 from clusterctl.yamlio import line_of, load_yaml
 
 # --------------------------------------------------------------------------- value types
+
+# How much of a bad value an error message quotes (a 1 MB value stays a one-paragraph message).
+SHOWN_CHARS = 60
+
+
+def shown(value: object) -> str:
+    """``repr(value)``, cut to ``SHOWN_CHARS`` characters with the full length noted, for messages."""
+    text = repr(value)
+    return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]}... ({len(text)} characters)"
 
 
 def parse_cpu_list(text: str) -> list[int]:
@@ -57,7 +68,7 @@ def _pattern(regex: str, what: str, example: str) -> AfterValidator:
     def check(value: str) -> str:
         if not compiled.fullmatch(value):
             raise ValueError(
-                f"{value!r} cannot be {what} (it would reach a shell later); use only the characters "
+                f"{shown(value)} cannot be {what} (it would reach a shell later); use only the characters "
                 f"such a value has, e.g. {example!r}"
             )
         return value
@@ -118,14 +129,27 @@ CpuList = Annotated[
 
 
 def _check_address(value: str) -> str:
+    """An IPv4 address or a DNS name; IPv6 (and so zone ids) is refused with the reason.
+
+    The management address reaches ``mpirun -H`` (when a node has no fabric address), /etc/hosts,
+    known_hosts and ssh config lines: Open MPI cuts host names at the first ``:``, and a zone id
+    (``fe80::1%eth0``) may hold any character but ``/`` and ``%`` (line breaks, commas, spaces).
+    """
     try:
-        ipaddress.ip_address(value)
-        return value
+        address = ipaddress.ip_address(value)
     except ValueError:
-        pass
+        address = None
+    if isinstance(address, ipaddress.IPv4Address):
+        return value
+    if address is not None:
+        raise ValueError(
+            f"{shown(value)} is an IPv6 address; clusterctl needs IPv4 management addresses (Open MPI's -H cuts "
+            "host names at the first ':', and a zone id can carry any character into /etc/hosts and "
+            "ssh config lines); use the node's IPv4 address, e.g. '10.0.0.11', or a hostname such as 'gpu01'"
+        )
     if not re.fullmatch(rf"(?=.{{1,253}}$){_LABEL}(\.{_LABEL})*", value):
         raise ValueError(
-            f"{value!r} is neither an IP address nor a hostname; use e.g. '10.0.0.11' or 'gpu01'"
+            f"{shown(value)} is neither an IPv4 address nor a hostname; use e.g. '10.0.0.11' or 'gpu01'"
         )
     return value
 
@@ -133,10 +157,56 @@ def _check_address(value: str) -> str:
 HostAddress = Annotated[str, AfterValidator(_check_address)]
 
 
-class Strict(BaseModel):
-    """Base of every model a person writes: unknown keys are errors, values are not coerced silently."""
+# Characters no inventory value may hold, by Unicode category: control characters (line breaks, tabs,
+# escapes), format characters (zero-width and bidi overrides), surrogates, line and paragraph separators.
+# Every string reaches a file line (hosts, known_hosts, ssh config), an argv or a terminal.
+_UNSAFE_CATEGORIES = {"Cc": "a control character", "Cf": "an invisible formatting character",
+                      "Cs": "a lone surrogate", "Zl": "a line separator", "Zp": "a paragraph separator"}  # fmt: skip
 
-    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+def single_line(value: str) -> str:
+    """``value`` unchanged when it is one line of visible text; raises ValueError naming the character."""
+    for index, char in enumerate(value):
+        what = _UNSAFE_CATEGORIES.get(unicodedata.category(char))
+        if what:
+            raise ValueError(
+                f"{shown(value)} holds {what} (U+{ord(char):04X} at position {index}); every value must be one "
+                "line of visible text (it is written into files such as /etc/hosts and into commands); "
+                "remove that character"
+            )
+    return value
+
+
+def _text_only(value: Any) -> Any:
+    """Refuse a non-string where a string-shaped value (address, path) is expected, instead of coercing it."""
+    if value is not None and not isinstance(value, str | PurePath | ipaddress.IPv4Interface):
+        raise ValueError(
+            f"{shown(value)} is a value of type {type(value).__name__}, not text; write the value as a string"
+        )
+    return value
+
+
+TextOnly = BeforeValidator(_text_only)
+
+
+class Strict(BaseModel):
+    """Base of every model a person writes: unknown keys are errors, values are not coerced silently.
+
+    ``strict``: ``port: true`` or ``port: "22"`` is refused, not read as 1 or 22. Every string, and every
+    string in a list, must be a single line of visible text (``single_line``).
+    """
+
+    model_config = ConfigDict(extra="forbid", validate_default=True, strict=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _single_line(cls, value: Any) -> Any:
+        """Refuse, before any other check, a string (or a string in a list) that is not one visible line."""
+        items = value if isinstance(value, list | tuple) else (value,)
+        for item in items:
+            if isinstance(item, str):
+                single_line(item)
+        return value
 
 
 # --------------------------------------------------------------------------- node parts
@@ -173,7 +243,7 @@ class FabricSpec(Strict):
         "ethernet", description="infiniband or roce enable NCCL's IB transport; ethernet uses sockets."
     )
     interface: InterfaceName = Field("eth0", description="IP interface on the fabric, e.g. ib0 (IPoIB).")
-    address: ipaddress.IPv4Interface | None = Field(
+    address: Annotated[ipaddress.IPv4Interface, TextOnly, Field(strict=False)] | None = Field(
         None, description="This node's fabric address in CIDR form, e.g. 192.168.11.1/24."
     )
     hca: list[HcaPort] | None = Field(
@@ -425,7 +495,7 @@ class ProvisionSpec(Strict):
             "Not together with mofed_tarball_path.",
         )
     )
-    mofed_tarball_path: Path | None = Field(
+    mofed_tarball_path: Annotated[Path, TextOnly, Field(strict=False)] | None = Field(
         None,
         description="MLNX OFED tarball on the controller (the machine running clusterctl), pushed to each "
         "node over SFTP when its MOFED probe fails, then installed from there (for nodes without internet "
@@ -440,13 +510,26 @@ class ProvisionSpec(Strict):
         if value is None:
             return None
         base = Path((info.context or {}).get("inventory_dir") or ".")
-        path = (base / value.expanduser()).resolve()
-        shown = f"{str(value)!r}" + (f" (resolved to {path})" if str(path) != str(value) else "")
-        if path.is_file():
+        try:
+            path = (base / value.expanduser()).resolve()
+            kind = (
+                "file" if path.is_file() else "dir" if path.is_dir() else "other" if path.exists() else None
+            )
+        except RuntimeError:  # ~nosuchuser
+            raise ValueError(
+                f"{shown(str(value))} starts with a home directory (~user) that does not exist on this machine; "
+                "write the path in full or relative to the inventory file"
+            ) from None
+        except OSError as exc:  # a name or path too long, a loop of symlinks
+            raise ValueError(
+                f"{shown(str(value))} cannot be looked up ({exc.strerror}); shorten or correct the path"
+            ) from None
+        described = shown(str(value)) + (f" (resolved to {path})" if str(path) != str(value) else "")
+        if kind == "file":
             return path
-        if path.is_dir():
+        if kind == "dir":
             problem, fix = "is a directory, not a tarball", "name the MLNX_OFED_LINUX-*.tgz file itself"
-        elif path.exists():
+        elif kind == "other":
             problem, fix = "is not a regular file", "name the MLNX_OFED_LINUX-*.tgz file itself"
         else:
             problem = "does not exist"
@@ -454,7 +537,7 @@ class ProvisionSpec(Strict):
                 "put the MLNX OFED tarball there or correct the path "
                 "(a relative path is resolved against the inventory file's directory)"
             )
-        raise ValueError(f"{shown} {problem}; {fix}")
+        raise ValueError(f"{described} {problem}; {fix}")
 
     def mofed_download_url(self, versions: ImageVersions) -> str | None:
         """The URL the nodes download the MLNX OFED tarball from.
@@ -665,15 +748,17 @@ def cross_field_problems(inv: Inventory) -> list[tuple[Loc, str]]:
                 "(mofed_url: the nodes download the tarball, mofed_tarball_path: clusterctl pushes it from this machine)",
             )
         )
-    targets = [m.target for m in inv.container.mounts]
-    for j, target in enumerate(targets):
-        if target in targets[:j]:
+    seen_targets: set[str] = set()
+    for j, mount in enumerate(inv.container.mounts):
+        target = mount.target
+        if target in seen_targets:
             problems.append(
                 (
                     ("container", "mounts", j, "target"),
                     f"two mounts share the target {target}; give each its own container path",
                 )
             )
+        seen_targets.add(target)
     return problems
 
 
@@ -735,14 +820,36 @@ _HINTS = {
     "int_type": "write a whole number",
     "too_short": "add at least one entry",
     "ip_v4_interface": "write an IPv4 address with its prefix, e.g. 192.168.11.1/24",
+    "less_than": "use a smaller value",
+    "int_from_float": "write a whole number",
+    "float_type": "write a number",
+    "float_parsing": "write a number",
+    "finite_number": "write a finite number (not .nan or .inf)",
+    "bool_type": "write true or false",
+    "bool_parsing": "write true or false",
+    "string_type": "write the value as text (in quotes if YAML would read it as a number or boolean)",
+    "string_pattern_mismatch": "use only the characters the pattern allows",
+    "string_too_long": "shorten the value",
+    "too_long": "remove entries",
+    "list_type": "write a list (one '- item' line per entry)",
+    "dict_type": "write a mapping (one 'key: value' line per entry)",
+    "model_type": "write a mapping (one 'key: value' line per entry)",
 }
+# The hint of an error type not listed above.
+_DEFAULT_HINT = "correct the value (`clusterctl inventory schema` describes every field)"
+# Problems listed in one message; the rest are counted (a file with 10,000 bad entries stays readable).
+MAX_PROBLEMS_SHOWN = 20
 
 
 def format_loc(loc: Sequence[str | int]) -> str:
     """``("nodes", 1, "fabric")`` as ``nodes[1].fabric``."""
     out = ""
     for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:  # a key the user wrote may hold anything: quote it unless it is a plain word
+            name = part if re.fullmatch(r"[A-Za-z0-9_-]{1,64}", part) else shown(part)
+            out += f".{name}" if out else name
     return out or "(top level)"
 
 
@@ -773,8 +880,16 @@ def _message(path: Path, document: Any, loc: Loc, msg: str, hint: str | None) ->
         msg, hint = msg.rsplit("; ", 1)
     where_loc, line = _locate(document, loc)
     where = f"{path}, line {line}" if line else str(path)
-    text = f"{where}, field {format_loc(where_loc)}: {msg}"
-    return f"{text}. Fix: {hint}." if hint else f"{text}."
+    return f"{where}, field {format_loc(where_loc)}: {msg}. Fix: {hint or _DEFAULT_HINT}."
+
+
+def _problems_error(lines: list[str]) -> InventoryError:
+    """One error listing each distinct problem once (a bad inherited default is named once, not per node)."""
+    distinct = list(dict.fromkeys(lines))
+    shown_lines = distinct[:MAX_PROBLEMS_SHOWN]
+    if len(distinct) > MAX_PROBLEMS_SHOWN:
+        shown_lines.append(f"... and {len(distinct) - MAX_PROBLEMS_SHOWN} more problems like these.")
+    return InventoryError("\n".join(shown_lines))
 
 
 def validate_document(document: Any, path: Path) -> Inventory:
@@ -788,19 +903,21 @@ def validate_document(document: Any, path: Path) -> Inventory:
     """
     if not isinstance(document, dict):
         raise InventoryError(
-            f"{path}: an inventory is a mapping with keys cluster, nodes, container, image, run."
+            f"{path}: not an inventory (the document is {type(document).__name__}, not a mapping). Fix: write a "
+            "mapping with the keys cluster and nodes (and optionally container, image, run, provision); "
+            "inventories/sandbox-example.yml shows one."
         )
     try:
         inventory = Inventory.model_validate(document, context={"inventory_dir": path.parent})
     except InventoryRuleError as exc:
         lines = [_message(path, document, loc, msg, None) for loc, msg in exc.problems]
-        raise InventoryError("\n".join(lines)) from None
+        raise _problems_error(lines) from None
     except ValidationError as exc:
         lines = []
-        for err in exc.errors(include_url=False):
+        for err in exc.errors(include_url=False, include_input=False):
             msg = err["msg"].removeprefix("Value error, ")
             lines.append(_message(path, document, tuple(err["loc"]), msg, _HINTS.get(err["type"])))
-        raise InventoryError("\n".join(lines)) from None
+        raise _problems_error(lines) from None
     inventory._source = path
     return inventory
 

@@ -65,7 +65,8 @@ def run_options(
     """
     given = {k: v for k, v in overrides.items() if v is not None}
     try:
-        settings = RunDefaults.model_validate({**inventory.run.model_dump(), **given})
+        # Lax: a sweep's values arrive as command-line text ("128"), not as YAML numbers.
+        settings = RunDefaults.model_validate({**inventory.run.model_dump(), **given}, strict=False)
     except ValidationError as exc:
         problems = "; ".join(
             f"--{str(e['loc'][0]).replace('_', '-')} {e['input']!r}: {e['msg']}" for e in exc.errors()

@@ -53,10 +53,30 @@ def known_hosts_line(names: Iterable[str], port: int, public_key: str) -> str:
     """A known_hosts line for ``names`` on ``port`` (``[name]:port`` when the port is not 22).
 
     ``public_key`` is ``"TYPE BASE64 [comment]"``; the comment is dropped.
+
+    Raises:
+        ValueError: a name that could add a host or a line (whitespace, a comma, a control character),
+            or a key that is not two fields; the inventory refuses such names, this is the last guard.
     """
-    key_type, key_b64 = public_key.split()[:2]
+    names = list(names)
+    for name in names:
+        if not name or any(c.isspace() or c in ",#[]" or not c.isprintable() for c in name):
+            raise ValueError(f"{name!r} cannot be a host name in a known_hosts line")
+    fields = public_key.split()
+    if len(fields) < 2 or "\n" in public_key.strip():
+        raise ValueError(f"{public_key[:40]!r} is not an OpenSSH public key line")
     hosts = ",".join(n if port == 22 else f"[{n}]:{port}" for n in names)
-    return f"{hosts} {key_type} {key_b64}"
+    return f"{hosts} {fields[0]} {fields[1]}"
+
+
+def _entry(line: str) -> tuple[frozenset[str], str, str] | None:
+    """A known_hosts line as (host patterns, key type, key), or None for comments and blank lines."""
+    fields = line.split()
+    if len(fields) < 3 or fields[0].startswith("#"):
+        return None
+    if fields[0].startswith("@"):  # @cert-authority / @revoked markers
+        return _entry(" ".join(fields[1:]))
+    return frozenset(fields[0].split(",")), fields[1], fields[2]
 
 
 def fingerprint(public_key: str) -> str:
@@ -66,10 +86,26 @@ def fingerprint(public_key: str) -> str:
 
 
 def append_known_hosts(path: Path, lines: Iterable[str]) -> list[str]:
-    """Append the ``lines`` not already in ``path`` (created 0644 if missing); return those added."""
+    """Append the ``lines`` whose entry is not already in ``path`` (created 0644 if missing).
+
+    Entries are compared whole (hosts, key type and key, whatever the spacing or host order), so
+    nothing is appended twice. Returns the lines added.
+
+    Raises:
+        ValueError: a line that is not one known_hosts entry on one line.
+    """
+    wanted = list(lines)
+    for line in wanted:
+        if "\n" in line or "\r" in line or _entry(line) is None:
+            raise ValueError(f"{line[:60]!r} is not one known_hosts entry")
     path.parent.mkdir(parents=True, exist_ok=True)
-    existing = set(path.read_text().splitlines()) if path.exists() else set()
-    added = [line for line in lines if line not in existing]
+    existing = {_entry(line) for line in path.read_text().splitlines()} if path.exists() else set()
+    added = []
+    for line in wanted:
+        entry = _entry(line)
+        if entry not in existing:
+            existing.add(entry)
+            added.append(line)
     if added:
         with path.open("a") as fh:
             fh.writelines(line + "\n" for line in added)

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from clusterctl import __version__
 from clusterctl.cli import check as check_cli
@@ -90,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = app(args=argv, standalone_mode=False, prog_name="clusterctl")
     except ClusterctlError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return exc.exit_code
     except typer.Abort:
         err_console.print("aborted")
@@ -107,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as log_error:
             where = f"no crash log could be written ({log_error}); rerun with {DEBUG_ENV}=1 to see it"
         err_console.print(
-            f"[bold red]internal error:[/] {type(exc).__name__}: {exc}. This is a clusterctl bug: {where}; "
+            f"[bold red]internal error:[/] {type(exc).__name__}: {escape(str(exc))}. This is a clusterctl bug: {escape(where)}; "
             "please attach it to a bug report.",
             highlight=False,
             soft_wrap=True,

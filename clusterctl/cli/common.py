@@ -54,7 +54,11 @@ def resolve_inventory_path(given: Path | None) -> Path:
         InputError: none of them exists; the message says how to get one.
     """
     if given is not None:
-        return given if given.exists() else _shipped_example(given)
+        try:
+            exists = given.exists()
+        except OSError:  # e.g. a name too long to look up: load_inventory names the problem
+            exists = True
+        return given if exists else _shipped_example(given)
     from_env = os.environ.get(INVENTORY_ENV)
     if from_env:
         return Path(from_env)

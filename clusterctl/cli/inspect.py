@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
+from rich.markup import escape
 
 from clusterctl.cli.common import console, print_json
 from clusterctl.errors import InputError
@@ -51,7 +52,7 @@ def inspect(
 
 
 def _show(result: Inspection) -> None:
-    console.print(f"[bold]{result.file}[/]  kind: {result.kind or 'unknown'}  "
+    console.print(f"[bold]{escape(result.file)}[/]  kind: {result.kind or 'unknown'}  "
                   f"unparsed lines: {len(result.unparsed_lines)}")  # fmt: skip
     if not result.findings:
         console.print("  no findings")
@@ -63,5 +64,7 @@ def _show(result: Inspection) -> None:
         table.add_column(column, overflow="fold")
     for finding in result.findings:
         style = _STYLE[finding.severity]
-        table.add_row(f"[{style}]{finding.severity}[/]", finding.code, finding.message, finding.advice)
+        table.add_row(
+            f"[{style}]{finding.severity}[/]", *map(escape, (finding.code, finding.message, finding.advice))
+        )
     console.print(table)

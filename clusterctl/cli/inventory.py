@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from clusterctl.cli.common import INVENTORY_ENV, console, load, print_json, resolve_inventory_path
 
@@ -23,7 +24,7 @@ def validate(file: Path | None = FileArgument) -> int:
     path = resolve_inventory_path(file)
     inv = load(path)
     console.print(
-        f"[green]ok[/]: {path}: cluster {inv.cluster.name}, {len(inv.nodes)} nodes "
+        f"[green]ok[/]: {escape(str(path))}: cluster {inv.cluster.name}, {len(inv.nodes)} nodes "
         f"(primary {inv.primary.name}), image profile {inv.image.profile}",
         highlight=False,
     )
@@ -43,7 +44,7 @@ def show(
         return 0
     from rich.table import Table
 
-    table = Table(title=f"cluster {inv.cluster.name} ({path})")
+    table = Table(title=f"cluster {inv.cluster.name} ({escape(str(path))})")
     for column in ("node", "role", "address", "ssh", "GPUs", "ranks", "fabric", "fabric address", "HCA"):
         table.add_column(column)
     for n in inv.nodes:

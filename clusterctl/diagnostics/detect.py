@@ -12,11 +12,13 @@ from clusterctl.diagnostics.parsers.peermem import PEERMEM_PATHS
 
 _PEERMEM = "|".join(re.escape(path) for path in PEERMEM_PATHS)
 
-# (kind, signature). Each signature is a line-anchored pattern that only that tool prints.
+# (kind, signature). Each signature is a line-anchored pattern that only that tool prints. Blanks are
+# [ \t\r], never \s: with re.M, "^\s*" ran across every following blank line (quadratic on a file of
+# blank lines: 40 KB took 35 s).
 _SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
     # Host facts a topology bundle holds. Strict shapes, so they go first: the loose CSV fallback at the
     # end would otherwise claim the one-line `ip -j` JSON and module lines with several dependencies.
-    ("ip-addr", re.compile(r'\A\s*\[\s*\{\s*"ifindex"\s*:')),
+    ("ip-addr", re.compile(r'\A\s*\[\s*\{\s*"ifindex"\s*:')),  # \A: one start, JSON may span lines
     (
         "proc-modules",
         re.compile(
@@ -24,16 +26,16 @@ _SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
             re.M,
         ),
     ),
-    ("peermem", re.compile(rf"^(?:{_PEERMEM})\s*$|^ls: (?:cannot access )?'?(?:{_PEERMEM})'?: ", re.M)),
+    ("peermem", re.compile(rf"^(?:{_PEERMEM})[ \t\r]*$|^ls: (?:cannot access )?'?(?:{_PEERMEM})'?: ", re.M)),
     (
         "lspci-vvv",
         re.compile(
-            r"^\s*(?:LnkCap|LnkSta|ACSCtl):\s|^\s+Capabilities: (?:<access denied>|\[[0-9a-f]+)|"
-            r"^(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7] [^\n:]+: [^\n]*\n\s+(?:Subsystem|Control|DeviceName):",
+            r"^[ \t\r]*(?:LnkCap|LnkSta|ACSCtl):[ \t]|^[ \t\r]+Capabilities: (?:<access denied>|\[[0-9a-f]+)|"
+            r"^(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7] [^\n:]+: [^\n]*\n[ \t\r]+(?:Subsystem|Control|DeviceName):",
             re.M,
         ),
     ),
-    ("nvidia-smi-q", re.compile(r"=+NVSMI LOG=+|^ *Fabric\s*\n\s+State\s+:", re.M)),
+    ("nvidia-smi-q", re.compile(r"=+NVSMI LOG=+|^ *Fabric[ \t\r]*\n[ \t\r]+State[ \t\r]+:", re.M)),
     ("perfquery", re.compile(r"^#\s*Port (?:extended )?counters:|^Port(?:Xmit|Rcv)Data:\.{3}", re.M)),
     ("sysfs-counters", re.compile(r"^/sys/class/infiniband/[^/\s]+/ports/\d+/(?:hw_)?counters/\w+:", re.M)),
     (
@@ -42,31 +44,41 @@ _SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
     (
         "nvidia-smi-topo",
-        re.compile(r"^\s*GPU0\s+X\b|^\s*X\s+=\s+Self|must be used in conjunction with -n or -p", re.M),
+        re.compile(
+            r"^[ \t\r]*GPU0[ \t\r]+X\b|^[ \t\r]*X[ \t\r]+=[ \t\r]+Self|must be used in conjunction with -n or -p",
+            re.M,
+        ),
     ),
     ("nvidia-smi", re.compile(r"NVIDIA-SMI \d+\.\d+")),
-    ("ibstat", re.compile(r"^CA '[^']+'\s*$|^\s+CA type:", re.M)),
+    ("ibstat", re.compile(r"^CA '[^']+'[ \t\r]*$|^[ \t\r]+CA type:", re.M)),
     ("ibstatus", re.compile(r"^Infiniband device '[^']+' port \d+ status:", re.M)),
-    ("ibv-devinfo", re.compile(r"^hca_id:\s*\S+", re.M)),
+    ("ibv-devinfo", re.compile(r"^hca_id:[ \t\r]*\S+", re.M)),
     (
         "ofed-info",
         re.compile(
-            r"MLNX_OFED_LINUX-|ofed_info: (?:command )?not found|^\s*OFED-internal-|"
-            r"^\d+\.\d+-\d+\.\d+\.\d+(?:\.\d+)?\s*$",
+            r"MLNX_OFED_LINUX-|ofed_info: (?:command )?not found|^[ \t\r]*OFED-internal-|"
+            r"^\d+\.\d+-\d+\.\d+\.\d+(?:\.\d+)?[ \t\r]*$",
             re.M,
         ),
     ),
     (
         "nccl-tests",
-        re.compile(r"^#?\s*nThread \d+ nGpus|^#\s*Avg bus bandwidth|^#\s*Out of bounds values", re.M),
+        re.compile(
+            r"^#?[ \t\r]*nThread \d+ nGpus|^#[ \t\r]*Avg bus bandwidth|^#[ \t\r]*Out of bounds values", re.M
+        ),
     ),
     ("horovod-synthetic", re.compile(r"img/sec per (?:GPU|device)|Total img/sec on \d+", re.M)),
-    ("tf-cnn-benchmarks", re.compile(r"total images/sec:|^\S*\s*\d+\s+images/sec:|tf_cnn_benchmarks", re.M)),
+    # The step line may carry a prefix (an MPI rank tag): the lazy prefix and (?<!\d) keep it linear
+    # (a greedy prefix before a number was quadratic on a line of digits).
+    (
+        "tf-cnn-benchmarks",
+        re.compile(r"total images/sec:|^\S*?[ \t\r]*(?<!\d)\d++[ \t\r]+images/sec:|tf_cnn_benchmarks", re.M),
+    ),
     (
         "mpi-error",
         re.compile(
             r"(?:ORTE|PRRTE|PRTE) was unable to reliably start|not enough slots available|"
-            r"mpirun (?:noticed|detected|was unable)|Primary job\s+terminated|"
+            r"mpirun (?:noticed|detected|was unable)|Primary job[ \t\r]+terminated|"
             r"no active ports detected|orted: command not found",
             re.M,
         ),
@@ -76,8 +88,8 @@ _SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
         "nvidia-smi-csv",
         re.compile(
             r"^(?:name|index|pci\.bus(?:_id)?|uuid|compute_cap|timestamp|driver_version|"
-            r"power\.\w+|memory\.\w+)(?:\s*\[[^\]]*\])?(?:,\s*[\w.]+(?:\s*\[[^\]]*\])?)*\s*$|"
-            r"is not a valid field to query|^[^,\n]+(?:,\s*[^,\n]+){3,}\s*$",
+            r"power\.\w+|memory\.\w+)(?:[ \t\r]*\[[^\]]*\])?(?:,[ \t\r]*[\w.]+(?:[ \t\r]*\[[^\]]*\])?)*[ \t\r]*$|"
+            r"is not a valid field to query|^[^,\n]+(?:,[ \t\r]*[^,\n]+){3,}[ \t\r]*$",
             re.M,
         ),
     ),

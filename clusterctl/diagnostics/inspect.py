@@ -14,8 +14,11 @@ from clusterctl.diagnostics import detect_kind, parse
 from clusterctl.diagnostics.bundle import META, NodeMeta
 from clusterctl.diagnostics.collect import COLLECTOR_BY_KEY
 from clusterctl.diagnostics.rules import Expectation, apply_rules
-from clusterctl.errors import InputError
 from clusterctl.findings import Finding
+from clusterctl.readfile import read_capped
+
+# The largest output inspect reads (a long NCCL INFO log is a few MB; every parser is linear).
+MAX_INSPECT_BYTES = 32 << 20
 
 
 class Inspection(BaseModel):
@@ -90,14 +93,14 @@ def inspect_file(path: Path, kind: str | None = None, expect: Expectation | None
     """Read ``path`` and inspect it; a bundle's file takes its collector's kind unless ``kind`` is given.
 
     Raises:
-        InputError: the file cannot be read.
+        InputError: the file cannot be read, is not a regular file, or is over ``MAX_INSPECT_BYTES``.
     """
-    try:
-        raw = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise InputError(
-            f"cannot read {path}: {exc.strerror}. Fix: pass an existing, readable file."
-        ) from exc
+    data = read_capped(
+        path,
+        MAX_INSPECT_BYTES,
+        "pass a saved command output (a regular file); cut a larger log to its relevant part",
+    )
+    raw = data.decode("utf-8", errors="replace")
     if kind is None and path.name == META and (meta := _bundle_meta(path, raw)):
         return meta
     return inspect_text(str(path), output_text(raw), kind or bundle_kind(path), expect)

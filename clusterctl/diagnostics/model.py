@@ -28,7 +28,7 @@ def split_tag(line: str) -> tuple[int | None, str]:
     match = _TAG.match(line)
     if match is None:
         return None, line
-    return int(match.group(1)), line[match.end() :]
+    return to_int(match.group(1)), line[match.end() :]
 
 
 def strip_ansi(text: str) -> str:

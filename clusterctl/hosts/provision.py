@@ -8,11 +8,6 @@ skipped there. A dry run runs every read-only probe and changes nothing.
 
 from __future__ import annotations
 
-import contextlib
-import io
-import posixpath
-import shutil
-import stat
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -35,6 +30,7 @@ from clusterctl.hosts.playbook import (
     select_nodes,
     select_steps,
 )
+from clusterctl.hosts.sftp import Source, write_file
 from clusterctl.hosts.ssh import CommandResult, connect, fan_out, run
 from clusterctl.inventory import Inventory, Node
 from clusterctl.paths import data_dir
@@ -47,10 +43,7 @@ Status = Literal["ok", "changed", "would-change", "failed", "skipped", "unreacha
 STATUSES: tuple[Status, ...] = ("ok", "changed", "would-change", "failed", "skipped", "unreachable")
 # Seconds allowed for the parallel connect phase beyond each node's own connect timeout.
 CONNECT_SLACK_S = 15
-# Bytes read from a source and written over SFTP at a time (paramiko's largest SFTP write).
-UPLOAD_CHUNK = 32768
-
-StepFile = bytes | Path
+StepFile = Source
 """What a step may upload: bytes (a small file such as a key) or a controller file, streamed from disk."""
 
 
@@ -133,35 +126,6 @@ def step_files(inventory: Inventory) -> dict[str, StepFile]:
     return files
 
 
-def _upload(conn: fabric.Connection, data: StepFile, dest: str, mode: int) -> None:
-    """Write ``data`` to ``dest`` over SFTP in chunks, its mode set before any byte is written.
-
-    A missing parent directory is created (mode 0700). Whatever is at ``dest`` is removed and the file
-    created exclusively (O_EXCL), so a file or symlink planted there is neither written through nor kept
-    with its owner.
-
-    Raises:
-        OSError: the source cannot be read, the node refuses the file, or fewer bytes arrived.
-    """
-    sftp = conn.sftp()
-    parent = posixpath.dirname(dest)
-    try:
-        sftp.stat(parent)
-    except FileNotFoundError:
-        sftp.mkdir(parent, 0o700)  # e.g. /root/.ssh on a host that never had one
-    with contextlib.suppress(FileNotFoundError):
-        sftp.remove(dest)
-    source = io.BytesIO(data) if isinstance(data, bytes) else data.open("rb")
-    with source, sftp.open(dest, "wx") as fh:
-        fh.chmod(mode & (stat.S_IRWXU | stat.S_IRWXG | stat.S_IRWXO))
-        fh.set_pipelined(True)
-        shutil.copyfileobj(source, fh, UPLOAD_CHUNK)
-        sent = source.tell()
-    arrived = sftp.stat(dest).st_size
-    if arrived != sent:
-        raise OSError(f"{dest}: {arrived} of {sent} bytes arrived")
-
-
 def _tail(result: CommandResult, lines: int = 6) -> str:
     text = (result.stderr.strip() or result.stdout.strip()).splitlines()
     return " | ".join(text[-lines:])
@@ -200,7 +164,7 @@ def run_step_on_host(
                 return result(
                     "failed", f"upload: no file named {source!r} (known: {', '.join(sorted(files))})"
                 )
-            _upload(conn, files[source], dest, mode)
+            write_file(conn.sftp(), files[source], dest, mode)
     except OSError as exc:
         return result("failed", f"upload: {exc}")
     except (paramiko.SSHException, EOFError) as exc:  # the connection dropped mid-transfer

@@ -1,7 +1,8 @@
 """SSH to the nodes over Fabric, with host keys verified and every call bounded.
 
 Fabric installs paramiko's AutoAddPolicy in its constructor (fabric#2071): unknown host keys would be
-accepted silently. ``connect`` replaces that policy before any connection is made. Host keys are
+accepted silently. ``connect`` replaces that policy before any connection is made, on the node's
+connection and on every ProxyJump gateway Fabric builds from the admin's ``~/.ssh/config``. Host keys are
 checked against the system's known_hosts files, the inventory's ``ssh.known_hosts`` and the cluster's
 own known_hosts (where ``--accept-new-host-keys`` records new keys, appending, never rewriting).
 
@@ -107,20 +108,24 @@ def connect(inventory: Inventory, node: Node, *, accept_new: bool = False) -> fa
         connect_timeout=node.ssh.connect_timeout_s,
         connect_kwargs=connect_kwargs,
     )
-    host_keys = conn.client.get_host_keys()
-    for path in known_hosts_files(inventory, node):
-        host_keys.load(str(path))
-    conn.client.set_missing_host_key_policy(
-        _UnknownHostKey(cluster_known_hosts(inventory) if accept_new else None)
-    )
+    policy = _UnknownHostKey(cluster_known_hosts(inventory) if accept_new else None)
+    files = known_hosts_files(inventory, node)
+    hop: object = conn
+    while isinstance(hop, fabric.Connection):  # the node, then each ProxyJump gateway of ~/.ssh/config
+        host_keys = hop.client.get_host_keys()
+        for path in files:
+            host_keys.load(str(path))
+        hop.client.set_missing_host_key_policy(policy)
+        hop = hop.gateway
     where = f"{node.name} ({node.ssh.user}@{node.address}:{node.ssh.port})"
     try:
         conn.open()
     except ConnectError:
         raise
     except paramiko.BadHostKeyException as exc:
+        gateway = f" (ProxyJump gateway {exc.hostname})" if exc.hostname != node.address else ""
         raise ConnectError(
-            f"{where}: host key CHANGED: got {fingerprint(f'{exc.key.get_name()} {exc.key.get_base64()}')}, "
+            f"{where}: host key{gateway} CHANGED: got {fingerprint(f'{exc.key.get_name()} {exc.key.get_base64()}')}, "
             f"known {fingerprint(f'{exc.expected_key.get_name()} {exc.expected_key.get_base64()}')}. Fix: if the "
             "node was reinstalled, remove its old line from known_hosts; otherwise treat this as an attack."
         ) from None

@@ -87,7 +87,7 @@ def apply_profile_defaults(image: Any) -> Any:
     if not isinstance(image, dict):
         return image
     profile = image.get("profile", "cpu")
-    if profile not in PROFILES:
+    if not isinstance(profile, str) or profile not in PROFILES:
         return image
     versions = image.get("versions") or {}
     if not isinstance(versions, dict):

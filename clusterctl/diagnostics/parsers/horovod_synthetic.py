@@ -9,7 +9,7 @@ import re
 
 from pydantic import Field
 
-from clusterctl.diagnostics.model import Parsed, split_tag
+from clusterctl.diagnostics.model import Parsed, split_tag, to_float, to_int
 
 _MODEL = re.compile(r"^\s*Model:\s*(\S+)")
 _BATCH = re.compile(r"^\s*Batch size:\s*(\d+)")
@@ -54,22 +54,23 @@ def parse_horovod_synthetic(text: str) -> HorovodSynthetic:
         if m := _MODEL.match(line):
             result.model = m.group(1)
         elif m := _BATCH.match(line):
-            result.batch_size = int(m.group(1))
+            result.batch_size = to_int(m.group(1))
         elif m := _GPUS.match(line):
-            result.num_gpus = int(m.group(1))
+            result.num_gpus = to_int(m.group(1))
         elif m := _ITER.match(line):
-            result.iterations.append(float(m.group(2)))
+            if (value := to_float(m.group(2))) is not None:
+                result.iterations.append(value)
         elif m := _PER_DEVICE.match(line):
-            result.images_per_sec_per_device = float(m.group(1))
+            result.images_per_sec_per_device = to_float(m.group(1))
             result.images_per_sec_per_device_ci = _opt(m.group(2))
         elif m := _TOTAL.match(line):
-            result.total_images_per_sec = float(m.group(2))
+            result.total_images_per_sec = to_float(m.group(2))
             result.total_images_per_sec_ci = _opt(m.group(3))
-            result.num_gpus = result.num_gpus or int(m.group(1))
+            result.num_gpus = result.num_gpus or to_int(m.group(1))
         elif not _NOISE.match(line):
             result.unparsed_lines.append(raw)
     return result
 
 
 def _opt(value: str | None) -> float | None:
-    return float(value) if value else None
+    return to_float(value) if value else None

@@ -6,7 +6,7 @@ import re
 
 from pydantic import BaseModel, Field
 
-from clusterctl.diagnostics.model import Parsed, to_float
+from clusterctl.diagnostics.model import Parsed, to_float, to_int
 
 _CA = re.compile(r"^CA '([^']+)'\s*$")
 _PORT = re.compile(r"^Port (\d+):\s*$")
@@ -65,8 +65,8 @@ def parse_ibstat(text: str) -> IbStat:
         if m := _CA.match(line):
             ca, port = IbCa(name=m.group(1)), None
             result.cas.append(ca)
-        elif (m := _PORT.match(line)) and ca is not None:
-            port = IbPort(port=int(m.group(1)))
+        elif (m := _PORT.match(line)) and ca is not None and (number := to_int(m.group(1))) is not None:
+            port = IbPort(port=number)
             ca.ports.append(port)
         elif (m := _FIELD.match(line)) and ca is not None:
             _set_field(ca, port, m.group(1), m.group(2))
@@ -83,6 +83,4 @@ def _set_field(ca: IbCa, port: IbPort | None, key: str, value: str) -> None:
         setattr(port, name, to_float(value.split()[0]) if name == "rate" and value else value)
     elif key in _CA_FIELDS:
         name = _CA_FIELDS[key]
-        setattr(ca, name, int(value) if name == "num_ports" and value.isdigit() else value or None)
-        if name == "num_ports" and not value.isdigit():
-            ca.num_ports = None
+        setattr(ca, name, to_int(value) if name == "num_ports" else value or None)

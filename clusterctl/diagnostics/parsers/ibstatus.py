@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from clusterctl.diagnostics.model import to_float
+from clusterctl.diagnostics.model import to_float, to_int
 from clusterctl.diagnostics.parsers.ibstat import IbCa, IbPort, IbStat
 
 _HEADER = re.compile(r"^Infiniband device '([^']+)' port (\d+) status:\s*$")
@@ -32,7 +32,7 @@ def parse_ibstatus(text: str) -> IbStat:
             ca = cas.setdefault(m.group(1), IbCa(name=m.group(1)))
             if ca not in result.cas:
                 result.cas.append(ca)
-            port = IbPort(port=int(m.group(2)))
+            port = IbPort(port=to_int(m.group(2)) or 0)
             ca.ports.append(port)
         elif (m := _FIELD.match(raw)) and port is not None:
             _set_field(port, m.group(1), m.group(2))

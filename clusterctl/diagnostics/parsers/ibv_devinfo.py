@@ -6,7 +6,7 @@ import re
 
 from pydantic import BaseModel, Field
 
-from clusterctl.diagnostics.model import Parsed
+from clusterctl.diagnostics.model import Parsed, to_int
 
 _HCA = re.compile(r"^hca_id:\s*(\S+)")
 _PORT = re.compile(r"^port:\s*(\d+)")
@@ -70,8 +70,8 @@ def parse_ibv_devinfo(text: str) -> IbvDevinfo:
             result.devices.append(device)
         elif device is None:
             result.unparsed_lines.append(raw)
-        elif m := _PORT.match(line):
-            port = DevinfoPort(port=int(m.group(1)))
+        elif (m := _PORT.match(line)) and (number := to_int(m.group(1))) is not None:
+            port = DevinfoPort(port=number)
             device.ports.append(port)
         elif m := _FIELD.match(line):
             _set_field(device, port, m.group(1).strip(), m.group(2))

@@ -51,9 +51,10 @@ def parse_ip_addr(text: str) -> IpAddr:
     """
     try:
         data = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested deeper than json can follow
         first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "empty output")
-        return IpAddr(error=f"not ip -j JSON ({exc.msg}): {first[:200]}")
+        reason = getattr(exc, "msg", None) or str(exc).split(";")[0]
+        return IpAddr(error=f"not ip -j JSON ({reason}): {first[:200]}")
     if not isinstance(data, list):
         return IpAddr(error="not ip -j JSON: expected a list of interfaces")
     result = IpAddr()

@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from clusterctl.diagnostics.model import Parsed, split_tag
+from clusterctl.diagnostics.model import Parsed, split_tag, to_int
 
 MpiCategory = Literal[
     "ssh-connect-failed",
@@ -96,14 +96,14 @@ def _read_details(result: MpiError, line: str) -> None:
         if (m := pattern.search(line)) and m.group(1) not in result.hosts:
             result.hosts.append(m.group(1))
     if (m := _RANK.search(line)) and result.rank is None:
-        result.rank = int(m.group(1))
+        result.rank = to_int(m.group(1))
     if (m := _EXIT.search(line)) and result.exit_code is None:
-        result.exit_code = int(m.group(1))
+        result.exit_code = to_int(m.group(1))
     if (m := _SLOTS.search(line)) is not None:
-        result.requested_slots = int(m.group(1))
+        result.requested_slots = to_int(m.group(1))
     if m := _CRASH.search(line):
         number = m.group(1) or m.group(4)
-        result.signal = result.signal or (int(number) if number else None)
+        result.signal = result.signal or (to_int(number) if number else None)
     if re.search(r"NCCL failure|CUDA failure|what\(\):", line) and line not in result.errors:
         result.errors.append(line)
 

@@ -75,7 +75,7 @@ def parse_nccl_tests(text: str) -> NcclTests:
         if m := _AVG.match(stripped):
             result.avg_bus_bandwidth_gb_per_s = to_float(m.group(1))
         elif m := _OOB.match(stripped):
-            result.out_of_bounds = int(m.group(1))
+            result.out_of_bounds = to_int(m.group(1))
             result.out_of_bounds_ok = None if m.group(2) is None else m.group(2) == "OK"
         elif _is_header(stripped):
             columns = _columns(stripped)

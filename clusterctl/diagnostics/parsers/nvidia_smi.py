@@ -9,7 +9,7 @@ import re
 
 from pydantic import BaseModel, Field
 
-from clusterctl.diagnostics.model import Parsed
+from clusterctl.diagnostics.model import Parsed, to_int
 
 _VERSIONS = re.compile(
     r"NVIDIA-SMI\s+(?P<smi>[\d.]+)\s+Driver Version:\s*(?P<driver>[\d.]+)(?:\s+CUDA Version:\s*(?P<cuda>[\d.]+|N/A))?"
@@ -17,7 +17,8 @@ _VERSIONS = re.compile(
 _GPU = re.compile(
     r"^\|\s+(\d+)\s+(.+?)\s+(On|Off)\s+\|\s+([0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f.]+)\s+(\S+)\s+\|"
 )
-_MEMORY = re.compile(r"(\d+)MiB\s*/\s*(\d+)MiB")
+# (?<!\d): a search starts only where a number does (a line of digits was quadratic).
+_MEMORY = re.compile(r"(?<!\d)(\d+)MiB\s*/\s*(\d+)MiB")
 
 
 class SmiGpu(BaseModel):
@@ -58,13 +59,11 @@ def parse_nvidia_smi(text: str) -> NvidiaSmi:
             continue
         if m := _VERSIONS.search(line):
             result.smi_version, result.driver_version, result.cuda_version = m.group("smi", "driver", "cuda")
-        elif m := _GPU.match(line):
-            current = SmiGpu(
-                index=int(m.group(1)), name=m.group(2), persistence_mode=m.group(3), bus_id=m.group(4)
-            )
+        elif (m := _GPU.match(line)) and (index := to_int(m.group(1))) is not None:
+            current = SmiGpu(index=index, name=m.group(2), persistence_mode=m.group(3), bus_id=m.group(4))
             result.gpus.append(current)
         elif (m := _MEMORY.search(line)) and current is not None and current.memory_total_mib is None:
-            current.memory_used_mib, current.memory_total_mib = int(m.group(1)), int(m.group(2))
+            current.memory_used_mib, current.memory_total_mib = to_int(m.group(1)), to_int(m.group(2))
         elif line.startswith(("|", "+")) or re.match(r"^\w{3} \w{3} +\d+ [\d:]+ \d{4}$", line):
             continue  # frames, column headers, second GPU lines, process rows, the timestamp
         else:

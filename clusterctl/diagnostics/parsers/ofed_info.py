@@ -12,7 +12,8 @@ from pydantic import Field
 
 from clusterctl.diagnostics.model import Parsed
 
-_FULL = re.compile(r"^((?:[A-Z][A-Z_]*)?OFED[A-Z_]*(?:-internal)?)-(\d[\w.-]*?)(?:\s*\(.*\))?:?\s*$")
+# Possessive and bracket-bounded: a lazy version before "(.*)" was quadratic on a long line.
+_FULL = re.compile(r"^((?:[A-Z][A-Z_]*)?OFED[A-Z_]*+(?:-internal)?)-(\d[\w.-]*+)(?:\s*+\([^)]*+\))?:?\s*+$")
 _NUMBER = re.compile(r"^(\d+\.\d+-[\d.]+)\s*$")
 _MISSING = re.compile(r"ofed_info: (?:command )?not found|No such file")
 

@@ -11,9 +11,10 @@ import re
 
 from pydantic import BaseModel, Field
 
-from clusterctl.diagnostics.model import Parsed, split_tag
+from clusterctl.diagnostics.model import Parsed, split_tag, to_float, to_int
 
-_SETTING = re.compile(r"^([A-Z][A-Za-z0-9 _]*?):\s+(.*\S)\s*$")
+# Possessive \s++ and a greedy value (stripped after): a line of blanks after "Key:" was quadratic.
+_SETTING = re.compile(r"^([A-Z][A-Za-z0-9 _]*?):\s++(\S.*)$")
 _PER_DEVICE = re.compile(r"^\s*(\d+)\s+per device\s*$")
 _STEP = re.compile(
     r"^\s*(\d+)\s+images/sec:\s*([\d.]+)\s*\+/-\s*([\d.]+)\s*\(jitter\s*=\s*([\d.]+)\)\s*(.*)$"
@@ -68,17 +69,17 @@ def parse_tf_cnn_benchmarks(text: str) -> TfCnnBenchmarks:
         rank, line = split_tag(raw)
         if not line.strip():
             continue
-        if m := _TOTAL.match(line):
-            totals.append((rank, float(m.group(1))))
-        elif m := _STEP.match(line):
-            result.steps.append(TfStep(step=int(m.group(1)), images_per_sec=float(m.group(2)), rank=rank))
+        if (m := _TOTAL.match(line)) and (total := to_float(m.group(1))) is not None:
+            totals.append((rank, total))
+        elif (m := _STEP.match(line)) and None not in (step := (to_int(m.group(1)), to_float(m.group(2)))):
+            result.steps.append(TfStep(step=step[0], images_per_sec=step[1], rank=rank))
         elif (m := _PER_DEVICE.match(line)) and last_key == "Batch size":
-            result.batch_size_per_device = int(m.group(1))
+            result.batch_size_per_device = to_int(m.group(1))
         elif _NOISE.match(line):
             continue
         elif m := _SETTING.match(line):
             last_key = m.group(1)
-            result.settings.setdefault(last_key, m.group(2))
+            result.settings.setdefault(last_key, m.group(2).rstrip())
         else:
             result.unparsed_lines.append(raw)
     _apply_settings(result)
@@ -93,9 +94,9 @@ def _apply_settings(result: TfCnnBenchmarks) -> None:
     result.variable_update = settings.get("Variables")
     batch = settings.get("Batch size", "")
     if m := re.match(r"(\d+)\s+global", batch):
-        result.batch_size_global = int(m.group(1))
+        result.batch_size_global = to_int(m.group(1))
     elif (m := re.match(r"(\d+)\s+per device", batch)) and result.batch_size_per_device is None:
-        result.batch_size_per_device = int(m.group(1))
+        result.batch_size_per_device = to_int(m.group(1))
     devices = settings.get("Devices")
     if devices:
         result.num_gpus = len(re.findall(r"'[^']*'", devices)) or None

@@ -1,0 +1,102 @@
+"""Shared material of the reliability suite: a valid inventory to mutate, and running `inventory validate`.
+
+Imported by the suite's modules (pytest puts this directory on ``sys.path``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+from clusterctl.cli import main
+
+
+def reproducible(examples: int) -> settings:
+    """Hypothesis settings for CI: ``examples`` inputs, derandomized, no example database, no deadline
+    (each test bounds the time of every input itself)."""
+    return settings(
+        max_examples=examples,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        suppress_health_check=[
+            HealthCheck.too_slow,
+            HealthCheck.function_scoped_fixture,
+            HealthCheck.data_too_large,
+        ],
+    )
+
+
+# A valid two-node inventory; every generated inventory is a mutation of it (or random YAML).
+BASE = """\
+cluster:
+  name: testcluster
+  defaults:
+    ssh:
+      user: root
+      port: 22
+    gpus:
+      count: 4
+      model: V100-SXM2-16GB
+    fabric:
+      kind: infiniband
+      interface: ib0
+      hca: mlx5_0
+      rate_gbps: 100
+nodes:
+  - name: node1
+    address: 10.0.0.1
+    role: primary
+    fabric:
+      address: 192.168.11.1/24
+  - name: node2
+    address: gpu02.example.org
+    fabric:
+      address: 192.168.11.2/24
+container:
+  sshd_port: 50000
+  shm_size: 16g
+  cap_add: [IPC_LOCK]
+  devices: [/dev/infiniband]
+  mounts:
+    - source: /srv/data
+      target: /data
+image:
+  profile: paper-2020
+run:
+  batch_size: 64
+"""
+
+
+@dataclass
+class Outcome:
+    """What one `clusterctl inventory validate` did."""
+
+    code: int
+    out: str
+    err: str
+    seconds: float
+
+
+def validate(path: Path, capsys: pytest.CaptureFixture[str]) -> Outcome:
+    """Run `clusterctl inventory validate path` in-process; its exit code, output and duration."""
+    capsys.readouterr()
+    start = time.monotonic()
+    code = main(["inventory", "validate", str(path)])
+    seconds = time.monotonic() - start
+    captured = capsys.readouterr()
+    return Outcome(code, captured.out, captured.err, seconds)
+
+
+def assert_one_paragraph_refusal(outcome: Outcome, *, within_s: float) -> None:
+    """Exit 2 with an error that is one paragraph (no blank line, no traceback) and has a Fix, in time."""
+    assert outcome.code == 2, outcome.err
+    assert outcome.err.startswith("error: "), outcome.err
+    assert "Traceback" not in outcome.err
+    assert "\n\n" not in outcome.err.strip(), outcome.err
+    assert "Fix" in outcome.err, outcome.err
+    assert outcome.seconds < within_s, f"{outcome.seconds:.1f} s: {outcome.err[:200]}"
