@@ -5,20 +5,18 @@ from __future__ import annotations
 
 import io
 import re
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from rich.console import Console
+from test_report import record
 
 from clusterctl.cli import main
 from clusterctl.cli.run import print_report
-from clusterctl.results.fabric import FabricProof
 from clusterctl.results.history import add_run, history_path
 from clusterctl.results.record import RunConfig, RunRecord
 from clusterctl.results.references import load_references
 from clusterctl.results.report import ReportRow, build_report
-from clusterctl.workloads.base import Metric
 
 # The whitepaper's configuration: the longest workload name, and references to compare with.
 PAPER = RunConfig(
@@ -34,19 +32,7 @@ PAPER = RunConfig(
 
 
 def _record(run_id: str, devices: int, value: float, *, valid: bool = True) -> RunRecord:
-    return RunRecord(
-        run_id=run_id,
-        started_at=datetime(2026, 1, 1, tzinfo=UTC),
-        config=PAPER,
-        nodes=1 if devices <= 4 else 2,
-        world_size=devices,
-        exit_code=0,
-        primary_metric="total_images_per_sec",
-        metrics={"total_images_per_sec": Metric(value=value, unit="img/s")},
-        fabric=FabricProof(fabric_kind="infiniband", transport="NET/IB", gdr=True, valid=valid),
-        findings=[],
-        valid=valid,
-    )
+    return record(run_id, devices, value, valid=valid, config=PAPER)
 
 
 RECORDS = [
@@ -132,8 +118,8 @@ def test_report_command_piped_fits_80_columns(
 ) -> None:
     """Through the command, output captured (not a terminal): rich's width is then 80 columns."""
     monkeypatch.delenv("COLUMNS", raising=False)
-    for record in RECORDS:
-        add_run(history_path(tmp_path), record, tmp_path / record.run_id)
+    for run in RECORDS:
+        add_run(history_path(tmp_path), run, tmp_path / run.run_id)
     assert main(["report", "--runs-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert max(len(line) for line in out.splitlines()) <= 80

@@ -27,7 +27,9 @@ FOLDER_KIND = {
     "ibv_devinfo": "ibv-devinfo", "ofed_info": "ofed-info", "nvidia_smi": "nvidia-smi",
     "nvidia_smi_query_csv": "nvidia-smi-csv", "tf_cnn_benchmarks": "tf-cnn-benchmarks",
     "horovod_synthetic": "horovod-synthetic", "nccl_tests": "nccl-tests", "mpi_errors": "mpi-error",
-    "nccl_errors": "nccl-log", "ip_addr": "ip-addr", "proc_modules": "proc-modules", "peermem": "peermem",
+    "nccl_errors": "nccl-log", "nccl_logs": "nccl-log", "ip_addr": "ip-addr", "proc_modules": "proc-modules",
+    "peermem": "peermem", "lspci_vvv": "lspci-vvv", "nvidia_smi_q": "nvidia-smi-q", "perfquery": "perfquery",
+    "proc_cmdline": "proc-cmdline", "sysfs_counters": "sysfs-counters",
 }  # fmt: skip
 INPUTS_PER_PARSER = 1000
 # Seconds an input may take: a floor for scheduling noise, plus so much per MB of input. Catastrophic
