@@ -69,7 +69,9 @@ def _assert_file_lines_are_single_values(inventory: Inventory) -> None:
 
 
 def _assert_mpirun_hosts_are_one_per_node(inventory: Inventory) -> None:
-    plan = build_plan(inventory, run_options(inventory, "resnet50"), get_workload("resnet50"))
+    # tf_cnn_benchmarks: the workload the paper image (this inventory's profile) runs.
+    workload = "tf_cnn_benchmarks"
+    plan = build_plan(inventory, run_options(inventory, workload), get_workload(workload))
     hosts = plan.argv[plan.argv.index("-H") + 1].split(",")
     assert len(hosts) == len(inventory.nodes)
     for entry, node in zip(hosts, inventory.nodes, strict=True):

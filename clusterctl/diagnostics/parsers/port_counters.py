@@ -24,10 +24,14 @@ from clusterctl.diagnostics.model import Parsed
 
 WORD_BYTES = 4  # data counters count 4-byte words
 
-_PQ_HEADER = re.compile(r"^#\s*Port (extended )?counters:.*?\bport\s+(\d+)", re.I)
-_PQ_LID = re.compile(r"\bLid\s+(\d+)")
+# Digit counts are bounded (port and LID numbers are 16-bit, counters 64-bit): a longer run of digits
+# is not a number these tools print, and int() of it could exceed Python's digit limit.
+_PQ_HEADER = re.compile(r"^#\s*Port (extended )?counters:.*?\bport\s+(\d{1,5})\b", re.I)
+_PQ_LID = re.compile(r"\bLid\s+(\d{1,5})\b")
 _PQ_FIELD = re.compile(r"^(\w+):\.*\s*(\S+)\s*$")
-_SYSFS = re.compile(r"^/sys/class/infiniband/([^/\s]+)/ports/(\d+)/(?:hw_)?counters/(\w+):\s*(\d+)\s*$")
+_SYSFS = re.compile(
+    r"^/sys/class/infiniband/([^/\s]+)/ports/(\d{1,5})/(?:hw_)?counters/(\w+):\s*(\d{1,20})\s*$"
+)
 _ERROR = re.compile(r"\b(?:ibwarn|iberror|No such file|Permission denied|can't open|failed)\b", re.I)
 # The names each source gives the two data counters.
 _XMIT = ("PortXmitData", "port_xmit_data")
