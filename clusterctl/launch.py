@@ -11,7 +11,6 @@ the cluster key and known_hosts mounted at ``CONTAINER_SSH_DIR``, strict host-ke
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -21,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from clusterctl.errors import InputError
 from clusterctl.image.render import CONTAINER_SSH_DIR
 from clusterctl.inventory import Inventory, Node, RunDefaults
+from clusterctl.versions import version_tuple
 from clusterctl.workloads import get_workload
 from clusterctl.workloads.images import check_image_runs
 
@@ -148,8 +148,8 @@ def exact_names(inventory: Inventory, names: Sequence[str]) -> str:
     start with ``=``. An image pinned to an NCCL older than 2.5.6, which knows no ``=``, gets the
     plain list (there ``=mlx5_0`` would match no device at all).
     """
-    version = re.match(r"(\d+)\.(\d+)\.(\d+)", inventory.image.versions.nccl or "")
-    old = version is not None and tuple(map(int, version.groups())) < NCCL_EXACT_NAMES_SINCE
+    version = version_tuple(inventory.image.versions.nccl)
+    old = version is not None and version < NCCL_EXACT_NAMES_SINCE
     return ("" if old else "=") + ",".join(names)
 
 

@@ -153,7 +153,9 @@ def test_nccl_socket_ifname_is_the_exact_interface() -> None:
     assert plan.env["NCCL_SOCKET_IFNAME"] == "=ens1f0np0"
 
 
-@pytest.mark.parametrize(("nccl", "prefix"), [("2.4.8", ""), ("2.5.6", "="), ("2.21.5", "="), (None, "=")])
+@pytest.mark.parametrize(
+    ("nccl", "prefix"), [("2.4.8", ""), ("2.5.5", ""), ("2.5.6", "="), ("2.21.5", "="), (None, "=")]
+)
 def test_exact_names_only_for_an_nccl_that_knows_them(nccl: str | None, prefix: str) -> None:
     document = _document(hca=["mlx5_0", "mlx5_1"])
     # The paper image pins its NCCL; a PyTorch image takes the wheel's and refuses a pin.

@@ -20,6 +20,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from clusterctl.versions import version_tuple
+
 # nvidia-smi topo -m path -> NCCL path type (NCCL has no NODE: it is a path through one CPU, PHB;
 # SOC is the pre-2017 name of SYS).
 _NCCL_PATH = {"PIX": "PIX", "PXB": "PXB", "PHB": "PHB", "NODE": "PHB", "SYS": "SYS", "SOC": "SYS"}
@@ -40,12 +42,6 @@ def hca_names(hca: str | list[str] | None) -> list[str]:
     """The device names of an HCA setting: one name or a list, each optionally ``name:port``."""
     names = [hca] if isinstance(hca, str) else hca or []
     return list(dict.fromkeys(name.split(":")[0] for name in names))
-
-
-def version_tuple(version: str | None) -> tuple[int, int] | None:
-    """``"2.5.6"``, ``"2.18.3-1"`` or ``"2.21.5+cuda12.4"`` as (major, minor); None when unknown."""
-    match = re.match(r"\s*v?(\d+)\.(\d+)", version or "")
-    return (int(match.group(1)), int(match.group(2))) if match else None
 
 
 @dataclass(frozen=True)

@@ -44,8 +44,7 @@ class Expectation(BaseModel):
     @classmethod
     def _device_names(cls, value: Any) -> Any:
         """One name is a list of one; ``mlx5_0:1`` (an HCA port, as NCCL_IB_HCA writes it) names mlx5_0."""
-        names = [value] if isinstance(value, str) else value
-        return list(dict.fromkeys(n.split(":")[0] for n in names)) if names else None
+        return hca_names(value) or None
 
 
 def expectation_for(inventory: Inventory, node: Node) -> Expectation:
@@ -129,8 +128,7 @@ def topology_rules(topo: NvidiaSmiTopo, expect: Expectation) -> list[Finding]:
     if topo.error:
         return [_missing("nvidia-smi topo -m", topo.error, expect)]
     policy = GdrPolicy(expect.nccl_version, expect.gdr_level)
-    allowed = hca_names(expect.hca)
-    nics = [nic for nic in topo.nics if not allowed or nic in allowed]
+    nics = [nic for nic in topo.nics if not expect.hca or nic in expect.hca]
     return [
         finding for gpu in topo.gpus if (finding := _gpu_gdr(gpu, topo, nics, policy, expect)) is not None
     ]

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from clusterctl.diagnostics.nccl_gdr import hca_names
 from clusterctl.diagnostics.parsers.ibstat import IbStat
 from clusterctl.diagnostics.parsers.ibv_devinfo import IbvDevinfo
 from clusterctl.diagnostics.parsers.lspci import ACS_REDIRECT, Lspci, PciDevice, PciLink
@@ -185,9 +184,8 @@ def iommu_rules(cmdline: ProcCmdline, expect: Expectation) -> list[Finding]:
 
 def mtu_rules(info: IbvDevinfo, expect: Expectation) -> list[Finding]:
     """Active ports of the HCAs NCCL may use whose active MTU is below 4096."""
-    allowed = hca_names(expect.hca)
     findings: list[Finding] = []
-    for device in (d for d in info.devices if not allowed or d.name in allowed):
+    for device in (d for d in info.devices if not expect.hca or d.name in expect.hca):
         for port in device.ports:
             mtu = (
                 int(port.active_mtu.split()[0]) if port.active_mtu and port.active_mtu[:1].isdigit() else None
@@ -214,7 +212,7 @@ def mtu_rules(info: IbvDevinfo, expect: Expectation) -> list[Finding]:
 
 def hca_count_rules(report: IbStat, expect: Expectation) -> list[Finding]:
     """The inventory lets NCCL use fewer HCAs than the host has up at the same link layer and rate."""
-    allowed = hca_names(expect.hca)
+    allowed = expect.hca
     if not allowed:
         return []
     active = {

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from clusterctl.diagnostics.bundle import NodeBundle, NodeMeta, SectionMeta
 from clusterctl.diagnostics.collect import COLLECTOR_BY_KEY, Collector
 from clusterctl.diagnostics.model import Parsed
-from clusterctl.diagnostics.nccl_gdr import version_tuple
 from clusterctl.diagnostics.parsers.ip_addr import IpAddr
 from clusterctl.diagnostics.parsers.nvidia_smi_csv import NvidiaSmiCsv
 from clusterctl.diagnostics.parsers.peermem import PeerMem
@@ -18,6 +17,7 @@ from clusterctl.diagnostics.parsers.proc_modules import ProcModules
 from clusterctl.diagnostics.rules import apply_rules, expectation_for
 from clusterctl.findings import Finding, Severity
 from clusterctl.inventory import Inventory, Node
+from clusterctl.versions import version_tuple
 
 PEERMEM_MODULES = ("nvidia_peermem", "nv_peer_mem")
 FIRST_DMABUF = (2, 13)  # NCCL 2.13.4-1 is the first release with DMA-BUF (src/init.cc "DMA-BUF is available")
