@@ -9,26 +9,17 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
-from test_report import record
+from test_report import V100, record
 
 from clusterctl.cli import main
 from clusterctl.cli.run import print_report
 from clusterctl.results.history import add_run, history_path
-from clusterctl.results.record import RunConfig, RunRecord
+from clusterctl.results.record import RunRecord
 from clusterctl.results.references import load_references
 from clusterctl.results.report import ReportRow, build_report
 
 # The whitepaper's configuration: the longest workload name, and references to compare with.
-PAPER = RunConfig(
-    workload="tf_cnn_benchmarks",
-    model="resnet50",
-    framework="horovod",
-    precision="fp16",
-    batch_size=256,
-    image_size=224,
-    image_profile="paper-2020",
-    device="V100-SXM2-16GB",
-)
+PAPER = V100
 
 
 def _record(run_id: str, devices: int, value: float, *, valid: bool = True) -> RunRecord:

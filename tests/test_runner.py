@@ -34,6 +34,22 @@ def _failed_exec(inventory: Inventory, plan: LaunchPlan, *, timeout_s: float, on
     return ExecResult(1, "mpirun: no container\n")
 
 
+def _run_failing(
+    inventory: Inventory, plan: LaunchPlan, runs_dir: Path, **options
+) -> list[tuple[RunRecord, Path]]:
+    """``plan`` run and recorded into ``runs_dir`` with an mpirun that cannot start."""
+    return run_benchmark(
+        inventory,
+        plan,
+        get_workload(WORKLOAD),
+        timeout_s=10,
+        runs_dir=runs_dir,
+        on_line=lambda line: None,
+        execute=_failed_exec,
+        **options,
+    )
+
+
 def test_each_record_is_handed_over_as_soon_as_it_is_recorded(inventory: Inventory, tmp_path: Path) -> None:
     plan = plan_run(inventory, WORKLOAD, nodes=1, steps=5)
     seen: list[tuple[RunRecord, Path, int]] = []
@@ -42,17 +58,7 @@ def test_each_record_is_handed_over_as_soon_as_it_is_recorded(inventory: Invento
         # The history already holds this run when the caller hears of it.
         seen.append((record, directory, len(load_runs(history_path(tmp_path)))))
 
-    done = run_benchmark(
-        inventory,
-        plan,
-        get_workload(WORKLOAD),
-        repeats=2,
-        timeout_s=10,
-        runs_dir=tmp_path,
-        on_line=lambda line: None,
-        execute=_failed_exec,
-        on_record=on_record,
-    )
+    done = _run_failing(inventory, plan, tmp_path, repeats=2, on_record=on_record)
     assert [(r.run_id, d) for r, d, _ in seen] == [(r.run_id, d) for r, d in done]
     assert [count for _, _, count in seen] == [1, 2]
     assert all(not r.valid and r.exit_code == 1 for r, _ in done)
@@ -60,16 +66,7 @@ def test_each_record_is_handed_over_as_soon_as_it_is_recorded(inventory: Invento
 
 def test_report_of_reads_the_history_of_a_runs_directory(inventory: Inventory, tmp_path: Path) -> None:
     assert report_of(tmp_path) == []
-    run_benchmark(
-        inventory,
-        plan_run(inventory, WORKLOAD, nodes=1),
-        get_workload(WORKLOAD),
-        repeats=1,
-        timeout_s=10,
-        runs_dir=tmp_path,
-        on_line=lambda line: None,
-        execute=_failed_exec,
-    )
+    _run_failing(inventory, plan_run(inventory, WORKLOAD, nodes=1), tmp_path, repeats=1)
     [row] = report_of(tmp_path)
     assert (row.config.workload, row.devices, row.runs, row.invalid_runs) == (WORKLOAD, 4, 0, 1)
 
