@@ -16,6 +16,7 @@ from typing import TypeVar
 
 import paramiko
 
+from clusterctl.inventory import Inventory, validate_document
 from clusterctl.sshkeys import ensure_keypair
 
 T = TypeVar("T")
@@ -173,3 +174,22 @@ class LocalSftp(paramiko.SFTPServerInterface):
 
     def chattr(self, path: str, attr: paramiko.SFTPAttributes) -> int:
         return self._call(lambda: os.chmod(self._real(path), attr.st_mode & 0o7777) or paramiko.SFTP_OK)
+
+
+def one_node_inventory(tmp_path: Path, keys: Keys, server: SshServer, address: str, name: str) -> Inventory:
+    """A one-node inventory (cluster ``name``) whose node is ``server`` at ``address``, its host key
+    in the inventory's own known_hosts and a fresh identity from ``keys``."""
+    known = tmp_path / f"{name}_known_hosts"
+    known.write_text(f"[{address}]:{server.port} {server.public}\n")
+    document = {
+        "cluster": {"name": name},
+        "nodes": [
+            {
+                "name": "n1",
+                "address": address,
+                "role": "primary",
+                "ssh": {"port": server.port, "identity_file": str(keys.new()), "known_hosts": str(known)},
+            }
+        ],
+    }
+    return validate_document(document, tmp_path / "inv.yml")

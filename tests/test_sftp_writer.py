@@ -9,12 +9,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sshserver import Keys, SshServer
+from sshserver import Keys, SshServer, one_node_inventory
 
 from clusterctl.cluster_keys import ensure_cluster_keys, node_ssh_dir, node_ssh_files, push_ssh_dir
 from clusterctl.hosts.sftp import write_file
 from clusterctl.hosts.ssh import connect
-from clusterctl.inventory import Inventory, validate_document
+from clusterctl.inventory import Inventory
 from clusterctl.paths import STATE_DIR_ENV
 
 SECRET = b"the victim's own content\n"
@@ -35,20 +35,7 @@ def inventory(tmp_path: Path, node_root: Path, monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     keys = Keys(tmp_path / "keys")
     server = SshServer(keys.new(), "127.0.0.1", sftp_root=node_root)
-    known = tmp_path / "known_hosts"
-    known.write_text(f"[127.0.0.1]:{server.port} {server.public}\n")
-    document = {
-        "cluster": {"name": "c"},
-        "nodes": [
-            {
-                "name": "n1",
-                "address": "127.0.0.1",
-                "role": "primary",
-                "ssh": {"port": server.port, "identity_file": str(keys.new()), "known_hosts": str(known)},
-            }
-        ],
-    }
-    yield validate_document(document, tmp_path / "inv.yml")
+    yield one_node_inventory(tmp_path, keys, server, "127.0.0.1", "c")
     server.close()
 
 

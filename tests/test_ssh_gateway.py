@@ -12,11 +12,11 @@ from pathlib import Path
 
 import paramiko
 import pytest
-from sshserver import Keys, SshServer
+from sshserver import Keys, SshServer, one_node_inventory
 
 from clusterctl.errors import ConnectError
 from clusterctl.hosts.ssh import cluster_known_hosts, connect
-from clusterctl.inventory import Inventory, validate_document
+from clusterctl.inventory import Inventory
 from clusterctl.paths import STATE_DIR_ENV
 from clusterctl.sshkeys import fingerprint
 
@@ -53,21 +53,7 @@ def servers(
 
 def _inventory(tmp_path: Path, keys: Keys, node: SshServer) -> Inventory:
     """One node at 127.0.0.2 (the node server's port), its host key in the inventory's known_hosts."""
-    known = tmp_path / "node_known_hosts"
-    known.write_text(f"[127.0.0.2]:{node.port} {node.public}\n")
-    identity = keys.new()
-    document = {
-        "cluster": {"name": "gw"},
-        "nodes": [
-            {
-                "name": "n1",
-                "address": "127.0.0.2",
-                "role": "primary",
-                "ssh": {"port": node.port, "identity_file": str(identity), "known_hosts": str(known)},
-            }
-        ],
-    }
-    return validate_document(document, tmp_path / "inv.yml")
+    return one_node_inventory(tmp_path, keys, node, "127.0.0.2", "gw")
 
 
 def test_an_unknown_gateway_key_is_refused_before_the_node_is_reached(
