@@ -65,6 +65,8 @@ def test_ddp_is_wrapped_with_bucket_views_no_buffer_broadcast_and_a_static_graph
         assert ddp.bucket_bytes_cap == 50 * 1024 * 1024
         assert isinstance(optimizer, torch.optim.SGD)
         assert trainer.slowest(1.25) == 1.25  # one rank: its own time
+        compiled, _ = trainer.wrap(torch.nn.Linear(4, 2), args, compiled=True)
+        assert compiled.static_graph is False  # DDPOptimizer splits a compiled graph itself
     finally:
         trainer.shutdown()
 

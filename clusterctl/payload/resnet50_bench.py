@@ -152,7 +152,9 @@ class Trainer:
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
 
-    def wrap(self, model: nn.Module, args: argparse.Namespace) -> tuple[nn.Module, torch.optim.Optimizer]:
+    def wrap(
+        self, model: nn.Module, args: argparse.Namespace, *, compiled: bool = False
+    ) -> tuple[nn.Module, torch.optim.Optimizer]:
         """The model and optimizer made data parallel, with identical initial weights on every rank.
 
         DDP: gradients live in the communication buckets (``gradient_as_bucket_view``, no copy),
@@ -177,7 +179,7 @@ class Trainer:
             device_ids=ids,
             bucket_cap_mb=args.bucket_cap_mb,
             gradient_as_bucket_view=True,
-            static_graph=not args.compile,
+            static_graph=not compiled,  # a compiled model's graph is split by DDPOptimizer instead
             **_no_forward_buffer_sync(DistributedDataParallel),
         )
         return ddp, _sgd(ddp.parameters(), lr, self.device)
@@ -344,8 +346,7 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.manual_seed(0)
     model = ResNet50(args.num_classes).to(device, memory_format=memory_format)
-    args.compile = compile_model
-    model, optimizer = trainer.wrap(model, args)
+    model, optimizer = trainer.wrap(model, args, compiled=compile_model)
     if compile_model:
         model = torch.compile(model)
     scaler = torch.amp.GradScaler("cuda") if dtype == torch.float16 else None
