@@ -196,7 +196,11 @@ class Strict(BaseModel):
     string in a list, must be a single line of visible text (``single_line``).
     """
 
-    model_config = ConfigDict(extra="forbid", validate_default=True, strict=True, allow_inf_nan=False)
+    # defer_build: the validators are built once, for the whole Inventory, on its first validation,
+    # instead of once per model at import and again inside every model that nests it (start-up time).
+    model_config = ConfigDict(
+        extra="forbid", validate_default=True, strict=True, allow_inf_nan=False, defer_build=True
+    )
 
     @field_validator("*", mode="before")
     @classmethod
