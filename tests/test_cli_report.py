@@ -115,3 +115,10 @@ def test_report_command_piped_fits_80_columns(
     out = capsys.readouterr().out
     assert max(len(line) for line in out.splitlines()) <= 80
     assert any("tf_cnn_benchmarks" in line and "4,419.7 img/s" in line for line in out.splitlines())
+
+
+def test_the_fabric_column_shows_gb_per_node_and_balance(rows: list[ReportRow]) -> None:
+    rows[-1].fabric_gb_per_node, rows[-1].rail_balance = 1.234, 0.5
+    header, *_ = (line for line in _render(rows, 250).splitlines() if "workload" in line)
+    assert "fabric" in header
+    assert "1.23 GB/node bal 0.50" in _render(rows, 250)

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from clusterctl.launch import LaunchPlan
+    from clusterctl.results.counters import CounterProof
     from clusterctl.results.record import RunRecord
     from clusterctl.results.report import ReportRow
 
@@ -55,9 +56,23 @@ def _print_record(record: RunRecord, directory: Path) -> None:
         f"{' GDRDMA' if record.fabric.gdr else ''}; run directory {directory}",
         highlight=False,
     )
+    if record.counters is not None:
+        console.print(_counters_line(record.counters), markup=False, highlight=False)
     for finding in record.findings:
         colour = "red" if finding.severity == "error" else "yellow"
         console.print(f"  [{colour}]{finding.severity}[/] {finding.code}: {finding.message}", highlight=False)
+
+
+def _counters_line(proof: CounterProof) -> str:
+    """``  counters (eth0): node1 1.02/1.02 GB, node2 ... sent/received; expected >= 1.02 GB per node``."""
+    nodes = ", ".join(
+        f"{name} {'unknown' if t.error else f'{t.sent / 1e9:.2f}/{t.received / 1e9:.2f} GB'}"
+        for name, t in proof.nodes.items()
+    )
+    expected = proof.expected_bytes_per_node
+    return f"  counters ({proof.fabric}): {nodes} sent/received" + (
+        f"; expected >= {expected / 1e9:.2f} GB per node" if expected else ""
+    )
 
 
 def _summary(records: list[RunRecord]) -> dict[str, object]:
@@ -188,6 +203,14 @@ def _references(row: ReportRow) -> str:
     return "; ".join(f"{x.metric} {x.observed:.2f} vs {x.expected:g} [{x.verdict}]" for x in row.comparisons)
 
 
+def _fabric(row: ReportRow) -> str:
+    """GB each node's fabric sent (median run), with the rail balance on multi-rail nodes."""
+    if row.fabric_gb_per_node is None:
+        return "-"
+    balance = "" if row.rail_balance is None else f" bal {row.rail_balance:.2f}"
+    return f"{row.fabric_gb_per_node:.2f} GB/node{balance}"
+
+
 @dataclass(frozen=True)
 class _Column:
     """One column of the report table: its header, its cell, and whether it must be shown."""
@@ -219,6 +242,7 @@ _COLUMNS: tuple[_Column, ...] = (
         None,
         right=True,
     ),
+    _Column("fabric", lambda r: _fabric(r), 10, right=True),
     _Column("reference", lambda r: _references(r) or "-", 9),
 )
 

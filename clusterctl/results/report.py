@@ -36,6 +36,12 @@ class ReportRow(BaseModel):
     spread_pct: float | None = Field(description="(max - min) / median, in percent.")
     speedup: float | None = Field(description="Against the 1-device median of the configuration.")
     efficiency: float | None = Field(description="speedup / devices.")
+    fabric_gb_per_node: float | None = Field(
+        None, description="Median over the valid runs of the GB each node's fabric sent (proof by counters)."
+    )
+    rail_balance: float | None = Field(
+        None, description="Worst least-used / most-used rail ratio of the valid runs; None: one rail."
+    )
     comparisons: list[Comparison] = Field(default_factory=list)
 
 
@@ -66,6 +72,9 @@ def _row(group: list[RunRecord]) -> ReportRow:
     unit = next((r.metrics[r.primary_metric].unit for r in group if r.primary_metric in r.metrics), "")
     median = statistics.median(values) if values else None
     low, high = (min(values), max(values)) if values else (None, None)
+    proofs = [r.counters for r in group if r.valid and r.value is not None and r.counters]
+    sent = [p.bytes_per_node / 1e9 for p in proofs if p.bytes_per_node is not None]
+    balances = [p.rail_balance for p in proofs if p.rail_balance is not None]
     return ReportRow(
         config=first.config,
         devices=first.world_size,
@@ -80,6 +89,8 @@ def _row(group: list[RunRecord]) -> ReportRow:
         spread_pct=100 * (high - low) / median if median else None,
         speedup=None,
         efficiency=None,
+        fabric_gb_per_node=statistics.median(sent) if sent else None,
+        rail_balance=min(balances) if balances else None,
     )
 
 
@@ -117,6 +128,8 @@ CSV_COLUMNS = [
     "spread_pct",
     "speedup",
     "efficiency",
+    "fabric_gb_per_node",
+    "rail_balance",
 ]
 
 
