@@ -203,6 +203,20 @@ def _references(row: ReportRow) -> str:
     return "; ".join(f"{x.metric} {x.observed:.2f} vs {x.expected:g} [{x.verdict}]" for x in row.comparisons)
 
 
+def _predicted(row: ReportRow) -> str:
+    """The predicted throughput: without overlap - with full overlap."""
+    p = row.predicted
+    return "-" if p is None else f"{p.no_overlap:,.0f}-{p.full_overlap:,.0f} {row.unit}"
+
+
+def _vs_predicted(row: ReportRow) -> str:
+    """Measured / predicted: against full overlap - against none (1.00 and above: as good as the model)."""
+    p = row.predicted
+    if p is None or row.median is None:
+        return "-"
+    return f"{row.median / p.full_overlap:.2f}-{row.median / p.no_overlap:.2f}"
+
+
 def _fabric(row: ReportRow) -> str:
     """GB each node's fabric sent (median run), with the rail balance on multi-rail nodes."""
     if row.fabric_gb_per_node is None:
@@ -242,7 +256,9 @@ _COLUMNS: tuple[_Column, ...] = (
         None,
         right=True,
     ),
-    _Column("fabric", lambda r: _fabric(r), 10, right=True),
+    _Column("meas/pred", lambda r: _vs_predicted(r), 0, right=True),
+    _Column("predicted", lambda r: _predicted(r), 10, right=True),
+    _Column("fabric", lambda r: _fabric(r), 11, right=True),
     _Column("reference", lambda r: _references(r) or "-", 9),
 )
 

@@ -20,13 +20,13 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from clusterctl.diagnostics.parsers.fabric_counters import NodeCounters
 from clusterctl.diagnostics.parsers.mpi_error import parse_mpi_error
 from clusterctl.findings import Finding
 from clusterctl.inventory import Inventory
 from clusterctl.launch import LaunchPlan
 from clusterctl.results.counters import (
     CounterProof,
-    NodeCounters,
     counter_findings,
     expected_bytes_per_node,
     prove_counters,
@@ -67,6 +67,9 @@ class RunRecord(BaseModel):
     fabric: FabricProof
     counters: CounterProof | None = Field(
         None, description="Bytes each node's fabric moved during the run; None when not read."
+    )
+    gradient_bytes: int | None = Field(
+        None, description="Bytes each rank all-reduced per step; None for a workload that trains nothing."
     )
     findings: list[Finding]
     valid: bool = Field(description="Exit 0, sane output, fabric as the inventory says (log and counters).")
@@ -118,7 +121,12 @@ def judge_run(
         ranks_per_node=min(h.slots for h in plan.hosts),
         gdr_level=s.gdr_level,
     )
-    proof = None if counters is None else _prove_counters(inventory, plan, workload, *counters)
+    gradient = workload.gradient_bytes(s)
+    proof = None
+    if counters is not None:
+        steps = s.warmup_steps + s.steps
+        expected = None if gradient is None else expected_bytes_per_node(gradient, steps, len(plan.hosts))
+        proof = prove_counters(*counters, fabric=primary.fabric, expected_bytes_per_node=expected)
     findings = [
         *_exit_findings(output, exit_code),
         *workload.sanity(output, plan),
@@ -136,27 +144,10 @@ def judge_run(
         metrics=workload.metrics(output),
         fabric=fabric,
         counters=proof,
+        gradient_bytes=gradient,
         findings=findings,
         valid=exit_code == 0 and fabric.valid and not any(f.severity == "error" for f in findings),
     )
-
-
-def _prove_counters(
-    inventory: Inventory,
-    plan: LaunchPlan,
-    workload: Workload,
-    before: dict[str, NodeCounters],
-    after: dict[str, NodeCounters],
-) -> CounterProof:
-    """The counters judged against the gradients of every step, warm-up included."""
-    s = plan.options.settings
-    gradient = workload.gradient_bytes(s)
-    expected = (
-        None
-        if gradient is None
-        else expected_bytes_per_node(gradient, s.warmup_steps + s.steps, len(plan.hosts))
-    )
-    return prove_counters(before, after, fabric=inventory.primary.fabric, expected_bytes_per_node=expected)
 
 
 def _exit_findings(output: str, exit_code: int) -> list[Finding]:

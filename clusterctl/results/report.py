@@ -16,8 +16,13 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from clusterctl.results.history import history_path, load_runs
+from clusterctl.results.predict import Prediction, predict_throughput
 from clusterctl.results.record import RunConfig, RunRecord
 from clusterctl.results.references import Comparison, Reference, compare, load_references
+from clusterctl.workloads.nccl_tests import LARGE_BUSBW
+
+# The workloads whose bus bandwidth feeds the predictions (GPUs: NCCL's; CPUs: the payload's transport).
+COLLECTIVES = ("nccl-tests", "allreduce")
 
 
 class ReportRow(BaseModel):
@@ -42,6 +47,11 @@ class ReportRow(BaseModel):
     rail_balance: float | None = Field(
         None, description="Worst least-used / most-used rail ratio of the valid runs; None: one rail."
     )
+    predicted: Prediction | None = Field(
+        None,
+        description="The throughput predicted from the 1-device median and the collective's bus bandwidth "
+        "at this device count (clusterctl.results.predict); None without both.",
+    )
     comparisons: list[Comparison] = Field(default_factory=list)
 
 
@@ -57,8 +67,41 @@ def build_report(records: list[RunRecord], references: list[Reference]) -> list[
         if base and row.median is not None:
             row.speedup = row.median / base
             row.efficiency = row.speedup / row.devices
+        if base and row.devices > 1:
+            row.predicted = _predict(row, base, groups[(row.config.model_dump_json(), row.devices)], records)
         row.comparisons = _compare(row, references)
     return rows
+
+
+def _predict(
+    row: ReportRow, base: float, group: list[RunRecord], records: list[RunRecord]
+) -> Prediction | None:
+    """The row's prediction from its 1-device median ``base`` and the matching collective runs' busbw.
+
+    A collective run matches when it ran valid on the same device, node count and world size (and, for
+    the CPU ``allreduce``, the same framework: its transport); its busbw is the median of theirs.
+    """
+    gradients = [r.gradient_bytes for r in group if r.gradient_bytes]
+    busbws = [
+        r.metrics[LARGE_BUSBW].value
+        for r in records
+        if r.valid
+        and r.config.workload in COLLECTIVES
+        and LARGE_BUSBW in r.metrics
+        and r.config.device == row.config.device
+        and r.world_size == row.devices
+        and r.nodes in row.nodes
+        and (r.config.workload != "allreduce" or r.config.framework == row.config.framework)
+    ]
+    if not gradients or not busbws:
+        return None
+    return predict_throughput(
+        single_device=base,
+        batch_size=row.config.batch_size,
+        devices=row.devices,
+        gradient_bytes=int(statistics.median(gradients)),
+        bus_bandwidth_gb_s=statistics.median(busbws),
+    )
 
 
 def report_of(runs_dir: Path) -> list[ReportRow]:
@@ -130,6 +173,8 @@ CSV_COLUMNS = [
     "efficiency",
     "fabric_gb_per_node",
     "rail_balance",
+    "predicted_no_overlap",
+    "predicted_full_overlap",
 ]
 
 
@@ -139,6 +184,11 @@ def report_csv(rows: list[ReportRow]) -> str:
     writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        flat = {**row.config.model_dump(), **row.model_dump(exclude={"config", "comparisons", "nodes"})}
+        flat = {
+            **row.config.model_dump(),
+            **row.model_dump(exclude={"config", "comparisons", "nodes", "predicted"}),
+        }
+        flat["predicted_no_overlap"] = row.predicted.no_overlap if row.predicted else None
+        flat["predicted_full_overlap"] = row.predicted.full_overlap if row.predicted else None
         writer.writerow({k: flat[k] for k in CSV_COLUMNS})
     return buffer.getvalue()
