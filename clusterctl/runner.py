@@ -137,8 +137,12 @@ def run_plans(
     runs_dir: Path,
     on_line: Callable[[str], None],
     on_record: OnRecord = _ignore_record,
+    preflight: bool = False,
 ) -> list[tuple[RunRecord, Path]]:
     """For each plan in order: snapshot the topology of its nodes, then run it ``repeats`` times.
+
+    With ``preflight``, each plan's collective benchmark runs first (``clusterctl.preflight``) and a
+    fabric below the inventory's minimum bus bandwidth stops everything there (PreflightRefused).
 
     The snapshot (``check topology``'s bundle, taken right before the runs) goes into every run
     directory of that plan, so a result can be read against the hosts' state when it was measured.
@@ -148,14 +152,23 @@ def run_plans(
 
     Raises:
         StepError, ConnectError: as ``execute_plan``.
+        PreflightRefused: with ``preflight``, the collective failed or was too slow.
     """
     # Imported on use: collecting reaches the hosts over SSH (fabric, paramiko).
     from clusterctl.diagnostics.collect import collect_bundle
+    from clusterctl.preflight import preflight_plan, run_preflight
     from clusterctl.results.counter_reading import read_fabric_counters
     from clusterctl.workloads import get_workload
 
+    if preflight:  # every collective's plan is valid before anything runs
+        for plan in plans:
+            preflight_plan(inventory, plan)
     done: list[tuple[RunRecord, Path]] = []
     for plan in plans:
+        if preflight:
+            run_preflight(
+                inventory, plan, timeout_s=timeout_s, runs_dir=runs_dir, on_line=on_line, on_record=on_record
+            )
         with tempfile.TemporaryDirectory(prefix="clusterctl-topology-") as snapshot:
             collect_bundle(inventory, [inventory.node(h.node) for h in plan.hosts], Path(snapshot))
             done += run_benchmark(

@@ -108,6 +108,12 @@ def run(
     repeats: int = RepeatsOption,
     timeout: float = TimeoutOption,
     dry_run: bool = DryRunOption,
+    preflight: bool = typer.Option(
+        False,
+        "--preflight",
+        help="First measure the fabric's allreduce bus bandwidth (nccl-tests on GPUs, allreduce on CPUs); "
+        "exit 1 without running WORKLOAD when it is below the inventory's preflight.min_bus_bandwidth_gb_s.",
+    ),
     runs_dir: Path = RunsDirOption,
     as_json: bool = JsonOption,
 ) -> int:
@@ -142,6 +148,7 @@ def run(
         runs_dir=runs_dir,
         on_line=_line_printer(as_json),
         on_record=_record_printer(as_json),
+        preflight=preflight,
     )
     summary = _summary([record for record, _ in done])
     if as_json:
