@@ -138,4 +138,4 @@ def test_measured_over_predicted_is_shown_beside_the_median_at_80_columns(rows: 
     ratio = f"{4419.71 / eight.predicted.full_overlap:.2f}-{4419.71 / eight.predicted.no_overlap:.2f}"
     assert any("4,419.7 img/s" in line and ratio in line for line in lines), "\n".join(lines)
     wide = _render(rows, 80, wide=True)
-    assert f"{eight.predicted.no_overlap:,.0f}-{eight.predicted.full_overlap:,.0f} img/s" in wide
+    assert f"{eight.predicted.no_overlap:,.1f}-{eight.predicted.full_overlap:,.1f} img/s" in wide

@@ -213,7 +213,7 @@ def _references(row: ReportRow) -> str:
 def _predicted(row: ReportRow) -> str:
     """The predicted throughput: without overlap - with full overlap."""
     p = row.predicted
-    return "-" if p is None else f"{p.no_overlap:,.0f}-{p.full_overlap:,.0f} {row.unit}"
+    return "-" if p is None else f"{p.no_overlap:,.1f}-{p.full_overlap:,.1f} {row.unit}"
 
 
 def _vs_predicted(row: ReportRow) -> str:
