@@ -15,12 +15,24 @@ from collections.abc import Callable
 from pathlib import Path
 
 from clusterctl.image.render import CONTAINER_PAYLOAD_DIR
-from clusterctl.inventory import Inventory
+from clusterctl.inventory import Inventory, validate_document
 from clusterctl.launch import LaunchPlan
 from clusterctl.runner import ExecResult
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCAL_PAYLOAD_DIR = ROOT / "clusterctl" / "payload"
+
+
+def local_inventory() -> Inventory:
+    """Two CPU "nodes" on this host's loopback (127.0.0.1 and .2) for ``local_mpirun``."""
+    document = {
+        "cluster": {"name": "local", "defaults": {"gpus": {"count": 0}, "fabric": {"interface": "lo"}}},
+        "nodes": [
+            {"name": "node1", "address": "127.0.0.1", "role": "primary"},
+            {"name": "node2", "address": "127.0.0.2"},
+        ],
+    }
+    return validate_document(document, Path("local.yml"))
 
 
 def local_mpirun(

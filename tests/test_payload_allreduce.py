@@ -7,10 +7,10 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-from localrun import local_mpirun
+from localrun import local_inventory, local_mpirun
 
 from clusterctl.diagnostics.parsers.nccl_tests import parse_nccl_tests
-from clusterctl.inventory import Inventory, validate_document
+from clusterctl.inventory import Inventory
 from clusterctl.launch import plan_run
 from clusterctl.results.record import RunRecord
 from clusterctl.runner import run_benchmark
@@ -19,14 +19,7 @@ from clusterctl.workloads import get_workload
 
 @pytest.fixture(scope="module")
 def inventory() -> Inventory:
-    document = {
-        "cluster": {"name": "local", "defaults": {"gpus": {"count": 0}, "fabric": {"interface": "lo"}}},
-        "nodes": [
-            {"name": "node1", "address": "127.0.0.1", "role": "primary"},
-            {"name": "node2", "address": "127.0.0.2"},
-        ],
-    }
-    return validate_document(document, Path("local.yml"))
+    return local_inventory()
 
 
 def _run(inventory: Inventory, tmp_path: Path, framework: str) -> tuple[RunRecord, str]:
