@@ -139,3 +139,9 @@ def test_measured_over_predicted_is_shown_beside_the_median_at_80_columns(rows: 
     assert any("4,419.7 img/s" in line and ratio in line for line in lines), "\n".join(lines)
     wide = _render(rows, 80, wide=True)
     assert f"{eight.predicted.no_overlap:,.1f}-{eight.predicted.full_overlap:,.1f} img/s" in wide
+
+
+def test_columns_no_run_can_fill_take_no_room_and_are_not_named(rows: list[ReportRow]) -> None:
+    text = _render(rows, 80)
+    assert "meas/pred" not in text and "predicted" not in text and "fabric" not in text
+    assert "precision" in next(line for line in text.splitlines() if "workload" in line)

@@ -242,6 +242,9 @@ class _Column:
     # how fast, how well it scaled). The others are added in increasing rank while the table fits.
     rank: int | None
     right: bool = False
+    # A column only some runs can fill (predictions, counters): when no row has a value, it is left out
+    # to fit the width without being named (nothing is lost).
+    sparse: bool = False
 
 
 _COLUMNS: tuple[_Column, ...] = (
@@ -263,9 +266,9 @@ _COLUMNS: tuple[_Column, ...] = (
         None,
         right=True,
     ),
-    _Column("meas/pred", lambda r: _vs_predicted(r), 0, right=True),
-    _Column("predicted", lambda r: _predicted(r), 10, right=True),
-    _Column("fabric", lambda r: _fabric(r), 11, right=True),
+    _Column("meas/pred", lambda r: _vs_predicted(r), 0, right=True, sparse=True),
+    _Column("predicted", lambda r: _predicted(r), 10, right=True, sparse=True),
+    _Column("fabric", lambda r: _fabric(r), 11, right=True, sparse=True),
     _Column("reference", lambda r: _references(r) or "-", 9),
 )
 
@@ -299,15 +302,17 @@ def report_table(rows: list[ReportRow], width: int | None) -> tuple[Table, list[
     """The report table with the columns that fit ``width`` (None: all), and the headers left out.
 
     Workload, devices, median, speedup and efficiency are always there; the other columns are added
-    in rank order, each one only if the table's natural width still fits.
+    in rank order, each one only if the table's natural width still fits. A sparse column no row
+    fills is neither added nor named.
     """
     if width is None:
         return _table(rows, list(_COLUMNS)), []
-    columns = [c for c in _COLUMNS if c.rank is None]
-    for candidate in sorted((c for c in _COLUMNS if c.rank is not None), key=lambda c: c.rank or 0):
+    wanted = [c for c in _COLUMNS if not (c.sparse and all(c.cell(r) == "-" for r in rows))]
+    columns = [c for c in wanted if c.rank is None]
+    for candidate in sorted((c for c in wanted if c.rank is not None), key=lambda c: c.rank or 0):
         if _natural_width(_table(rows, [*columns, candidate])) <= width:
             columns.append(candidate)
-    return _table(rows, columns), [c.header for c in _COLUMNS if c not in columns]
+    return _table(rows, columns), [c.header for c in wanted if c not in columns]
 
 
 def print_report(rows: list[ReportRow], out: Console, *, wide: bool = False) -> None:
