@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from clusterctl.cli import main
 from clusterctl.errors import InputError
 from clusterctl.inventory import Inventory, load_inventory
 from clusterctl.launch import plan_run
@@ -74,3 +75,13 @@ def test_a_failed_collective_refuses_even_without_a_minimum(h100: Inventory) -> 
     record = _collective(h100, "mpirun: no container\n", exit_code=1)
     reason = refusal(record, None)
     assert reason and "failed" in reason and "pre" in reason
+
+
+def test_dry_run_with_preflight_prints_the_collective_then_the_model(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    inventory = str(INVENTORIES / "sandbox-example.yml")
+    assert main(["run", "resnet50", "-i", inventory, "--preflight", "--dry-run"]) == 0
+    first, second = capsys.readouterr().out.splitlines()
+    assert first.startswith("mpirun ") and "allreduce_bench.py --framework=horovod" in first
+    assert "resnet50_bench.py" in second

@@ -119,6 +119,7 @@ def run(
 ) -> int:
     """Run WORKLOAD across the cluster with mpirun in the primary container; record and judge it."""
     from clusterctl.launch import plan_run
+    from clusterctl.preflight import preflight_plan
     from clusterctl.runner import run_plans
 
     inv = load(inventory)
@@ -137,8 +138,8 @@ def run(
         warmup_steps=warmup_steps,
         image_size=image_size,
     )
-    if dry_run:
-        _print_plans([plan], as_json)
+    if dry_run:  # with --preflight, the collective's command first, as it would run
+        _print_plans([preflight_plan(inv, plan), plan] if preflight else [plan], as_json)
         return 0
     done = run_plans(
         inv,
