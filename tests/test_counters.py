@@ -221,3 +221,11 @@ def test_run_benchmark_reads_the_counters_around_every_run(tmp_path: Path) -> No
         assert isinstance(record.counters, CounterProof)
         assert record.counters.nodes["node2"].sent == 5 * GB
         assert '"counters"' in (directory / "result.json").read_text()
+
+
+def test_a_reset_on_a_port_outside_the_fabric_is_left_out_not_fatal() -> None:
+    before = NodeCounters(ports={"eth0": PortBytes(tx=0, rx=0), "eth1": PortBytes(tx=9, rx=9)})
+    after = NodeCounters(ports={"eth0": PortBytes(tx=GB, rx=GB), "eth1": PortBytes(tx=1, rx=1)})
+    proof = prove_counters({"a": before, "b": before}, {"a": after, "b": after}, fabric=ETHERNET,
+                           expected_bytes_per_node=GB)  # fmt: skip
+    assert proof.valid and proof.nodes["a"].sent == GB and proof.nodes["a"].other == {}

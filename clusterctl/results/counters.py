@@ -117,8 +117,9 @@ class CounterProof(BaseModel):
 def traffic(before: NodeCounters, after: NodeCounters, fabric: FabricSpec) -> NodeTraffic:
     """What ``fabric``'s ports of one node moved between ``before`` and ``after``.
 
-    A port missing from either reading, a counter that went backwards (reset, wrapped) or saturated
-    makes the node's traffic unknown (``error``), never a guess.
+    A rail missing from either reading, or whose counters went backwards (reset, wrapped) or
+    saturated, makes the node's traffic unknown (``error``), never a guess; another port with such a
+    problem is only left out of ``other``.
     """
     for reading in (before, after):
         if reading.error and not reading.ports:
@@ -126,20 +127,25 @@ def traffic(before: NodeCounters, after: NodeCounters, fabric: FabricSpec) -> No
     rails = declared_rails(fabric, list(after.ports))
     if not rails:
         return NodeTraffic(error=after.error or f"no counters of {_fabric_words(fabric)} were read")
-    moved: dict[str, PortBytes] = {}
-    for name in after.ports:
-        old, new = before.ports.get(name), after.ports[name]
-        if old is None:
-            return NodeTraffic(error=f"{name}: not in the reading before the run")
-        if new.tx < old.tx or new.rx < old.rx:
-            return NodeTraffic(error=f"{name}: the counters went backwards (reset or wrapped)")
-        if name in after.saturated:
-            return NodeTraffic(error=f"{name}: 32-bit data counters saturated; read them with perfquery -x")
-        moved[name] = PortBytes(tx=new.tx - old.tx, rx=new.rx - old.rx)
-    return NodeTraffic(
-        rails={k: v for k, v in moved.items() if k in rails},
-        other={k: v for k, v in moved.items() if k not in rails},
-    )
+    node = NodeTraffic()
+    for name, new in after.ports.items():
+        old = before.ports.get(name)
+        problem = (
+            "not in the reading before the run"
+            if old is None
+            else "the counters went backwards (reset or wrapped)"
+            if new.tx < old.tx or new.rx < old.rx
+            else "32-bit data counters saturated; read them with perfquery -x"
+            if name in after.saturated
+            else None
+        )
+        if problem and name in rails:
+            return NodeTraffic(error=f"{name}: {problem}")
+        if old is not None and problem is None:
+            (node.rails if name in rails else node.other)[name] = PortBytes(
+                tx=new.tx - old.tx, rx=new.rx - old.rx
+            )
+    return node
 
 
 def _fabric_words(fabric: FabricSpec) -> str:
