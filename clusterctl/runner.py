@@ -3,7 +3,8 @@
 ``execute_plan`` is the one effectful seam (the container's exec, through ``clusterctl.containers``);
 ``run_benchmark`` repeats it, judges every run (pure), writes each run directory and history row.
 ``run_plans`` is what `clusterctl run` does: per plan, a topology snapshot of its nodes, then the
-runs, each between two readings of the nodes' fabric counters; ``run_sweep`` is what `clusterctl sweep` does: ``run_plans``, then the report of the history.
+runs, each between two readings of the nodes' fabric counters; ``run_sweep`` is what
+`clusterctl sweep` does: ``run_plans``, then the report of the history.
 """
 
 from __future__ import annotations

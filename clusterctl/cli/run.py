@@ -267,9 +267,9 @@ _COLUMNS: tuple[_Column, ...] = (
         None,
         right=True,
     ),
-    _Column("meas/pred", lambda r: _vs_predicted(r), 0, right=True, sparse=True),
-    _Column("predicted", lambda r: _predicted(r), 10, right=True, sparse=True),
-    _Column("fabric", lambda r: _fabric(r), 11, right=True, sparse=True),
+    _Column("meas/pred", _vs_predicted, 0, right=True, sparse=True),
+    _Column("predicted", _predicted, 10, right=True, sparse=True),
+    _Column("fabric", _fabric, 11, right=True, sparse=True),
     _Column("reference", lambda r: _references(r) or "-", 9),
 )
 
