@@ -4,6 +4,7 @@ must move, the diff of two readings and the judgement (short fabric, idle rails,
 from __future__ import annotations
 
 import re
+import socket
 import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,9 +17,10 @@ from clusterctl.diagnostics.parsers.fabric_counters import (
     counter_command,
     parse_counter_output,
 )
-from clusterctl.inventory import FabricSpec, Inventory, Node, load_inventory
+from clusterctl.inventory import FabricSpec, Inventory, Node, load_inventory, validate_document
 from clusterctl.launch import plan_run
 from clusterctl.paths import data_dir
+from clusterctl.results.counter_reading import read_fabric_counters
 from clusterctl.results.counters import (
     CounterProof,
     counter_findings,
@@ -229,3 +231,23 @@ def test_a_reset_on_a_port_outside_the_fabric_is_left_out_not_fatal() -> None:
     proof = prove_counters({"a": before, "b": before}, {"a": after, "b": after}, fabric=ETHERNET,
                            expected_bytes_per_node=GB)  # fmt: skip
     assert proof.valid and proof.nodes["a"].sent == GB and proof.nodes["a"].other == {}
+
+
+def test_an_unreachable_node_gets_a_reading_with_the_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over SSH for real: nothing listens on the port, so the node's reading says why, and the proof
+    calls its traffic unknown instead of short."""
+    monkeypatch.setenv("CLUSTERCTL_STATE_DIR", str(tmp_path))
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    document = {
+        "cluster": {"name": "gone", "defaults": {"ssh": {"port": port, "connect_timeout_s": 2}}},
+        "nodes": [{"name": "n1", "address": "127.0.0.1", "role": "primary"}],
+    }
+    inventory = validate_document(document, tmp_path / "inv.yml")
+    [(name, reading)] = read_fabric_counters(inventory, inventory.nodes).items()
+    assert name == "n1" and reading.ports == {} and reading.error and "unreachable" in reading.error
+    proof = prove_counters({"n1": reading}, {"n1": reading}, fabric=ETHERNET, expected_bytes_per_node=GB)
+    assert proof.valid and proof.nodes["n1"].error == reading.error
