@@ -18,7 +18,7 @@ module is pure: ``traffic`` diffs two readings, ``expected_bytes_per_node`` is w
 at least 2(N-1)/N x G across its links (each node must export its share of the reduce-scatter and
 import the rest of the all-gather); ring allreduce with one rank per node moves exactly that, and
 NCCL's rings and trees, Horovod's hierarchical allreduce and Open MPI's large-message algorithms move
-that or more. Per run that is ``2(N-1)/N x gradient bytes x (warm-up + measured steps)``. A multi-node
+that or more (in-network reduction such as SHARP moves G: see ``SHORT_FRACTION``). Per run that is ``2(N-1)/N x gradient bytes x (warm-up + measured steps)``. A multi-node
 run whose declared fabric carried less than ``SHORT_FRACTION`` of it on some node sent its gradients
 elsewhere (a management network, IPoIB instead of verbs on another port...): invalid.
 """
@@ -34,7 +34,9 @@ from clusterctl.findings import Finding
 from clusterctl.inventory import FabricSpec, Inventory, Node
 
 # Below this share of the bytes the allreduces had to move, a node's declared fabric did not carry
-# the run: TCP/IP and IB headers only add to the payload, so a working fabric reads 100% or more.
+# the run: TCP/IP and IB headers only add to the payload, so host-based allreduces read 100% or more.
+# In-network reduction (SHARP, NCCL's CollNet/NVLS) sends each node's G once and receives the result
+# once, G instead of 2(N-1)/N x G: never below half of it, so such runs stay valid at this share.
 SHORT_FRACTION = 0.5
 # A rail that carried less than this share of its fair part (expected bytes / rails) carried nothing
 # that matters: a port left idle by NCCL, down, or filtered out of NCCL_IB_HCA.
