@@ -18,8 +18,8 @@ module is pure: ``traffic`` diffs two readings, ``expected_bytes_per_node`` is w
 at least 2(N-1)/N x G across its links (each node must export its share of the reduce-scatter and
 import the rest of the all-gather); ring allreduce with one rank per node moves exactly that, and
 NCCL's rings and trees, Horovod's hierarchical allreduce and Open MPI's large-message algorithms move
-that or more (in-network reduction such as SHARP moves G: see ``SHORT_FRACTION``). Per run that is ``2(N-1)/N x gradient bytes x (warm-up + measured steps)``. A multi-node
-run whose declared fabric carried less than ``SHORT_FRACTION`` of it on some node sent its gradients
+that or more (in-network reduction such as SHARP moves G: see ``SHORT_FRACTION``). Per run that is
+``2(N-1)/N x gradient bytes x (warm-up + measured steps)``. A multi-node run whose declared fabric carried less than ``SHORT_FRACTION`` of it on some node sent its gradients
 elsewhere (a management network, IPoIB instead of verbs on another port...): invalid.
 """
 
@@ -65,7 +65,7 @@ def expected_bytes_per_node(gradient_bytes: int, steps: int, nodes: int) -> int:
     """The bytes each node must send (and receive) for ``steps`` allreduces of ``gradient_bytes``.
 
     ``2(N-1)/N x G x steps``: what ring allreduce moves per node with one rank per node, and the
-    least any allreduce algorithm moves across N nodes. 0 on one node.
+    least any host-based allreduce algorithm moves across N nodes. 0 on one node.
     """
     return 2 * (nodes - 1) * gradient_bytes * steps // nodes
 
