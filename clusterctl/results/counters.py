@@ -11,16 +11,17 @@ bytes *went*. Before and after every run clusterctl reads, on every node of the 
 
 ``clusterctl.diagnostics.parsers.fabric_counters`` holds the command that prints them and its
 parser (a public pair: a batch script can print the same counters inside an allocation). This
-module is pure: ``traffic`` diffs two readings, ``expected_bytes_per_node`` is what the allreduces had to move,
-``prove_counters`` judges, ``counter_findings`` says it in findings.
+module is pure: ``traffic`` diffs two readings, ``expected_bytes_per_node`` is what the allreduces
+had to move, ``prove_counters`` judges, ``counter_findings`` says it in findings.
 
 **What a run must move.** Any allreduce of G bytes among N nodes makes each node send, and receive,
 at least 2(N-1)/N x G across its links (each node must export its share of the reduce-scatter and
 import the rest of the all-gather); ring allreduce with one rank per node moves exactly that, and
 NCCL's rings and trees, Horovod's hierarchical allreduce and Open MPI's large-message algorithms move
 that or more (in-network reduction such as SHARP moves G: see ``SHORT_FRACTION``). Per run that is
-``2(N-1)/N x gradient bytes x (warm-up + measured steps)``. A multi-node run whose declared fabric carried less than ``SHORT_FRACTION`` of it on some node sent its gradients
-elsewhere (a management network, IPoIB instead of verbs on another port...): invalid.
+``2(N-1)/N x gradient bytes x (warm-up + measured steps)``. A multi-node run whose declared fabric
+carried less than ``SHORT_FRACTION`` of it on some node sent its gradients elsewhere (a management
+network, IPoIB instead of verbs on another port...): invalid.
 """
 
 from __future__ import annotations
