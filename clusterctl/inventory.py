@@ -562,6 +562,18 @@ class ProvisionSpec(Strict):
         )
 
 
+class PreflightSpec(Strict):
+    """What `clusterctl run --preflight` requires of the fabric before it runs a model."""
+
+    min_bus_bandwidth_gb_s: float | None = Field(
+        None,
+        gt=0,
+        description="Least bus bandwidth (GB/s, nccl-tests' busbw of the largest message) the collective "
+        "benchmark (nccl-tests on GPUs, allreduce on CPUs) must reach on the run's nodes, or the model run "
+        "is refused. None: the benchmark runs and is recorded, nothing is refused.",
+    )
+
+
 class Cluster(Strict):
     """The cluster's name and the defaults its nodes inherit."""
 
@@ -578,6 +590,7 @@ class Inventory(Strict):
     image: ImageSpec = Field(default_factory=ImageSpec)
     run: RunDefaults = Field(default_factory=RunDefaults)
     provision: ProvisionSpec = Field(default_factory=ProvisionSpec)
+    preflight: PreflightSpec = Field(default_factory=PreflightSpec)
 
     _source: Path | None = PrivateAttr(None)
 

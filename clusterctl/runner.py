@@ -3,7 +3,8 @@
 ``execute_plan`` is the one effectful seam (the container's exec, through ``clusterctl.containers``);
 ``run_benchmark`` repeats it, judges every run (pure), writes each run directory and history row.
 ``run_plans`` is what `clusterctl run` does: per plan, a topology snapshot of its nodes, then the
-runs; ``run_sweep`` is what `clusterctl sweep` does: ``run_plans``, then the report of the history.
+runs, each between two readings of the nodes' fabric counters; ``run_sweep`` is what
+`clusterctl sweep` does: ``run_plans``, then the report of the history.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Protocol
 
 from clusterctl.inventory import Inventory
 from clusterctl.launch import LaunchPlan
+from clusterctl.results.counters import CounterReader
 from clusterctl.results.history import add_run, history_path
 from clusterctl.results.record import RunRecord, judge_run, new_run_id, write_run_dir
 from clusterctl.results.report import ReportRow, report_of
@@ -93,8 +95,12 @@ def run_benchmark(
     topology_dir: Path | None = None,
     execute: Executor = execute_plan,
     on_record: OnRecord = _ignore_record,
+    read_counters: CounterReader | None = None,
 ) -> list[tuple[RunRecord, Path]]:
     """Run ``plan`` ``repeats`` times; judge, write a run directory and a history row for each.
+
+    With ``read_counters``, the run's nodes' fabric counters are read right before and right after
+    each run, and the record carries the bytes each node moved (the proof by counters).
 
     Returns:
         One (record, run directory) per repeat, in order.
@@ -102,7 +108,10 @@ def run_benchmark(
     done = []
     for _ in range(repeats):
         started = datetime.now(UTC)
+        nodes = [inventory.node(h.node) for h in plan.hosts]
+        before = read_counters(inventory, nodes) if read_counters else None
         result = execute(inventory, plan, timeout_s=timeout_s, on_line=on_line)
+        after = read_counters(inventory, nodes) if read_counters else None
         record = judge_run(
             inventory,
             plan,
@@ -111,6 +120,7 @@ def run_benchmark(
             result.exit_code,
             run_id=new_run_id(workload.name, len(plan.hosts), started),
             started_at=started,
+            counters=(before, after) if before is not None and after is not None else None,
         )
         directory = write_run_dir(runs_dir, inventory, plan, result.output, record, topology_dir)
         add_run(history_path(runs_dir), record, directory)
@@ -128,8 +138,12 @@ def run_plans(
     runs_dir: Path,
     on_line: Callable[[str], None],
     on_record: OnRecord = _ignore_record,
+    preflight: bool = False,
 ) -> list[tuple[RunRecord, Path]]:
     """For each plan in order: snapshot the topology of its nodes, then run it ``repeats`` times.
+
+    With ``preflight``, each plan's collective benchmark runs first (``clusterctl.preflight``) and a
+    fabric below the inventory's minimum bus bandwidth stops everything there (PreflightRefused).
 
     The snapshot (``check topology``'s bundle, taken right before the runs) goes into every run
     directory of that plan, so a result can be read against the hosts' state when it was measured.
@@ -139,13 +153,23 @@ def run_plans(
 
     Raises:
         StepError, ConnectError: as ``execute_plan``.
+        PreflightRefused: with ``preflight``, the collective failed or was too slow.
     """
     # Imported on use: collecting reaches the hosts over SSH (fabric, paramiko).
     from clusterctl.diagnostics.collect import collect_bundle
+    from clusterctl.preflight import preflight_plan, run_preflight
+    from clusterctl.results.counter_reading import read_fabric_counters
     from clusterctl.workloads import get_workload
 
+    if preflight:  # every collective's plan is valid before anything runs
+        for plan in plans:
+            preflight_plan(inventory, plan)
     done: list[tuple[RunRecord, Path]] = []
     for plan in plans:
+        if preflight:
+            run_preflight(
+                inventory, plan, timeout_s=timeout_s, runs_dir=runs_dir, on_line=on_line, on_record=on_record
+            )
         with tempfile.TemporaryDirectory(prefix="clusterctl-topology-") as snapshot:
             collect_bundle(inventory, [inventory.node(h.node) for h in plan.hosts], Path(snapshot))
             done += run_benchmark(
@@ -158,6 +182,7 @@ def run_plans(
                 on_line=on_line,
                 topology_dir=Path(snapshot),
                 on_record=on_record,
+                read_counters=read_fabric_counters,
             )
     return done
 

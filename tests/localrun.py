@@ -14,13 +14,25 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from clusterctl.inventory import Inventory
+from clusterctl.image.render import CONTAINER_PAYLOAD_DIR
+from clusterctl.inventory import Inventory, validate_document
 from clusterctl.launch import LaunchPlan
 from clusterctl.runner import ExecResult
-from clusterctl.workloads.resnet50 import SCRIPT
 
 ROOT = Path(__file__).resolve().parents[1]
-LOCAL_PAYLOAD = ROOT / "clusterctl" / "payload" / "resnet50_bench.py"
+LOCAL_PAYLOAD_DIR = ROOT / "clusterctl" / "payload"
+
+
+def local_inventory() -> Inventory:
+    """Two CPU "nodes" on this host's loopback (127.0.0.1 and .2) for ``local_mpirun``."""
+    document = {
+        "cluster": {"name": "local", "defaults": {"gpus": {"count": 0}, "fabric": {"interface": "lo"}}},
+        "nodes": [
+            {"name": "node1", "address": "127.0.0.1", "role": "primary"},
+            {"name": "node2", "address": "127.0.0.2"},
+        ],
+    }
+    return validate_document(document, Path("local.yml"))
 
 
 def local_mpirun(
@@ -28,9 +40,10 @@ def local_mpirun(
 ) -> ExecResult:
     """Run ``plan``'s rank command with ``mpirun -np <world size> --oversubscribe`` on this host."""
     del inventory
-    rank_argv = plan.argv[plan.argv.index(SCRIPT) - 1 :]
+    script = next(a for a in plan.argv if a.startswith(f"{CONTAINER_PAYLOAD_DIR}/"))
+    rank_argv = plan.argv[plan.argv.index(script) - 1 :]
     rank_argv[0] = sys.executable
-    rank_argv[1] = str(LOCAL_PAYLOAD)
+    rank_argv[1] = str(LOCAL_PAYLOAD_DIR / script.rpartition("/")[2])
     argv = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--tag-output", "-np", str(plan.world_size)]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(

@@ -14,6 +14,7 @@ from test_report import V100, record
 from clusterctl.cli import main
 from clusterctl.cli.run import print_report
 from clusterctl.results.history import add_run, history_path
+from clusterctl.results.predict import predict_throughput
 from clusterctl.results.record import RunRecord
 from clusterctl.results.references import load_references
 from clusterctl.results.report import ReportRow, build_report
@@ -115,3 +116,32 @@ def test_report_command_piped_fits_80_columns(
     out = capsys.readouterr().out
     assert max(len(line) for line in out.splitlines()) <= 80
     assert any("tf_cnn_benchmarks" in line and "4,419.7 img/s" in line for line in out.splitlines())
+
+
+def test_the_fabric_column_shows_gb_per_node_and_balance(rows: list[ReportRow]) -> None:
+    rows[-1].fabric_gb_per_node, rows[-1].rail_balance = 1.234, 0.5
+    text = _render(rows, 80, wide=True)
+    header, *_ = (line for line in text.splitlines() if "workload" in line)
+    assert "fabric" in header
+    assert "1.23 GB/node bal 0.50" in text
+
+
+def test_measured_over_predicted_is_shown_beside_the_median_at_80_columns(rows: list[ReportRow]) -> None:
+    eight = next(r for r in rows if r.devices == 8)
+    eight.predicted = predict_throughput(
+        single_device=640.0, batch_size=64, devices=8, gradient_bytes=102_228_128, bus_bandwidth_gb_s=10.0
+    )
+    lines = _render(rows, 80).splitlines()
+    assert max(len(line) for line in lines) <= 80
+    header = next(line for line in lines if "workload" in line)
+    assert "meas/pred" in header
+    ratio = f"{4419.71 / eight.predicted.full_overlap:.2f}-{4419.71 / eight.predicted.no_overlap:.2f}"
+    assert any("4,419.7 img/s" in line and ratio in line for line in lines), "\n".join(lines)
+    wide = _render(rows, 80, wide=True)
+    assert f"{eight.predicted.no_overlap:,.1f}-{eight.predicted.full_overlap:,.1f} img/s" in wide
+
+
+def test_columns_no_run_can_fill_take_no_room_and_are_not_named(rows: list[ReportRow]) -> None:
+    text = _render(rows, 80)
+    assert "meas/pred" not in text and "predicted" not in text and "fabric" not in text
+    assert "precision" in next(line for line in text.splitlines() if "workload" in line)

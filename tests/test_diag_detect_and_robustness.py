@@ -34,6 +34,7 @@ FOLDER_KIND = {
     "nvidia_smi_q": "nvidia-smi-q",
     "perfquery": "perfquery",
     "sysfs_counters": "sysfs-counters",
+    "net_statistics": "fabric-counters",
     "proc_cmdline": "proc-cmdline",
 }
 FIXTURES = all_fixtures()

@@ -184,3 +184,13 @@ def test_mpi_error_ssh_and_unknown() -> None:
     assert ssh.category == "ssh-connect-failed"
     assert ssh.hosts == ["node2"]
     assert parse_mpi_error("all good\n").category == "unknown"
+
+
+def test_nccl_tests_row_with_the_next_lines_tag_glued_on() -> None:
+    """mpirun --tag-output can glue the next line's tag to a row's end (seen from the allreduce payload)."""
+    text = (
+        "[1,0]<stdout>:#       size         count      type   redop    root     time   algbw   busbw #wrong\n"
+        "[1,0]<stdout>:     1048576        262144     float     sum      -1   2054.6    0.51    0.51      0[1,0]<stdout>:\n"
+    )
+    [row] = parse_nccl_tests(text).rows
+    assert (row.size, row.busbw, row.error) == (1048576, 0.51, "0")

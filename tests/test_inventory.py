@@ -241,6 +241,13 @@ INVALID = [
         "nodes[0].cpuset",
         "cpuset: 3-1",
     ),
+    (
+        "preflight-bandwidth-zero",
+        "container:\n",
+        "preflight:\n  min_bus_bandwidth_gb_s: 0\ncontainer:\n",
+        "preflight.min_bus_bandwidth_gb_s",
+        "min_bus_bandwidth_gb_s: 0",
+    ),
     ("mixed-fabric-kinds", "    role: primary\n", "    role: primary\n    gpus:\n      count: 0\n", "", ""),
 ]
 # The last case is valid (a CPU primary is allowed); it guards against over-eager rules.
@@ -335,7 +342,15 @@ def test_schema_lists_every_top_level_key(capsys: pytest.CaptureFixture[str]) ->
 
     assert main(["inventory", "schema"]) == 0
     schema = json.loads(capsys.readouterr().out)
-    assert set(schema["properties"]) == {"cluster", "nodes", "container", "image", "run", "provision"}
+    assert set(schema["properties"]) == {
+        "cluster",
+        "nodes",
+        "container",
+        "image",
+        "run",
+        "provision",
+        "preflight",
+    }
     assert schema["additionalProperties"] is False
 
 

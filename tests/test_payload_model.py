@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from clusterctl.workloads import resnet50
+
 PAYLOAD = Path(__file__).resolve().parents[1] / "clusterctl" / "payload" / "resnet50_bench.py"
 
 
@@ -23,7 +25,8 @@ bench = _load_payload()
 
 
 def test_resnet50_has_torchvision_parameter_count() -> None:
-    assert bench.parameter_count(bench.ResNet50(num_classes=1000)) == 25_557_032
+    # The workload's count (what the proof by counters expects on the fabric) is the payload's.
+    assert bench.parameter_count(bench.ResNet50(num_classes=1000)) == 25_557_032 == resnet50.PARAMETERS
 
 
 def test_resnet50_forward_gives_one_logit_per_class() -> None:

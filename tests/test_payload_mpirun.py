@@ -8,9 +8,9 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from localrun import local_mpirun
+from localrun import local_inventory, local_mpirun
 
-from clusterctl.inventory import Inventory, validate_document
+from clusterctl.inventory import Inventory
 from clusterctl.launch import build_plan, run_options
 from clusterctl.results.history import history_path, load_runs
 from clusterctl.results.references import load_references
@@ -24,14 +24,7 @@ TINY = {"image_size": 32, "batch_size": 2, "steps": 2, "warmup_steps": 1, "displ
 
 @pytest.fixture(scope="module")
 def inventory() -> Inventory:
-    document = {
-        "cluster": {"name": "local", "defaults": {"gpus": {"count": 0}, "fabric": {"interface": "lo"}}},
-        "nodes": [
-            {"name": "node1", "address": "127.0.0.1", "role": "primary"},
-            {"name": "node2", "address": "127.0.0.2"},
-        ],
-    }
-    return validate_document(document, Path("local.yml"))
+    return local_inventory()
 
 
 def _run(inventory: Inventory, runs_dir: Path, nodes: int, framework: str):

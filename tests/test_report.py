@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from clusterctl.diagnostics.parsers.fabric_counters import PortBytes
+from clusterctl.results.counters import CounterProof, NodeTraffic
 from clusterctl.results.fabric import FabricProof
 from clusterctl.results.plot import _figure, plot_report
 from clusterctl.results.record import RunConfig, RunRecord
@@ -115,3 +117,28 @@ def test_plot_writes_a_png(tmp_path: Path) -> None:
 )
 def test_plot_labels_keep_small_throughputs_readable(value: float, label: str) -> None:
     assert _figure(value) == label
+
+
+def test_the_report_shows_the_bytes_each_node_moved_and_the_rail_balance() -> None:
+    def proof(gb: float, idle_share: float) -> CounterProof:
+        rails = {
+            "mlx5_0:1": PortBytes(tx=int(gb * 1e9), rx=0),
+            "mlx5_1:1": PortBytes(tx=int(idle_share * gb * 1e9), rx=0),
+        }
+        node = NodeTraffic(rails=rails)
+        return CounterProof(
+            fabric="HCA ports", nodes={"a": node, "b": node}, rail_balance=idle_share, valid=True
+        )
+
+    runs = [
+        record("x", 8, 4000.0),
+        record("y", 8, 4100.0),
+        record("z", 8, 4200.0),
+        record("w", 8, 10.0, valid=False),
+    ]
+    for run, (gb, share) in zip(runs, [(1.0, 0.9), (2.0, 0.8), (3.0, 1.0), (100.0, 0.0)], strict=True):
+        run.counters = proof(gb, share)
+    [row] = build_report(runs, [])
+    assert row.fabric_gb_per_node == pytest.approx(2.0 * 1.8)  # median run: 2 GB + 1.6 GB sent per node
+    assert row.rail_balance == 0.8  # the worst valid run; the invalid one does not count
+    assert "fabric_gb_per_node" in report_csv([row]).splitlines()[0]

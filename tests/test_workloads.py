@@ -6,11 +6,14 @@ from pathlib import Path
 
 import pytest
 
+from clusterctl.diagnostics.parsers.nccl_tests import parse_nccl_tests
 from clusterctl.errors import InputError
-from clusterctl.inventory import load_inventory
+from clusterctl.inventory import RunDefaults, load_inventory
 from clusterctl.launch import LaunchPlan, build_plan, run_options
 from clusterctl.workloads import NAMES, get_workload
+from clusterctl.workloads.nccl_tests import LARGE_BUSBW
 from clusterctl.workloads.resnet50 import parse_result_line
+from tests.fixtures import fixture_text
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -41,8 +44,8 @@ def codes(findings) -> list[str]:
     return [f.code for f in findings]
 
 
-def test_registry_names_the_three_workloads() -> None:
-    assert set(NAMES) == {"resnet50", "tf_cnn_benchmarks", "nccl-tests"}
+def test_registry_names_the_four_workloads() -> None:
+    assert set(NAMES) == {"resnet50", "tf_cnn_benchmarks", "nccl-tests", "allreduce"}
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -129,3 +132,19 @@ def test_resnet50_argv_carries_the_settings() -> None:
     assert {"--batch-size=256", "--precision=fp16", "--channels-last", "--compile", "--framework=ddp"} <= set(
         plan.argv
     )
+
+
+def test_nccl_tests_largest_message_bus_bandwidth_is_the_last_rows() -> None:
+    log = fixture_text("nccl_tests/oci-bm-gpu-h100-8-2node-16gpu-roce-all_reduce_perf-1G-16G.txt")
+    rows = parse_nccl_tests(log).rows
+    largest = max(rows, key=lambda r: r.size)
+    assert get_workload("nccl-tests").metrics(log)[LARGE_BUSBW].value == largest.busbw
+
+
+def test_allreduce_runs_the_cpu_payload_over_the_training_framework() -> None:
+    workload = get_workload("allreduce")
+    ddp = workload.argv(RunDefaults(framework="ddp"), gpu=False, master_addr="10.0.0.1")
+    assert ddp[:3] == ["python", "/opt/clusterctl/payload/allreduce_bench.py", "--framework=ddp"]
+    assert "--master-addr=10.0.0.1" in ddp
+    with pytest.raises(InputError, match="nccl-tests"):
+        workload.argv(RunDefaults(), gpu=True, master_addr="x")

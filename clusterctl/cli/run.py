@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from clusterctl.launch import LaunchPlan
+    from clusterctl.results.counters import CounterProof
     from clusterctl.results.record import RunRecord
     from clusterctl.results.report import ReportRow
 
@@ -55,9 +56,23 @@ def _print_record(record: RunRecord, directory: Path) -> None:
         f"{' GDRDMA' if record.fabric.gdr else ''}; run directory {directory}",
         highlight=False,
     )
+    if record.counters is not None:
+        console.print(_counters_line(record.counters), markup=False, highlight=False)
     for finding in record.findings:
         colour = "red" if finding.severity == "error" else "yellow"
         console.print(f"  [{colour}]{finding.severity}[/] {finding.code}: {finding.message}", highlight=False)
+
+
+def _counters_line(proof: CounterProof) -> str:
+    """``  counters (eth0): node1 1.02/1.02 GB, node2 ... sent/received; expected >= 1.02 GB per node``."""
+    nodes = ", ".join(
+        f"{name} {'unknown' if t.error else f'{t.sent / 1e9:.2f}/{t.received / 1e9:.2f} GB'}"
+        for name, t in proof.nodes.items()
+    )
+    expected = proof.expected_bytes_per_node
+    return f"  counters ({proof.fabric}): {nodes} sent/received" + (
+        f"; expected >= {expected / 1e9:.2f} GB per node" if expected else ""
+    )
 
 
 def _summary(records: list[RunRecord]) -> dict[str, object]:
@@ -93,11 +108,18 @@ def run(
     repeats: int = RepeatsOption,
     timeout: float = TimeoutOption,
     dry_run: bool = DryRunOption,
+    preflight: bool = typer.Option(
+        False,
+        "--preflight",
+        help="First measure the fabric's allreduce bus bandwidth (nccl-tests on GPUs, allreduce on CPUs); "
+        "exit 1 without running WORKLOAD when it is below the inventory's preflight.min_bus_bandwidth_gb_s.",
+    ),
     runs_dir: Path = RunsDirOption,
     as_json: bool = JsonOption,
 ) -> int:
     """Run WORKLOAD across the cluster with mpirun in the primary container; record and judge it."""
     from clusterctl.launch import plan_run
+    from clusterctl.preflight import preflight_plan
     from clusterctl.runner import run_plans
 
     inv = load(inventory)
@@ -116,8 +138,8 @@ def run(
         warmup_steps=warmup_steps,
         image_size=image_size,
     )
-    if dry_run:
-        _print_plans([plan], as_json)
+    if dry_run:  # with --preflight, the collective's command first, as it would run
+        _print_plans([preflight_plan(inv, plan), plan] if preflight else [plan], as_json)
         return 0
     done = run_plans(
         inv,
@@ -127,6 +149,7 @@ def run(
         runs_dir=runs_dir,
         on_line=_line_printer(as_json),
         on_record=_record_printer(as_json),
+        preflight=preflight,
     )
     summary = _summary([record for record, _ in done])
     if as_json:
@@ -188,6 +211,28 @@ def _references(row: ReportRow) -> str:
     return "; ".join(f"{x.metric} {x.observed:.2f} vs {x.expected:g} [{x.verdict}]" for x in row.comparisons)
 
 
+def _predicted(row: ReportRow) -> str:
+    """The predicted throughput: without overlap - with full overlap."""
+    p = row.predicted
+    return "-" if p is None else f"{p.no_overlap:,.1f}-{p.full_overlap:,.1f} {row.unit}"
+
+
+def _vs_predicted(row: ReportRow) -> str:
+    """Measured / predicted: against full overlap - against none (1.00 and above: as good as the model)."""
+    p = row.predicted
+    if p is None or row.median is None:
+        return "-"
+    return f"{row.median / p.full_overlap:.2f}-{row.median / p.no_overlap:.2f}"
+
+
+def _fabric(row: ReportRow) -> str:
+    """GB each node's fabric sent (median run), with the rail balance on multi-rail nodes."""
+    if row.fabric_gb_per_node is None:
+        return "-"
+    balance = "" if row.rail_balance is None else f" bal {row.rail_balance:.2f}"
+    return f"{row.fabric_gb_per_node:.2f} GB/node{balance}"
+
+
 @dataclass(frozen=True)
 class _Column:
     """One column of the report table: its header, its cell, and whether it must be shown."""
@@ -198,6 +243,9 @@ class _Column:
     # how fast, how well it scaled). The others are added in increasing rank while the table fits.
     rank: int | None
     right: bool = False
+    # A column only some runs can fill (predictions, counters): when no row has a value, it is left out
+    # to fit the width without being named (nothing is lost).
+    sparse: bool = False
 
 
 _COLUMNS: tuple[_Column, ...] = (
@@ -219,6 +267,9 @@ _COLUMNS: tuple[_Column, ...] = (
         None,
         right=True,
     ),
+    _Column("meas/pred", _vs_predicted, 0, right=True, sparse=True),
+    _Column("predicted", _predicted, 10, right=True, sparse=True),
+    _Column("fabric", _fabric, 11, right=True, sparse=True),
     _Column("reference", lambda r: _references(r) or "-", 9),
 )
 
@@ -252,15 +303,17 @@ def report_table(rows: list[ReportRow], width: int | None) -> tuple[Table, list[
     """The report table with the columns that fit ``width`` (None: all), and the headers left out.
 
     Workload, devices, median, speedup and efficiency are always there; the other columns are added
-    in rank order, each one only if the table's natural width still fits.
+    in rank order, each one only if the table's natural width still fits. A sparse column no row
+    fills is neither added nor named.
     """
     if width is None:
         return _table(rows, list(_COLUMNS)), []
-    columns = [c for c in _COLUMNS if c.rank is None]
-    for candidate in sorted((c for c in _COLUMNS if c.rank is not None), key=lambda c: c.rank or 0):
+    wanted = [c for c in _COLUMNS if not (c.sparse and all(c.cell(r) == "-" for r in rows))]
+    columns = [c for c in wanted if c.rank is None]
+    for candidate in sorted((c for c in wanted if c.rank is not None), key=lambda c: c.rank or 0):
         if _natural_width(_table(rows, [*columns, candidate])) <= width:
             columns.append(candidate)
-    return _table(rows, columns), [c.header for c in _COLUMNS if c not in columns]
+    return _table(rows, columns), [c.header for c in wanted if c not in columns]
 
 
 def print_report(rows: list[ReportRow], out: Console, *, wide: bool = False) -> None:

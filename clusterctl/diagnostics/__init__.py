@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from clusterctl.diagnostics.detect import KINDS, detect_kind
 from clusterctl.diagnostics.model import Parsed
+from clusterctl.diagnostics.parsers.fabric_counters import parse_counter_output
 from clusterctl.diagnostics.parsers.horovod_synthetic import parse_horovod_synthetic
 from clusterctl.diagnostics.parsers.ibstat import parse_ibstat
 from clusterctl.diagnostics.parsers.ibstatus import parse_ibstatus
@@ -51,6 +52,7 @@ PARSERS: dict[str, Callable[[str], Parsed]] = {
     "nvidia-smi-q": parse_nvidia_smi_q,
     "perfquery": parse_perfquery,
     "sysfs-counters": parse_sysfs_counters,
+    "fabric-counters": parse_counter_output,
     "proc-cmdline": parse_proc_cmdline,
 }
 

@@ -29,15 +29,13 @@ from clusterctl.diagnostics.bundle import (
 )
 from clusterctl.diagnostics.model import Parsed
 from clusterctl.diagnostics.parsers.peermem import PEERMEM_PATHS
+from clusterctl.diagnostics.parsers.port_counters import IB_COUNTER_GLOBS
 from clusterctl.hosts.ssh import CommandResult, run_on_nodes
 from clusterctl.inventory import Inventory, Node
 from clusterctl.paths import cluster_state_dir
 
 Need = Literal["gpu", "rdma", "any"]
 
-IB_COUNTER_GLOBS = " ".join(
-    f"/sys/class/infiniband/*/ports/*/counters/{name}" for name in ("port_xmit_data", "port_rcv_data")
-)
 COMMAND_TIMEOUT_S = 30  # each command, when the node has coreutils' `timeout`
 _STDERR_TAIL = 2000
 _MARK = "@@clusterctl-collect@@"

@@ -20,10 +20,17 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from clusterctl.diagnostics.parsers.fabric_counters import NodeCounters
 from clusterctl.diagnostics.parsers.mpi_error import parse_mpi_error
 from clusterctl.findings import Finding
 from clusterctl.inventory import Inventory
 from clusterctl.launch import LaunchPlan
+from clusterctl.results.counters import (
+    CounterProof,
+    counter_findings,
+    expected_bytes_per_node,
+    prove_counters,
+)
 from clusterctl.results.fabric import FabricProof, fabric_findings, prove_fabric
 from clusterctl.workloads.base import Metric, Workload
 
@@ -58,8 +65,14 @@ class RunRecord(BaseModel):
     primary_metric: str
     metrics: dict[str, Metric]
     fabric: FabricProof
+    counters: CounterProof | None = Field(
+        None, description="Bytes each node's fabric moved during the run; None when not read."
+    )
+    gradient_bytes: int | None = Field(
+        None, description="Bytes each rank all-reduced per step; None for a workload that trains nothing."
+    )
     findings: list[Finding]
-    valid: bool = Field(description="Exit 0, sane output, fabric as the inventory says.")
+    valid: bool = Field(description="Exit 0, sane output, fabric as the inventory says (log and counters).")
 
     @property
     def value(self) -> float | None:
@@ -81,8 +94,12 @@ def judge_run(
     *,
     run_id: str,
     started_at: datetime,
+    counters: tuple[dict[str, NodeCounters], dict[str, NodeCounters]] | None = None,
 ) -> RunRecord:
-    """Judge one run's raw output: its metrics, sanity findings and fabric proof. Pure."""
+    """Judge one run's raw output: its metrics, sanity findings and fabric proof. Pure.
+
+    ``counters``: the nodes' fabric counters read before and after the run, when they were.
+    """
     s = plan.options.settings
     primary = inventory.primary
     config = RunConfig(
@@ -104,7 +121,18 @@ def judge_run(
         ranks_per_node=min(h.slots for h in plan.hosts),
         gdr_level=s.gdr_level,
     )
-    findings = [*_exit_findings(output, exit_code), *workload.sanity(output, plan), *fabric_findings(fabric)]
+    gradient = workload.gradient_bytes(s)
+    proof = None
+    if counters is not None:
+        steps = s.warmup_steps + s.steps
+        expected = None if gradient is None else expected_bytes_per_node(gradient, steps, len(plan.hosts))
+        proof = prove_counters(*counters, fabric=primary.fabric, expected_bytes_per_node=expected)
+    findings = [
+        *_exit_findings(output, exit_code),
+        *workload.sanity(output, plan),
+        *fabric_findings(fabric),
+        *(counter_findings(proof) if proof else ()),
+    ]
     return RunRecord(
         run_id=run_id,
         started_at=started_at,
@@ -115,6 +143,8 @@ def judge_run(
         primary_metric=workload.primary_metric,
         metrics=workload.metrics(output),
         fabric=fabric,
+        counters=proof,
+        gradient_bytes=gradient,
         findings=findings,
         valid=exit_code == 0 and fabric.valid and not any(f.severity == "error" for f in findings),
     )

@@ -16,8 +16,13 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from clusterctl.results.history import history_path, load_runs
+from clusterctl.results.predict import Prediction, predict_throughput
 from clusterctl.results.record import RunConfig, RunRecord
 from clusterctl.results.references import Comparison, Reference, compare, load_references
+from clusterctl.workloads.nccl_tests import LARGE_BUSBW
+
+# The workloads whose bus bandwidth feeds the predictions (GPUs: NCCL's; CPUs: the payload's transport).
+COLLECTIVES = ("nccl-tests", "allreduce")
 
 
 class ReportRow(BaseModel):
@@ -36,6 +41,17 @@ class ReportRow(BaseModel):
     spread_pct: float | None = Field(description="(max - min) / median, in percent.")
     speedup: float | None = Field(description="Against the 1-device median of the configuration.")
     efficiency: float | None = Field(description="speedup / devices.")
+    fabric_gb_per_node: float | None = Field(
+        None, description="Median over the valid runs of the GB each node's fabric sent (proof by counters)."
+    )
+    rail_balance: float | None = Field(
+        None, description="Worst least-used / most-used rail ratio of the valid runs; None: one rail."
+    )
+    predicted: Prediction | None = Field(
+        None,
+        description="The throughput predicted from the 1-device median and the collective's bus bandwidth "
+        "at this device count (clusterctl.results.predict); None without both.",
+    )
     comparisons: list[Comparison] = Field(default_factory=list)
 
 
@@ -51,8 +67,41 @@ def build_report(records: list[RunRecord], references: list[Reference]) -> list[
         if base and row.median is not None:
             row.speedup = row.median / base
             row.efficiency = row.speedup / row.devices
+        if base and row.devices > 1:
+            row.predicted = _predict(row, base, groups[(row.config.model_dump_json(), row.devices)], records)
         row.comparisons = _compare(row, references)
     return rows
+
+
+def _predict(
+    row: ReportRow, base: float, group: list[RunRecord], records: list[RunRecord]
+) -> Prediction | None:
+    """The row's prediction from its 1-device median ``base`` and the matching collective runs' busbw.
+
+    A collective run matches when it ran valid on the same device, node count and world size (and, for
+    the CPU ``allreduce``, the same framework: its transport); its busbw is the median of theirs.
+    """
+    gradients = [r.gradient_bytes for r in group if r.gradient_bytes]
+    busbws = [
+        r.metrics[LARGE_BUSBW].value
+        for r in records
+        if r.valid
+        and r.config.workload in COLLECTIVES
+        and LARGE_BUSBW in r.metrics
+        and r.config.device == row.config.device
+        and r.world_size == row.devices
+        and r.nodes in row.nodes
+        and (r.config.workload != "allreduce" or r.config.framework == row.config.framework)
+    ]
+    if not gradients or not busbws:
+        return None
+    return predict_throughput(
+        single_device=base,
+        batch_size=row.config.batch_size,
+        devices=row.devices,
+        gradient_bytes=int(statistics.median(gradients)),
+        bus_bandwidth_gb_s=statistics.median(busbws),
+    )
 
 
 def report_of(runs_dir: Path) -> list[ReportRow]:
@@ -66,6 +115,9 @@ def _row(group: list[RunRecord]) -> ReportRow:
     unit = next((r.metrics[r.primary_metric].unit for r in group if r.primary_metric in r.metrics), "")
     median = statistics.median(values) if values else None
     low, high = (min(values), max(values)) if values else (None, None)
+    proofs = [r.counters for r in group if r.valid and r.value is not None and r.counters]
+    sent = [p.bytes_per_node / 1e9 for p in proofs if p.bytes_per_node is not None]
+    balances = [p.rail_balance for p in proofs if p.rail_balance is not None]
     return ReportRow(
         config=first.config,
         devices=first.world_size,
@@ -80,6 +132,8 @@ def _row(group: list[RunRecord]) -> ReportRow:
         spread_pct=100 * (high - low) / median if median else None,
         speedup=None,
         efficiency=None,
+        fabric_gb_per_node=statistics.median(sent) if sent else None,
+        rail_balance=min(balances) if balances else None,
     )
 
 
@@ -117,6 +171,10 @@ CSV_COLUMNS = [
     "spread_pct",
     "speedup",
     "efficiency",
+    "fabric_gb_per_node",
+    "rail_balance",
+    "predicted_no_overlap",
+    "predicted_full_overlap",
 ]
 
 
@@ -126,6 +184,11 @@ def report_csv(rows: list[ReportRow]) -> str:
     writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        flat = {**row.config.model_dump(), **row.model_dump(exclude={"config", "comparisons", "nodes"})}
+        flat = {
+            **row.config.model_dump(),
+            **row.model_dump(exclude={"config", "comparisons", "nodes", "predicted"}),
+        }
+        flat["predicted_no_overlap"] = row.predicted.no_overlap if row.predicted else None
+        flat["predicted_full_overlap"] = row.predicted.full_overlap if row.predicted else None
         writer.writerow({k: flat[k] for k in CSV_COLUMNS})
     return buffer.getvalue()

@@ -21,6 +21,7 @@ _REGISTRY: dict[str, tuple[str, str]] = {
     "resnet50": ("clusterctl.workloads.resnet50", "ResNet50"),
     "tf_cnn_benchmarks": ("clusterctl.workloads.tf_cnn_benchmarks", "TfCnnBenchmarks"),
     "nccl-tests": ("clusterctl.workloads.nccl_tests", "NcclTests"),
+    "allreduce": ("clusterctl.workloads.allreduce", "Allreduce"),
 }
 NAMES: tuple[str, ...] = tuple(_REGISTRY)
 

@@ -52,6 +52,15 @@ class Workload(ABC):
     def sanity(self, log: str, plan: LaunchPlan) -> list[Finding]:
         """Findings when ``log`` does not show the run ``plan`` asked for."""
 
+    def gradient_bytes(self, settings: RunDefaults) -> int | None:
+        """Bytes each rank all-reduces per training step with ``settings``; None: not a training workload.
+
+        The proof by counters (``clusterctl.results.counters``) expects the fabric to carry at least
+        2(N-1)/N times this per node and step.
+        """
+        del settings
+        return None
+
     def forwarded_env(self, inventory: Inventory) -> list[str]:
         """Extra variables of the launching shell mpirun must pass to the ranks (-x NAME)."""
         del inventory

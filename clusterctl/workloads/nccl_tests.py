@@ -15,6 +15,8 @@ if TYPE_CHECKING:
 
 # Where the GPU profiles of the image build nccl-tests (templates/Dockerfile.j2).
 BINARY = "/opt/nccl-tests/build/all_reduce_perf"
+# The metric of the largest message's bus bandwidth (out-of-place).
+LARGE_BUSBW = "bus_bandwidth_at_max_size"
 
 
 class NcclTests(Workload):
@@ -43,9 +45,18 @@ class NcclTests(Workload):
         return None if versions.nccl_tests else "nccl-tests (image.versions.nccl_tests is unset)"
 
     def metrics(self, log: str) -> dict[str, Metric]:
-        """Average and peak bus bandwidth (GB/s) and the out-of-bounds count."""
+        """Average, peak and largest-message bus bandwidth (GB/s) and the out-of-bounds count.
+
+        The largest message's (``LARGE_BUSBW``) is what a training run's big fused gradient buffers
+        see: the preflight threshold and the throughput prediction use it.
+        """
         parsed = parse_nccl_tests(log)
         metrics: dict[str, Metric] = {}
+        largest = max(
+            (row for row in parsed.rows if row.busbw is not None), key=lambda r: r.size, default=None
+        )
+        if largest is not None and largest.busbw is not None:
+            metrics[LARGE_BUSBW] = Metric(value=largest.busbw, unit="GB/s")
         if parsed.avg_bus_bandwidth_gb_per_s is not None:
             metrics["avg_bus_bandwidth"] = Metric(value=parsed.avg_bus_bandwidth_gb_per_s, unit="GB/s")
         if parsed.peak_bus_bandwidth_gb_per_s is not None:

@@ -18,6 +18,9 @@ RESULT_PREFIX = "CLUSTERCTL_RESULT "
 SCRIPT = f"{CONTAINER_PAYLOAD_DIR}/resnet50_bench.py"
 # DDP rendezvous port on rank 0's fabric address; torch's customary default.
 DDP_MASTER_PORT = 29500
+# Trainable parameters of the payload's ResNet-50 at 1000 classes (torchvision's count; a test
+# counts the payload's model).
+PARAMETERS = 25_557_032
 
 
 def parse_result_line(log: str) -> dict[str, Any] | None:
@@ -74,6 +77,15 @@ class ResNet50(Workload):
         elif settings.fp16_allreduce:
             argv.append("--fp16-allreduce")
         return argv
+
+    def gradient_bytes(self, settings: RunDefaults) -> int:
+        """Every parameter's gradient, all-reduced each step (warm-up steps too).
+
+        The gradients are float32 whatever the precision (autocast keeps the weights in float32);
+        Horovod's ``--fp16-allreduce`` halves them on the wire. DDP ignores that option.
+        """
+        half = settings.framework == "horovod" and settings.fp16_allreduce
+        return PARAMETERS * (2 if half else 4)
 
     def image_lacks(self, versions: ImageVersions) -> str | None:
         """PyTorch, which the payload is written in (the paper image has TensorFlow 1.14 on Python 2.7)."""

@@ -18,6 +18,8 @@ _VERSION = re.compile(r"NCCL(?: Tests compiled with NCCL| version)\s+v?([\d.]+(?
 _RANK = re.compile(r"^#\s*Rank\s+\d+\s")
 _FAILURE = re.compile(r"(?:NCCL failure|Test failure|NCCL error|CUDA failure)")
 _NCCL_LOG = re.compile(r"\bNCCL (?:INFO|WARN)\b")
+# mpirun --tag-output sometimes glues the next line's tag to the end of a line.
+_GLUED_TAG = re.compile(r"\[(?:\d+,)?\d+\]<(?:stdout|stderr)>:\s*$")
 # Header names of the table per format, mapped to our field names; the second occurrence of the
 # timing columns is the in-place half.
 _NAMES = {"size": "size", "bytes": "size", "count": "count", "n": "count", "type": "type",
@@ -69,7 +71,7 @@ def parse_nccl_tests(text: str) -> NcclTests:
     columns: list[str] = []
     for raw in text.splitlines():
         _, line = split_tag(raw)
-        stripped = line.strip()
+        stripped = _GLUED_TAG.sub("", line).strip()
         if not stripped:
             continue
         if m := _AVG.match(stripped):

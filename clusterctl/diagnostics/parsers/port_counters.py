@@ -23,6 +23,10 @@ from pydantic import BaseModel, Field
 from clusterctl.diagnostics.model import Parsed
 
 WORD_BYTES = 4  # data counters count 4-byte words
+# The sysfs files of every HCA port's two data counters, as a shell glob list.
+IB_COUNTER_GLOBS = " ".join(
+    f"/sys/class/infiniband/*/ports/*/counters/{name}" for name in ("port_xmit_data", "port_rcv_data")
+)
 
 # Digit counts are bounded (port and LID numbers are 16-bit, counters 64-bit): a longer run of digits
 # is not a number these tools print, and int() of it could exceed Python's digit limit.

@@ -1,0 +1,93 @@
+"""`clusterctl run --preflight`: the fabric's collective bandwidth measured first, the model run refused below
+the inventory's threshold.
+
+The collective is the one the run's gradients go through: ``nccl-tests`` (all_reduce_perf) on GPUs,
+the payload's ``allreduce`` benchmark (Horovod over MPI/Gloo, or torch's Gloo) on CPUs. It runs with the
+model run's own options (nodes, ranks per node, framework), is recorded in the same history (so
+`report` can predict from it) and is judged by ``refusal`` (pure): an invalid collective run, or a
+bus bandwidth below ``preflight.min_bus_bandwidth_gb_s``, refuses the model run with the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from clusterctl.errors import RunFailed
+from clusterctl.inventory import Inventory
+from clusterctl.launch import LaunchPlan, build_plan
+from clusterctl.results.record import RunRecord
+from clusterctl.workloads import get_workload
+from clusterctl.workloads.nccl_tests import LARGE_BUSBW
+
+
+class PreflightRefused(RunFailed):
+    """The collective benchmark ran and showed a fabric too slow (or broken) for the model run."""
+
+
+def preflight_plan(inventory: Inventory, plan: LaunchPlan) -> LaunchPlan:
+    """The collective benchmark's launch plan on ``plan``'s nodes, ranks and settings.
+
+    Raises:
+        InputError: the image cannot run the collective (a GPU image without nccl-tests).
+    """
+    name = "nccl-tests" if plan.gpu else "allreduce"
+    return build_plan(inventory, plan.options.model_copy(update={"workload": name}), get_workload(name))
+
+
+def refusal(record: RunRecord, minimum_gb_s: float | None) -> str | None:
+    """Why the model run must not start after the collective run ``record``; None: it may. Pure."""
+    where = f"preflight {record.config.workload} on {record.nodes} node(s), {record.world_size} ranks"
+    if not record.valid:
+        problems = "; ".join(f.message for f in record.findings if f.severity == "error") or "invalid run"
+        return f"{where} failed: {problems} (run directory {record.run_id})"
+    busbw = record.metrics.get(LARGE_BUSBW)
+    if minimum_gb_s is None:
+        return None
+    if busbw is None:
+        return f"{where} printed no bus bandwidth (run directory {record.run_id})"
+    if busbw.value < minimum_gb_s:
+        return (
+            f"{where}: bus bandwidth {busbw.value:.3g} GB/s is below preflight.min_bus_bandwidth_gb_s "
+            f"{minimum_gb_s:g} GB/s; the model run was not started. `clusterctl check` probes the fabric"
+        )
+    return None
+
+
+def run_preflight(
+    inventory: Inventory,
+    plan: LaunchPlan,
+    *,
+    timeout_s: float,
+    runs_dir: Path,
+    on_line: Callable[[str], None],
+    on_record: Callable[[RunRecord, Path], None],
+) -> RunRecord:
+    """Run ``plan``'s collective benchmark once, record it, and refuse when ``refusal`` says so.
+
+    Returns:
+        The collective run's record.
+
+    Raises:
+        PreflightRefused: the collective failed or its bus bandwidth is below the inventory's minimum.
+    """
+    # Imported on use: the runner reaches the hosts (docker, SSH).
+    from clusterctl.results.counter_reading import read_fabric_counters
+    from clusterctl.runner import run_benchmark
+
+    check = preflight_plan(inventory, plan)
+    [(record, _)] = run_benchmark(
+        inventory,
+        check,
+        get_workload(check.options.workload),
+        repeats=1,
+        timeout_s=timeout_s,
+        runs_dir=runs_dir,
+        on_line=on_line,
+        on_record=on_record,
+        read_counters=read_fabric_counters,
+    )
+    reason = refusal(record, inventory.preflight.min_bus_bandwidth_gb_s)
+    if reason:
+        raise PreflightRefused(reason)
+    return record

@@ -1,0 +1,46 @@
+"""The payload's allreduce benchmark on CPU ranks: the fabric's bus bandwidth over the training transport.
+
+nccl-tests measures GPUs through NCCL; a CPU cluster's gradients go through Horovod (MPI or Gloo)
+or torch.distributed's Gloo, so this workload measures exactly that, with the ResNet-50 payload's
+own initialisation, and prints nccl-tests' table (same parser, same metrics and sanity checks, same
+``busbw = algbw x 2(n-1)/n``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from clusterctl.errors import InputError
+from clusterctl.image.render import CONTAINER_PAYLOAD_DIR
+from clusterctl.workloads.nccl_tests import NcclTests
+from clusterctl.workloads.resnet50 import DDP_MASTER_PORT
+
+if TYPE_CHECKING:
+    from clusterctl.inventory import ImageVersions, RunDefaults
+
+SCRIPT = f"{CONTAINER_PAYLOAD_DIR}/allreduce_bench.py"
+
+
+class Allreduce(NcclTests):
+    """Float32 sum allreduce from 1 MiB to 64 MiB on CPU ranks, over the run's framework."""
+
+    name = "allreduce"
+    model = "allreduce"
+    description = "clusterctl's CPU allreduce bandwidth benchmark (Horovod or Gloo, as the payload trains)"
+
+    def argv(self, settings: RunDefaults, *, gpu: bool, master_addr: str) -> list[str]:
+        """``python allreduce_bench.py`` over the settings' framework.
+
+        Raises:
+            InputError: the run has GPUs (nccl-tests measures those).
+        """
+        if gpu:
+            raise InputError("allreduce measures CPU ranks; on GPUs run nccl-tests.")
+        argv = ["python", SCRIPT, f"--framework={settings.framework}"]
+        if settings.framework == "ddp":
+            argv += [f"--master-addr={master_addr}", f"--master-port={DDP_MASTER_PORT}"]
+        return argv
+
+    def image_lacks(self, versions: ImageVersions) -> str | None:
+        """PyTorch, which the benchmark is written in."""
+        return None if versions.framework == "pytorch" else "PyTorch"

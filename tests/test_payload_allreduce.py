@@ -1,0 +1,56 @@
+"""The CPU allreduce benchmark run for real under Open MPI (2 ranks, Gloo DDP and Horovod): nccl-tests'
+table, parsed by nccl-tests' parser, with its bus bandwidth definition."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+from localrun import local_inventory, local_mpirun
+
+from clusterctl.diagnostics.parsers.nccl_tests import parse_nccl_tests
+from clusterctl.inventory import Inventory
+from clusterctl.launch import plan_run
+from clusterctl.results.record import RunRecord
+from clusterctl.runner import run_benchmark
+from clusterctl.workloads import get_workload
+
+
+@pytest.fixture(scope="module")
+def inventory() -> Inventory:
+    return local_inventory()
+
+
+def _run(inventory: Inventory, tmp_path: Path, framework: str) -> tuple[RunRecord, str]:
+    plan = plan_run(inventory, "allreduce", nodes=2, framework=framework)
+    [(record, directory)] = run_benchmark(
+        inventory, plan, get_workload("allreduce"), repeats=1, timeout_s=240, runs_dir=tmp_path,
+        on_line=lambda line: None, execute=local_mpirun,
+    )  # fmt: skip
+    return record, (directory / "output.log").read_text()
+
+
+def _check(record: RunRecord, log: str) -> None:
+    assert record.valid, (record.findings, log[-2000:])
+    parsed = parse_nccl_tests(log)
+    assert [row.size for row in parsed.rows] == [2**k for k in range(20, 27)]  # 1 MiB .. 64 MiB
+    assert parsed.out_of_bounds == 0 and parsed.out_of_bounds_ok
+    assert parsed.ranks == 2
+    for row in parsed.rows:
+        assert row.error == "0"
+        assert row.algbw and row.busbw and row.time_us
+        # nccl-tests' definitions: algbw = size / time, busbw = algbw x 2(n-1)/n (= algbw for 2 ranks)
+        assert row.algbw == pytest.approx(row.size / row.time_us / 1e3, rel=0.05, abs=0.011)
+        assert row.busbw == pytest.approx(row.algbw, abs=0.011)
+    peak = record.metrics["peak_bus_bandwidth"]
+    assert peak.unit == "GB/s" and peak.value == max(row.busbw or 0 for row in parsed.rows)
+
+
+def test_ddp_gloo_allreduce_prints_nccl_tests_table(inventory: Inventory, tmp_path: Path) -> None:
+    _check(*_run(inventory, tmp_path, "ddp"))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("horovod") is None, reason="horovod is not installed here")
+def test_horovod_allreduce_prints_nccl_tests_table(inventory: Inventory, tmp_path: Path) -> None:
+    _check(*_run(inventory, tmp_path, "horovod"))

@@ -1,0 +1,76 @@
+"""The number a run should have reached: compute time vs allreduce time per step, with and without
+overlap, from the 1-device median and the collective's bus bandwidth recorded in the same history."""
+
+from __future__ import annotations
+
+import pytest
+from test_report import record
+
+from clusterctl.results.predict import predict_throughput
+from clusterctl.results.record import RunConfig, RunRecord
+from clusterctl.results.report import build_report
+from clusterctl.workloads.base import Metric
+
+GRADIENTS = 25_557_032 * 4  # ResNet-50, float32
+CPU = RunConfig(
+    workload="resnet50", model="resnet50", framework="horovod", precision="fp32", batch_size=8,
+    image_size=64, image_profile="cpu", device="cpu (1-core nodes)",
+)  # fmt: skip
+
+
+def test_compute_and_allreduce_time_per_step() -> None:
+    # 2 ranks of batch 8 at 10 img/s each: 0.8 s of compute; 102 MB at 0.1 GB/s busbw, 2(n-1)/n = 1: 1.02 s.
+    p = predict_throughput(
+        single_device=10.0, batch_size=8, devices=2, gradient_bytes=GRADIENTS, bus_bandwidth_gb_s=0.1
+    )
+    assert p.compute_s == pytest.approx(0.8)
+    assert p.allreduce_s == pytest.approx(GRADIENTS / 0.1e9)
+    assert p.no_overlap == pytest.approx(16 / (0.8 + GRADIENTS / 0.1e9))
+    assert p.full_overlap == pytest.approx(16 / (GRADIENTS / 0.1e9))  # communication-bound
+    # 8 ranks: 2(n-1)/n = 1.75 of the gradients cross each rank's link.
+    eight = predict_throughput(
+        single_device=640.0, batch_size=64, devices=8, gradient_bytes=GRADIENTS, bus_bandwidth_gb_s=10.0
+    )
+    assert eight.allreduce_s == pytest.approx(GRADIENTS * 1.75 / 10e9)
+    assert eight.full_overlap == pytest.approx(8 * 640.0)  # compute-bound: perfect scaling
+
+
+def _collective(run_id: str, busbw: float, *, framework: str = "horovod", devices: int = 2) -> RunRecord:
+    config = CPU.model_copy(update={"workload": "allreduce", "model": "allreduce", "framework": framework})
+    run = record(run_id, devices, 0.0, config=config)
+    run.nodes = devices
+    run.primary_metric = "avg_bus_bandwidth"
+    run.metrics = {"bus_bandwidth_at_max_size": Metric(value=busbw, unit="GB/s")}
+    return run
+
+
+def _training(run_id: str, devices: int, value: float) -> RunRecord:
+    run = record(run_id, devices, value, config=CPU)
+    run.nodes, run.gradient_bytes = devices, GRADIENTS
+    return run
+
+
+def test_the_report_predicts_from_the_matching_collective_runs() -> None:
+    runs = [
+        _training("a", 1, 10.0),
+        _training("b", 2, 14.0),
+        _collective("c", 0.1),
+        _collective("d", 0.3),  # median of 0.1, 0.3 and 0.2: 0.2
+        _collective("e", 0.2),
+        _collective("f", 50.0, framework="ddp"),  # Gloo, not Horovod's transport: ignored
+        _collective("g", 50.0, devices=4),  # another world size: ignored
+    ]
+    rows = {(r.config.workload, r.devices): r for r in build_report(runs, [])}
+    two = rows[("resnet50", 2)]
+    assert two.predicted == predict_throughput(
+        single_device=10.0, batch_size=8, devices=2, gradient_bytes=GRADIENTS, bus_bandwidth_gb_s=0.2
+    )
+    assert rows[("resnet50", 1)].predicted is None
+    assert rows[("allreduce", 2)].predicted is None
+
+
+def test_no_prediction_without_a_collective_run_or_a_single_device_baseline() -> None:
+    alone = build_report([_training("a", 1, 10.0), _training("b", 2, 14.0)], [])
+    assert all(r.predicted is None for r in alone)
+    no_base = build_report([_training("b", 2, 14.0), _collective("c", 0.2)], [])
+    assert all(r.predicted is None for r in no_base)

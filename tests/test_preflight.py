@@ -1,0 +1,87 @@
+"""`run --preflight`, the pure half: which collective runs (nccl-tests on GPUs, allreduce on CPUs, with the
+model run's nodes and framework) and when its record refuses the model run."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from clusterctl.cli import main
+from clusterctl.errors import InputError
+from clusterctl.inventory import Inventory, load_inventory
+from clusterctl.launch import plan_run
+from clusterctl.paths import data_dir
+from clusterctl.preflight import PreflightRefused, preflight_plan, refusal
+from clusterctl.results.record import RunRecord, judge_run
+from clusterctl.workloads import get_workload
+from tests.fixtures import fixture_text
+
+INVENTORIES = data_dir("inventories")
+# A real 2-node, 16-GPU all_reduce_perf log: 1 GiB..16 GiB, its largest message at about 367 GB/s busbw.
+NCCL_TESTS = "nccl_tests/oci-bm-gpu-h100-8-2node-16gpu-roce-all_reduce_perf-1G-16G.txt"
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Inventory:
+    return load_inventory(INVENTORIES / "sandbox-example.yml")
+
+
+@pytest.fixture(scope="module")
+def h100() -> Inventory:
+    return load_inventory(INVENTORIES / "modern-h100.yml")
+
+
+def test_cpu_runs_check_the_allreduce_over_their_own_framework(sandbox: Inventory) -> None:
+    plan = plan_run(sandbox, "resnet50", nodes=2, framework="ddp", batch_size=4)
+    check = preflight_plan(sandbox, plan)
+    assert check.options.workload == "allreduce"
+    assert check.hosts == plan.hosts and check.options.settings == plan.options.settings
+    assert "--framework=ddp" in check.argv
+
+
+def test_gpu_runs_check_nccl_tests_and_refuse_an_image_without_it(h100: Inventory) -> None:
+    plan = plan_run(h100, "resnet50", nodes=2)
+    assert preflight_plan(h100, plan).options.workload == "nccl-tests"
+    no_tests = h100.model_copy(
+        update={
+            "image": h100.image.model_copy(
+                update={"versions": h100.image.versions.model_copy(update={"nccl_tests": None})}
+            )
+        }
+    )
+    with pytest.raises(InputError, match="nccl-tests"):
+        preflight_plan(no_tests, plan)
+
+
+def _collective(h100: Inventory, log: str, exit_code: int = 0) -> RunRecord:
+    plan = preflight_plan(h100, plan_run(h100, "resnet50", nodes=2))
+    return judge_run(
+        h100, plan, get_workload("nccl-tests"), log, exit_code, run_id="pre", started_at=datetime.now(UTC)
+    )
+
+
+def test_a_bus_bandwidth_below_the_minimum_refuses_the_model_run(h100: Inventory) -> None:
+    record = _collective(h100, fixture_text(NCCL_TESTS))
+    busbw = record.metrics["bus_bandwidth_at_max_size"].value
+    assert refusal(record, None) is None
+    assert refusal(record, busbw * 0.9) is None
+    reason = refusal(record, busbw * 1.1)
+    assert reason and f"{busbw:.3g} GB/s is below" in reason and "not started" in reason
+    assert issubclass(PreflightRefused, Exception) and PreflightRefused("x").exit_code == 1
+
+
+def test_a_failed_collective_refuses_even_without_a_minimum(h100: Inventory) -> None:
+    record = _collective(h100, "mpirun: no container\n", exit_code=1)
+    reason = refusal(record, None)
+    assert reason and "failed" in reason and "pre" in reason
+
+
+def test_dry_run_with_preflight_prints_the_collective_then_the_model(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    inventory = str(INVENTORIES / "sandbox-example.yml")
+    assert main(["run", "resnet50", "-i", inventory, "--preflight", "--dry-run"]) == 0
+    first, second = capsys.readouterr().out.splitlines()
+    assert first.startswith("mpirun ") and "allreduce_bench.py --framework=horovod" in first
+    assert "resnet50_bench.py" in second
