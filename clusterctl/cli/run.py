@@ -33,6 +33,13 @@ JsonOption = typer.Option(False, "--json", help="Machine-readable output on stdo
 TimeoutOption = typer.Option(3600.0, "--timeout", min=1, help="Seconds one run may take before it is killed.")
 RepeatsOption = typer.Option(1, "--repeats", min=1, help="Run K times; report the median and spread.")
 DryRunOption = typer.Option(False, "--dry-run", help="Print the mpirun command and stop.")
+LauncherOption = typer.Option(
+    None,
+    "--launcher",
+    help="ssh (mpirun in the primary's container) or slurm (sbatch + srun on the login node); default: "
+    "slurm when the inventory's slurm block says default: true, else ssh. With --dry-run, slurm prints the "
+    "batch script.",
+)
 
 
 def _line_printer(as_json: bool) -> Callable[[str], None]:
@@ -93,11 +100,13 @@ def run(
     repeats: int = RepeatsOption,
     timeout: float = TimeoutOption,
     dry_run: bool = DryRunOption,
+    launcher: str | None = LauncherOption,
     runs_dir: Path = RunsDirOption,
     as_json: bool = JsonOption,
 ) -> int:
-    """Run WORKLOAD across the cluster with mpirun in the primary container; record and judge it."""
+    """Run WORKLOAD across the cluster (mpirun over SSH, or through Slurm); record and judge it."""
     from clusterctl.launch import plan_run
+    from clusterctl.launchers import get_launcher
     from clusterctl.runner import run_plans
 
     inv = load(inventory)
@@ -116,8 +125,16 @@ def run(
         warmup_steps=warmup_steps,
         image_size=image_size,
     )
-    if dry_run:
+    chosen = get_launcher(inv, launcher)
+    if dry_run and chosen.name == "ssh":
         _print_plans([plan], as_json)
+        return 0
+    if dry_run:
+        text = chosen.describe(inv, plan)
+        if as_json:
+            print_json({"launcher": chosen.name, "script": text})
+        else:
+            print(text, end="")  # plain: the script must paste exactly
         return 0
     done = run_plans(
         inv,
@@ -127,6 +144,7 @@ def run(
         runs_dir=runs_dir,
         on_line=_line_printer(as_json),
         on_record=_record_printer(as_json),
+        launcher=chosen.name,
     )
     summary = _summary([record for record, _ in done])
     if as_json:

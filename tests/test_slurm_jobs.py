@@ -1,0 +1,82 @@
+"""Slurm job states to exit codes, on outputs captured from real clusters (tests/fixtures/slurm)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from clusterctl.diagnostics.model import split_tag
+from clusterctl.slurm.jobs import (
+    JobStatus,
+    job_outcome,
+    parse_mpi_list,
+    parse_sacct,
+    parse_scontrol_job,
+    parse_squeue,
+)
+
+FIXTURES = Path(__file__).parent / "fixtures" / "slurm"
+
+
+@pytest.mark.parametrize(
+    ("name", "job_id", "state", "exit_code", "words"),
+    [
+        ("scontrol_o_completed.txt", "2", "COMPLETED", 0, "COMPLETED (ExitCode 0:0)"),
+        ("scontrol_o_timeout.txt", "3", "TIMEOUT", 124, "reason TimeLimit, ExitCode 0:15"),
+        ("scontrol_failed_127.txt", "309684", "FAILED", 127, "reason NonZeroExitCode, ExitCode 127:0"),
+        ("scontrol_out_of_memory.txt", "569966", "OUT_OF_MEMORY", 137, "reason OutOfMemory"),
+    ],
+)
+def test_scontrol_states_map_to_exit_codes(
+    name: str, job_id: str, state: str, exit_code: int, words: str
+) -> None:
+    status = parse_scontrol_job((FIXTURES / name).read_text())
+    assert status is not None and (status.job_id, status.state) == (job_id, state)
+    assert not status.active
+    outcome = job_outcome(status)
+    assert outcome.exit_code == exit_code
+    assert words in outcome.message and f"slurm job {job_id} {state}" in outcome.message
+
+
+def test_sacct_reads_the_allocation_line_not_its_steps() -> None:
+    status = parse_sacct((FIXTURES / "sacct_P_failed.txt").read_text(), "2355542")
+    assert status == JobStatus("2355542", "FAILED", None, 1, 0)
+    assert job_outcome(status).exit_code == 1
+    assert parse_sacct((FIXTURES / "sacct_P_failed.txt").read_text(), "99") is None
+
+
+@pytest.mark.parametrize(
+    ("status", "code"),
+    [
+        (JobStatus("7", "CANCELLED", None, 0, 15), 143),
+        (JobStatus("7", "NODE_FAIL", "NodeDown", 0, 0), 1),
+        (JobStatus("7", "FAILED", "NonZeroExitCode", 3, 0), 3),
+        (JobStatus("7", "FAILED", "NonZeroExitCode", 0, 9), 137),
+        (JobStatus("7", "PREEMPTED", None, None, None), 1),
+    ],
+)
+def test_other_final_states(status: JobStatus, code: int) -> None:
+    assert job_outcome(status).exit_code == code
+
+
+def test_squeue_pending_with_its_reason_and_an_empty_queue() -> None:
+    status = parse_squeue("PENDING|Resources\n", "12")
+    assert status is not None and status.active and status.reason == "Resources"
+    assert parse_squeue("", "12") is None
+
+
+def test_unreadable_text_gives_none() -> None:
+    assert parse_scontrol_job("slurm_load_jobs error: Invalid job id specified\n") is None
+    assert parse_sacct("garbage", "1") is None
+
+
+def test_mpi_list_of_slurm_22_05() -> None:
+    text = "MPI plugin types are...\n\tnone\n\tcray_shasta\n\tpmi2\n\tpmix\nspecific pmix plugin versions available: pmix_v4\n"
+    assert parse_mpi_list(text) == ["none", "cray_shasta", "pmi2", "pmix", "pmix_v4"]
+
+
+def test_srun_labels_are_rank_tags() -> None:
+    assert split_tag("0: CLUSTERCTL_RESULT {}") == (0, "CLUSTERCTL_RESULT {}")
+    assert split_tag(" 3: step 10") == (3, "step 10")
+    assert split_tag("[1,2]<stdout>:x") == (2, "x")
