@@ -22,7 +22,6 @@ from clusterctl.image.render import CONTAINER_SSH_DIR
 from clusterctl.inventory import Inventory, SlurmSpec
 from clusterctl.launch import LaunchPlan, mca_params
 from clusterctl.paths import data_dir
-from clusterctl.workloads import get_workload
 
 TEMPLATE = "slurm-batch.sh.j2"
 # Label on every container a job's task starts (docker runtime): the Epilog removes by it.
@@ -126,7 +125,7 @@ def _docker_flags(inventory: Inventory, image: str) -> list[str]:
 
 def _command_lines(inventory: Inventory, plan: LaunchPlan, slurm: SlurmSpec, image: str) -> list[str]:
     """What srun starts per task, one quoted line per part (the runtime's wrapper, then the rank's argv)."""
-    rank_argv = workload_argv(plan)
+    rank_argv = plan.rank_argv
     mounts = inventory.container.mounts
     if slurm.runtime == "docker":
         return [
@@ -139,12 +138,6 @@ def _command_lines(inventory: Inventory, plan: LaunchPlan, slurm: SlurmSpec, ima
         gpu = ["--nv"] if plan.gpu else []
         return [shlex.join(["apptainer", "exec", *gpu, *binds, image]), shlex.join(rank_argv)]
     return [shlex.join(rank_argv)]
-
-
-def workload_argv(plan: LaunchPlan) -> list[str]:
-    """What every rank runs: the workload's argv for the plan's settings (mpirun's flags left out)."""
-    workload = get_workload(plan.options.workload)
-    return workload.argv(plan.options.settings, gpu=plan.gpu, master_addr=plan.hosts[0].address)
 
 
 def srun_flags(inventory: Inventory, plan: LaunchPlan, slurm: SlurmSpec, image: str) -> list[str]:
