@@ -65,6 +65,7 @@ class SlurmLaunch:
     _offset: int = 0
     _partial: bytes = b""
     _done: bool = False
+    _on_line: Callable[[str], None] = field(default=lambda line: None)
 
     def _run(self, argv: list[str]) -> CommandResult:
         result = run(self.conn, self.node, argv, timeout_s=COMMAND_TIMEOUT_S)
@@ -106,6 +107,8 @@ class SlurmLaunch:
         """
         submitted = time.monotonic()
         interval = POLL_FIRST_S
+        self._on_line = on_line
+        self._emit(f"clusterctl: slurm job {self.job_id}: {self.job.directory}/job.sh", on_line)
         while True:
             status = self.status()
             self._read_output(on_line)
@@ -135,7 +138,10 @@ class SlurmLaunch:
             interval = min(interval * 1.5, POLL_MAX_S)
 
     def cancel(self) -> None:
-        """scancel the job, then wait (at most ``CANCEL_DEADLINE_S``) until it has left squeue."""
+        """scancel the job, then wait (at most ``CANCEL_DEADLINE_S``) until it has left squeue.
+
+        What happened is said on the line callback ``follow`` was given (Ctrl-C: before re-raising).
+        """
         if self._done:
             return
         self._done = True
@@ -146,14 +152,20 @@ class SlurmLaunch:
                 queued = self._run(["squeue", "-h", "-j", self.job_id, "-o", "%T|%r"])
                 status = parse_squeue(queued.stdout, self.job_id) if queued.ok else None
                 if status is None or not status.active:
-                    self.lines.append(f"clusterctl: slurm job {self.job_id} cancelled; it has left the queue")
+                    self._emit(
+                        f"clusterctl: slurm job {self.job_id} cancelled; it has left the queue", self._on_line
+                    )
                     return
                 time.sleep(POLL_FIRST_S)
-            self.lines.append(
-                f"clusterctl: slurm job {self.job_id} still in the queue {CANCEL_DEADLINE_S:g} s after scancel"
+            self._emit(
+                f"clusterctl: slurm job {self.job_id} still in the queue {CANCEL_DEADLINE_S:g} s after scancel; "
+                f"check it with `squeue -j {self.job_id}` on {self.node.address}",
+                self._on_line,
             )
         except ConnectError as exc:
-            self.lines.append(f"clusterctl: could not cancel slurm job {self.job_id}: {exc}")
+            self._emit(f"clusterctl: could not cancel slurm job {self.job_id}: {exc}", self._on_line)
+        finally:
+            self.conn.close()
 
     def collect(self) -> str:
         """Every line of the job's output file, then the launcher's own lines; closes the connection."""

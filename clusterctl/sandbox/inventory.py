@@ -78,6 +78,8 @@ def inventory_document(
             "run_dir": RUN_DIR,
             "runtime": "docker",
             "partition": PARTITION,
+            # The sandbox's own flow stays mpirun over SSH; `run --launcher slurm` goes through Slurm.
+            "default": False,
         }
     return document
 
