@@ -18,14 +18,13 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-import jinja2
 from docker.models.containers import Container
 
 from clusterctl.errors import EnvironmentProblem
 from clusterctl.inventory import parse_cpu_list
-from clusterctl.paths import data_dir
 from clusterctl.sandbox.plan import CpuPlan, NodePlan, SandboxPlan
 from clusterctl.slurm.script import JOB_LABEL
+from clusterctl.templating import template_environment
 
 PARTITION = "sandbox"
 CONTROLLER_PORT = 6817
@@ -46,17 +45,6 @@ _USABLE = {"idle", "mixed", "allocated", "completing"}
 Log = Callable[[str], None]
 
 
-def _templates() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(data_dir("templates"))),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        autoescape=False,
-    )
-
-
 def render_slurm_conf(plan: SandboxPlan, cpus: CpuPlan) -> str:
     """The sandbox's slurm.conf: node1 the controller, each node with its cpuset's CPU count (pure)."""
     nodes = [
@@ -64,7 +52,7 @@ def render_slurm_conf(plan: SandboxPlan, cpus: CpuPlan) -> str:
         for node, cpuset in zip(plan.nodes, cpus.cpusets, strict=True)
     ]
     return (
-        _templates()
+        template_environment()
         .get_template("sandbox-slurm.conf.j2")
         .render(
             name=plan.name,
@@ -79,7 +67,7 @@ def render_slurm_conf(plan: SandboxPlan, cpus: CpuPlan) -> str:
 
 def render_epilog() -> str:
     """The Epilog removing a job's labelled containers on a node (pure)."""
-    return _templates().get_template("sandbox-slurm-epilog.sh.j2").render(job_label=JOB_LABEL)
+    return template_environment().get_template("sandbox-slurm-epilog.sh.j2").render(job_label=JOB_LABEL)
 
 
 def munge_key(key_path: Path) -> bytes:

@@ -21,7 +21,7 @@ from clusterctl.errors import InputError
 from clusterctl.image.render import CONTAINER_SSH_DIR
 from clusterctl.inventory import Inventory, SlurmSpec
 from clusterctl.launch import LaunchPlan, mca_params
-from clusterctl.paths import data_dir
+from clusterctl.templating import template_environment
 
 TEMPLATE = "slurm-batch.sh.j2"
 # Label on every container a job's task starts (docker runtime): the Epilog removes by it.
@@ -42,14 +42,7 @@ class BatchJob:
 
 
 def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(data_dir("templates"))),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        autoescape=False,
-    )
+    env = template_environment()
     env.filters["q"] = quote_always
     return env
 
