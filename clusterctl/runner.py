@@ -162,8 +162,10 @@ def run_sweep(
     runs_dir: Path,
     on_line: Callable[[str], None],
     on_record: OnRecord = _ignore_record,
+    launcher: str | None = None,
 ) -> tuple[list[tuple[RunRecord, Path]], list[ReportRow]]:
-    """``run_plans``, then the report of ``runs_dir``'s whole history (these runs and earlier ones).
+    """``run_plans`` (with ``launcher``), then the report of ``runs_dir``'s whole history (these runs and
+    earlier ones).
 
     Returns:
         The runs, as ``run_plans`` returns them, and the report rows.
@@ -176,5 +178,6 @@ def run_sweep(
         runs_dir=runs_dir,
         on_line=on_line,
         on_record=on_record,
+        launcher=launcher,
     )
     return done, report_of(runs_dir)

@@ -24,7 +24,9 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
+    from clusterctl.inventory import Inventory
     from clusterctl.launch import LaunchPlan
+    from clusterctl.launchers import Launcher
     from clusterctl.results.record import RunRecord
     from clusterctl.results.report import ReportRow
 
@@ -126,15 +128,8 @@ def run(
         image_size=image_size,
     )
     chosen = get_launcher(inv, launcher)
-    if dry_run and chosen.name == "ssh":
-        _print_plans([plan], as_json)
-        return 0
     if dry_run:
-        text = chosen.describe(inv, plan)
-        if as_json:
-            print_json({"launcher": chosen.name, "script": text})
-        else:
-            print(text, end="")  # plain: the script must paste exactly
+        _print_dry_run(chosen, inv, [plan], as_json)
         return 0
     done = run_plans(
         inv,
@@ -154,6 +149,19 @@ def run(
             f"median of {repeats}: {summary['median']:,.2f} (min {summary['min']:,.2f}, max {summary['max']:,.2f})"
         )
     return 0 if summary["valid"] else 1
+
+
+def _print_dry_run(launcher: Launcher, inventory: Inventory, plans: list[LaunchPlan], as_json: bool) -> None:
+    """What the launcher would run for each plan: the mpirun command, or (slurm) the batch script."""
+    if launcher.name == "ssh":
+        _print_plans(plans, as_json)
+        return
+    scripts = [launcher.describe(inventory, plan) for plan in plans]
+    if as_json:
+        print_json([{"launcher": launcher.name, "script": script} for script in scripts])
+        return
+    for script in scripts:
+        print(script, end="")  # plain: the script must paste exactly
 
 
 def _print_plans(plans: list[LaunchPlan], as_json: bool) -> None:
@@ -316,10 +324,12 @@ def sweep(
     repeats: int = RepeatsOption,
     timeout: float = TimeoutOption,
     dry_run: bool = DryRunOption,
+    launcher: str | None = LauncherOption,
     runs_dir: Path = RunsDirOption,
     as_json: bool = JsonOption,
 ) -> int:
     """Run the grid (device counts x settings), then report it."""
+    from clusterctl.launchers import get_launcher
     from clusterctl.runner import run_sweep
     from clusterctl.sweep import plan_sweep
 
@@ -340,8 +350,9 @@ def sweep(
     }
     inv = load(inventory)
     plans = plan_sweep(inv, workload, devices, grid)
+    chosen = get_launcher(inv, launcher)
     if dry_run:
-        _print_plans(plans, as_json)
+        _print_dry_run(chosen, inv, plans, as_json)
         return 0
     done, rows = run_sweep(
         inv,
@@ -351,6 +362,7 @@ def sweep(
         runs_dir=runs_dir,
         on_line=_line_printer(as_json),
         on_record=_record_printer(as_json),
+        launcher=chosen.name,
     )
     if as_json:
         print_json([r.model_dump(mode="json") for r in rows])

@@ -204,9 +204,15 @@ class SlurmLauncher:
 
 def _submit(conn: fabric.Connection, node: Node, slurm: SlurmSpec, job: BatchJob) -> str:
     plugins = run(conn, node, ["srun", "--mpi=list"], timeout_s=COMMAND_TIMEOUT_S)
+    if not plugins.ok:
+        raise RunFailed(
+            f"`srun --mpi=list` failed on the slurm login node {node.address}: "
+            f"{(plugins.stderr or plugins.error or '').strip()[-300:]}. Fix: check that the Slurm client "
+            "commands work there (munge running, slurm.conf or configless reachable)."
+        )
     # srun 22.05 prints the list on stderr.
     offered = parse_mpi_list(plugins.stdout + plugins.stderr)
-    if plugins.ok and slurm.mpi not in offered:
+    if slurm.mpi not in offered:
         raise InputError(
             f"slurm.mpi {slurm.mpi!r}: srun on {node.address} offers {', '.join(offered) or 'no plugin'}. "
             "Fix: set slurm.mpi to one of them (pmix for Open MPI 4/5)."

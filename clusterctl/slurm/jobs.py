@@ -11,13 +11,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from clusterctl.launchers import TIMEOUT_EXIT_CODE
+
 # States in which a job may still run or is still being cleaned up (squeue's default set).
 ACTIVE_STATES = frozenset(
     {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_FED",
      "REQUEUE_HOLD", "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED", "RESV_DEL_HOLD", "SPECIAL_EXIT"}
 )  # fmt: skip
-# The exit code recorded for a job Slurm ended at its time limit (what coreutils' timeout uses).
-TIMEOUT_EXIT_CODE = 124
 # A job killed for memory: what a shell reports for a process the kernel's OOM killer ended (128 + 9).
 OOM_EXIT_CODE = 137
 # Signals are 1-64; Slurm's ExitCode=0:125 on OUT_OF_MEMORY is no signal.
