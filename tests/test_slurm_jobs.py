@@ -26,6 +26,8 @@ FIXTURES = Path(__file__).parent / "fixtures" / "slurm"
         ("scontrol_o_timeout.txt", "3", "TIMEOUT", 124, "reason TimeLimit, ExitCode 0:15"),
         ("scontrol_failed_127.txt", "309684", "FAILED", 127, "reason NonZeroExitCode, ExitCode 127:0"),
         ("scontrol_out_of_memory.txt", "569966", "OUT_OF_MEMORY", 137, "reason OutOfMemory"),
+        ("sandbox_scontrol_o_failed_3.txt", "8", "FAILED", 3, "reason NonZeroExitCode, ExitCode 3:0"),
+        ("sandbox_scontrol_o_cancelled.txt", "7", "CANCELLED", 143, "CANCELLED (ExitCode 0:15)"),
     ],
 )
 def test_scontrol_states_map_to_exit_codes(
@@ -60,10 +62,12 @@ def test_other_final_states(status: JobStatus, code: int) -> None:
     assert job_outcome(status).exit_code == code
 
 
-def test_squeue_pending_with_its_reason_and_an_empty_queue() -> None:
-    status = parse_squeue("PENDING|Resources\n", "12")
+def test_pending_jobs_are_active_with_their_reason() -> None:
+    status = parse_squeue((FIXTURES / "sandbox_squeue_pending.txt").read_text(), "8")
     assert status is not None and status.active and status.reason == "Resources"
-    assert parse_squeue("", "12") is None
+    assert parse_squeue("", "8") is None  # left the queue
+    shown = parse_scontrol_job((FIXTURES / "sandbox_scontrol_o_pending.txt").read_text())
+    assert shown is not None and shown.active and (shown.state, shown.reason) == ("PENDING", "Resources")
 
 
 def test_unreadable_text_gives_none() -> None:
@@ -72,8 +76,8 @@ def test_unreadable_text_gives_none() -> None:
 
 
 def test_mpi_list_of_slurm_22_05() -> None:
-    text = "MPI plugin types are...\n\tnone\n\tcray_shasta\n\tpmi2\n\tpmix\nspecific pmix plugin versions available: pmix_v4\n"
-    assert parse_mpi_list(text) == ["none", "cray_shasta", "pmi2", "pmix", "pmix_v4"]
+    text = (FIXTURES / "sandbox_srun_mpi_list.txt").read_text()
+    assert parse_mpi_list(text) == ["pmix", "none", "cray_shasta", "pmi2", "pmix_v4"]
 
 
 def test_srun_labels_are_rank_tags() -> None:

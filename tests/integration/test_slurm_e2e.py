@@ -74,6 +74,7 @@ def test_resnet50_through_slurm_is_valid_and_reported_next_to_ssh(
         assert record["metrics"]["total_images_per_sec"]["value"] > 0
     assert _job_containers(cluster) == {"node1": [], "node2": []}  # --rm and the Epilog left nothing
 
+    capsys.readouterr()
     code = main(["report", "--runs-dir", str(runs), "--json"])
     (row,) = json.loads(capsys.readouterr().out)
     assert code == 0 and row["runs"] == 2 and row["devices"] == 2  # one configuration, both launchers
