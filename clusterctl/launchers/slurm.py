@@ -31,7 +31,7 @@ from clusterctl.slurm.jobs import (
     parse_scontrol_job,
     parse_squeue,
 )
-from clusterctl.slurm.script import BatchJob, plan_batch
+from clusterctl.slurm.script import BatchJob, plan_batch, slurm_block
 
 POLL_FIRST_S = 1.0
 POLL_MAX_S = 10.0
@@ -44,12 +44,6 @@ CANCEL_DEADLINE_S = 120.0
 def login_node(slurm: SlurmSpec) -> Node:
     """The login node as a ``Node``, so that ``clusterctl.hosts.ssh.connect`` reaches it."""
     return Node(name="slurm-login", address=slurm.login.address, ssh=slurm.login.ssh)
-
-
-def _slurm(inventory: Inventory) -> SlurmSpec:
-    if inventory.slurm is None:
-        raise InputError("the inventory has no slurm block. Fix: add one, or use --launcher ssh.")
-    return inventory.slurm
 
 
 @dataclass
@@ -190,7 +184,7 @@ class SlurmLauncher:
             ConnectError: the login node cannot be reached.
             RunFailed: the directory or script cannot be written, or sbatch refused the job.
         """
-        slurm = _slurm(inventory)
+        slurm = slurm_block(inventory)
         job = plan_batch(inventory, plan, datetime.now(UTC), secrets.token_hex(3))
         node = login_node(slurm)
         conn = connect(inventory, node)

@@ -19,7 +19,7 @@ import jinja2
 from clusterctl.container_plan import container_flags, container_spec
 from clusterctl.errors import InputError
 from clusterctl.image.render import CONTAINER_SSH_DIR
-from clusterctl.inventory import Inventory, SlurmSpec
+from clusterctl.inventory import Inventory, Mount, SlurmSpec
 from clusterctl.launch import LaunchPlan, mca_params
 from clusterctl.templating import template_environment
 
@@ -106,14 +106,19 @@ def rank_env(inventory: Inventory, plan: LaunchPlan) -> list[tuple[str, str]]:
 def _docker_flags(inventory: Inventory, image: str) -> list[str]:
     """The benchmark container's docker flags (as `up` starts it) for a task's container.
 
-    Without the cluster's SSH mount (no mpirun reaches it) and without a cpuset (Slurm places the
-    tasks on the node's CPUs).
+    Without the cluster's SSH mount (no mpirun reaches it) and without the node's cpuset: the task's
+    wrapper gives the container the CPUs Slurm gave the task.
     """
     spec = container_spec(inventory, inventory.primary, image)
     mounts = [m for m in spec.mounts if m.target != CONTAINER_SSH_DIR]
     # No clusterctl labels either: `down` and `status` own the containers `up` starts, not a job's.
     spec = spec.model_copy(update={"mounts": mounts, "cpuset": None, "labels": {}})
     return container_flags(spec)
+
+
+def _mount(mount: Mount) -> str:
+    """``source:target[:ro]``, as pyxis' --container-mounts and apptainer's --bind write a mount."""
+    return f"{mount.source}:{mount.target}{':ro' if mount.read_only else ''}"
 
 
 def _command_lines(inventory: Inventory, plan: LaunchPlan, slurm: SlurmSpec, image: str) -> list[str]:
@@ -127,7 +132,7 @@ def _command_lines(inventory: Inventory, plan: LaunchPlan, slurm: SlurmSpec, ima
             shlex.join([image, *rank_argv]),
         ]
     if slurm.runtime == "apptainer":
-        binds = [f"--bind={m.source}:{m.target}{':ro' if m.read_only else ''}" for m in mounts]
+        binds = [f"--bind={_mount(m)}" for m in mounts]
         gpu = ["--nv"] if plan.gpu else []
         return [shlex.join(["apptainer", "exec", *gpu, *binds, image]), shlex.join(rank_argv)]
     return [shlex.join(rank_argv)]
@@ -137,9 +142,7 @@ def srun_flags(inventory: Inventory, plan: LaunchPlan, slurm: SlurmSpec, image: 
     """srun's flags: the MPI plugin, kill the step when a rank fails, rank labels, the runtime's flags."""
     flags = [f"--mpi={slurm.mpi}", "--kill-on-bad-exit=1", "--label"]
     if slurm.runtime == "pyxis":
-        mounts = ",".join(
-            f"{m.source}:{m.target}{':ro' if m.read_only else ''}" for m in inventory.container.mounts
-        )
+        mounts = ",".join(_mount(m) for m in inventory.container.mounts)
         flags += [f"--container-image={image}", "--no-container-mount-home"]
         if mounts:
             flags.append(f"--container-mounts={mounts}")
@@ -147,18 +150,15 @@ def srun_flags(inventory: Inventory, plan: LaunchPlan, slurm: SlurmSpec, image: 
 
 
 def render_batch(
-    inventory: Inventory, plan: LaunchPlan, *, image: str, directory: str, job_name: str
+    inventory: Inventory, slurm: SlurmSpec, plan: LaunchPlan, *, image: str, directory: str, job_name: str
 ) -> BatchJob:
-    """The batch script running ``plan`` with ``image`` (unused by the ``none`` runtime).
+    """The batch script running ``plan`` through ``slurm`` with ``image`` (unused by the ``none`` runtime).
 
     ``directory`` is the job's directory under ``slurm.run_dir``: the output file goes there.
 
     Raises:
-        InputError: the inventory has no slurm block, or the plan's nodes run different rank counts.
+        InputError: the plan's nodes run different rank counts.
     """
-    slurm = inventory.slurm
-    if slurm is None:
-        raise InputError("the inventory has no slurm block. Fix: add one, or use --launcher ssh.")
     output = f"{directory}/output.log"
     gpus = slurm.gpus_per_node if slurm.gpus_per_node is not None else inventory.primary.gpus.count
     values = {
@@ -179,19 +179,28 @@ def render_batch(
     return BatchJob(script=script, directory=directory, output=output)
 
 
-def job_image(inventory: Inventory) -> str:
+def job_image(inventory: Inventory, slurm: SlurmSpec) -> str:
     """The image the ranks run in: ``slurm.image``, else (docker, pyxis) the one `image build` made.
 
     Raises:
         InputError: docker or pyxis runtime and no image built yet.
     """
-    slurm = inventory.slurm
-    assert slurm is not None
     if slurm.image or slurm.runtime == "none":
         return slurm.image or ""
     from clusterctl.image.build import effective_image_ref  # the docker SDK: only when no image is named
 
     return effective_image_ref(inventory)
+
+
+def slurm_block(inventory: Inventory) -> SlurmSpec:
+    """The inventory's slurm block.
+
+    Raises:
+        InputError: it has none.
+    """
+    if inventory.slurm is None:
+        raise InputError("the inventory has no slurm block. Fix: add one, or use --launcher ssh.")
+    return inventory.slurm
 
 
 def plan_batch(inventory: Inventory, plan: LaunchPlan, started: datetime, token: str) -> BatchJob:
@@ -200,14 +209,13 @@ def plan_batch(inventory: Inventory, plan: LaunchPlan, started: datetime, token:
     Raises:
         InputError: as ``render_batch`` and ``job_image``.
     """
-    slurm = inventory.slurm
-    if slurm is None:
-        raise InputError("the inventory has no slurm block. Fix: add one, or use --launcher ssh.")
+    slurm = slurm_block(inventory)
     name = f"{inventory.cluster.name}-{started.strftime('%Y%m%dT%H%M%SZ')}-{token}"
     return render_batch(
         inventory,
+        slurm,
         plan,
-        image=job_image(inventory),
+        image=job_image(inventory, slurm),
         directory=f"{slurm.run_dir.rstrip('/')}/{name}",
         job_name=f"clusterctl-{plan.options.workload}",
     )
