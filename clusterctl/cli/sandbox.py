@@ -42,7 +42,9 @@ def _show(result: SandboxStatus) -> None:
     f = result.files
     console.print(
         f"network {result.network} ({result.subnet}), node image {result.node_image}, "
-        f"{result.isolation or 'unknown'} mode\n"
+        f"{result.isolation or 'unknown'} mode"
+        + (", Slurm: slurmctld on node1, slurmd on every node (run --launcher slurm)" if result.slurm else "")
+        + "\n"
         f"inventory:     {f.inventory}  (the default for every command while the sandbox is up)\n"
         f"identity:      {f.private_key}\nknown_hosts:   {f.known_hosts}",
         highlight=False,

@@ -68,6 +68,7 @@ class SandboxStatus:
     isolation: str | None = None
     files: SandboxFiles = field(default_factory=sandbox_files)
     changes: list[str] = field(default_factory=list)
+    slurm: bool = False  # whether the nodes run Slurm (`up --slurm`)
 
     @property
     def shared_cpus(self) -> bool:
@@ -94,6 +95,7 @@ class SandboxStatus:
             "known_hosts": str(self.files.known_hosts),
             "nodes": [vars(n) for n in self.nodes],
             "shared_cpus": self.shared_cpus,
+            "slurm": self.slurm,
             "changes": self.changes,
         }
 
@@ -358,6 +360,7 @@ def status() -> SandboxStatus:
         node_image=state.node_image,
         isolation=state.isolation,
         files=files,
+        slurm=state.slurm,
     )
 
 
