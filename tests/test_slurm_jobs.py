@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from fixtures import fixture_text
 
 from clusterctl.diagnostics.model import split_tag
 from clusterctl.slurm.jobs import (
@@ -16,24 +15,22 @@ from clusterctl.slurm.jobs import (
     parse_squeue,
 )
 
-FIXTURES = Path(__file__).parent / "fixtures" / "slurm"
-
 
 @pytest.mark.parametrize(
     ("name", "job_id", "state", "exit_code", "words"),
     [
-        ("scontrol_o_completed.txt", "2", "COMPLETED", 0, "COMPLETED (ExitCode 0:0)"),
-        ("scontrol_o_timeout.txt", "3", "TIMEOUT", 124, "reason TimeLimit, ExitCode 0:15"),
-        ("scontrol_failed_127.txt", "309684", "FAILED", 127, "reason NonZeroExitCode, ExitCode 127:0"),
-        ("scontrol_out_of_memory.txt", "569966", "OUT_OF_MEMORY", 137, "reason OutOfMemory"),
-        ("sandbox_scontrol_o_failed_3.txt", "8", "FAILED", 3, "reason NonZeroExitCode, ExitCode 3:0"),
-        ("sandbox_scontrol_o_cancelled.txt", "7", "CANCELLED", 143, "CANCELLED (ExitCode 0:15)"),
+        ("scontrol_o_completed.out", "2", "COMPLETED", 0, "COMPLETED (ExitCode 0:0)"),
+        ("scontrol_o_timeout.out", "3", "TIMEOUT", 124, "reason TimeLimit, ExitCode 0:15"),
+        ("scontrol_failed_127.out", "309684", "FAILED", 127, "reason NonZeroExitCode, ExitCode 127:0"),
+        ("scontrol_out_of_memory.out", "569966", "OUT_OF_MEMORY", 137, "reason OutOfMemory"),
+        ("sandbox_scontrol_o_failed_3.out", "8", "FAILED", 3, "reason NonZeroExitCode, ExitCode 3:0"),
+        ("sandbox_scontrol_o_cancelled.out", "7", "CANCELLED", 143, "CANCELLED (ExitCode 0:15)"),
     ],
 )
 def test_scontrol_states_map_to_exit_codes(
     name: str, job_id: str, state: str, exit_code: int, words: str
 ) -> None:
-    status = parse_scontrol_job((FIXTURES / name).read_text())
+    status = parse_scontrol_job(fixture_text(f"slurm/{name}"))
     assert status is not None and (status.job_id, status.state) == (job_id, state)
     assert not status.active
     outcome = job_outcome(status)
@@ -42,10 +39,10 @@ def test_scontrol_states_map_to_exit_codes(
 
 
 def test_sacct_reads_the_allocation_line_not_its_steps() -> None:
-    status = parse_sacct((FIXTURES / "sacct_P_failed.txt").read_text(), "2355542")
+    status = parse_sacct(fixture_text("slurm/sacct_P_failed.out"), "2355542")
     assert status == JobStatus("2355542", "FAILED", None, 1, 0)
     assert job_outcome(status).exit_code == 1
-    assert parse_sacct((FIXTURES / "sacct_P_failed.txt").read_text(), "99") is None
+    assert parse_sacct(fixture_text("slurm/sacct_P_failed.out"), "99") is None
 
 
 @pytest.mark.parametrize(
@@ -63,10 +60,10 @@ def test_other_final_states(status: JobStatus, code: int) -> None:
 
 
 def test_pending_jobs_are_active_with_their_reason() -> None:
-    status = parse_squeue((FIXTURES / "sandbox_squeue_pending.txt").read_text(), "8")
+    status = parse_squeue(fixture_text("slurm/sandbox_squeue_pending.out"), "8")
     assert status is not None and status.active and status.reason == "Resources"
     assert parse_squeue("", "8") is None  # left the queue
-    shown = parse_scontrol_job((FIXTURES / "sandbox_scontrol_o_pending.txt").read_text())
+    shown = parse_scontrol_job(fixture_text("slurm/sandbox_scontrol_o_pending.out"))
     assert shown is not None and shown.active and (shown.state, shown.reason) == ("PENDING", "Resources")
 
 
@@ -76,7 +73,7 @@ def test_unreadable_text_gives_none() -> None:
 
 
 def test_mpi_list_of_slurm_22_05() -> None:
-    text = (FIXTURES / "sandbox_srun_mpi_list.txt").read_text()
+    text = fixture_text("slurm/sandbox_srun_mpi_list.out")
     assert parse_mpi_list(text) == ["pmix", "none", "cray_shasta", "pmi2", "pmix_v4"]
 
 

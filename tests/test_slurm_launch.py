@@ -4,17 +4,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
+from fixtures import fixture_text
 
 from clusterctl.hosts.ssh import CommandResult
 from clusterctl.inventory import SlurmSpec
 from clusterctl.launchers import slurm as slurm_launcher
 from clusterctl.launchers.slurm import SlurmLaunch, login_node
 from clusterctl.slurm.script import BatchJob
-
-FIXTURES = Path(__file__).parent / "fixtures" / "slurm"
 
 
 @dataclass
@@ -56,14 +54,14 @@ def _launch(login: LoginNode, monkeypatch: pytest.MonkeyPatch, **spec: object) -
 
 
 def _text(name: str) -> str:
-    return (FIXTURES / name).read_text()
+    return fixture_text(f"slurm/{name}")
 
 
 def test_output_is_streamed_by_whole_lines_and_the_final_state_is_the_exit_code(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     login = LoginNode(
-        states=[_text("sandbox_scontrol_o_pending.txt"), _text("sandbox_scontrol_o_failed_3.txt")],
+        states=[_text("sandbox_scontrol_o_pending.out"), _text("sandbox_scontrol_o_failed_3.out")],
         chunks=["0: hello\n1: rank 1 ex", "its 3\n"],
     )
     launch = _launch(login, monkeypatch)
@@ -75,7 +73,7 @@ def test_output_is_streamed_by_whole_lines_and_the_final_state_is_the_exit_code(
 
 
 def test_a_job_pending_past_its_limit_is_cancelled_with_its_reason(monkeypatch: pytest.MonkeyPatch) -> None:
-    login = LoginNode(states=[_text("sandbox_scontrol_o_pending.txt")], chunks=[])
+    login = LoginNode(states=[_text("sandbox_scontrol_o_pending.out")], chunks=[])
     launch = _launch(login, monkeypatch, pending_limit_s=0.001)
     seen: list[str] = []
     assert launch.follow(seen.append, deadline=float("inf")) == 1
@@ -85,7 +83,7 @@ def test_a_job_pending_past_its_limit_is_cancelled_with_its_reason(monkeypatch: 
 
 
 def test_the_deadline_stops_following_and_cancel_waits_for_the_queue(monkeypatch: pytest.MonkeyPatch) -> None:
-    login = LoginNode(states=[_text("sandbox_scontrol_o_pending.txt")], chunks=[])
+    login = LoginNode(states=[_text("sandbox_scontrol_o_pending.out")], chunks=[])
     launch = _launch(login, monkeypatch)
     assert launch.follow(lambda line: None, deadline=0.0) is None
     assert not login.cancelled
