@@ -17,6 +17,7 @@ from datetime import datetime
 import jinja2
 
 from clusterctl.container_plan import container_flags, container_spec
+from clusterctl.diagnostics.collect import collection_script
 from clusterctl.errors import InputError
 from clusterctl.image.render import CONTAINER_SSH_DIR
 from clusterctl.inventory import Inventory, Mount, SlurmSpec
@@ -174,6 +175,8 @@ def render_batch(
         "spool_dir": SLURMD_SPOOL_DIR,
         "srun_flags": srun_flags(inventory, plan, slurm, image),
         "command_lines": _command_lines(inventory, plan, slurm, image),
+        "directory": directory,
+        "collect_script": collection_script(),
     }
     script = _environment().get_template(TEMPLATE).render(**values)
     return BatchJob(script=script, directory=directory, output=output)

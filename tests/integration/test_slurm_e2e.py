@@ -27,11 +27,16 @@ from clusterctl.workloads import get_workload
 pytestmark = pytest.mark.integration
 
 
-def _queue(inv: Inventory) -> str:
-    """squeue on the login node: one 'id state' line per job still in the queue."""
+def _on_login(inv: Inventory, argv: list[str]) -> str:
+    """What ``argv`` printed on the slurm login node."""
     assert inv.slurm is not None
     with connect(inv, login_node(inv.slurm)) as conn:
-        return run(conn, login_node(inv.slurm), ["squeue", "-h", "-o", "%i %T"], timeout_s=30).stdout
+        return run(conn, login_node(inv.slurm), argv, timeout_s=30).stdout
+
+
+def _queue(inv: Inventory) -> str:
+    """squeue on the login node: one 'id state' line per job still in the queue."""
+    return _on_login(inv, ["squeue", "-h", "-o", "%i %T"])
 
 
 def _job_containers(inv: Inventory) -> dict[str, list[str]]:
@@ -73,6 +78,11 @@ def test_resnet50_through_slurm_is_valid_and_reported_next_to_ssh(
         assert record["world_size"] == 2 and record["nodes"] == 2
         assert record["metrics"]["total_images_per_sec"]["value"] > 0
     assert _job_containers(cluster) == {"node1": [], "node2": []}  # --rm and the Epilog left nothing
+    # the batch script took the topology and counters snapshot on both nodes, before and after
+    snapshots = _on_login(cluster, ["sh", "-c", "cd /shared/clusterctl && ls */topology-*"]).split()
+    assert {name.split("/")[1] for name in snapshots} == {
+        f"topology-{moment}-{node}.txt" for moment in ("before", "after") for node in ("node1", "node2")
+    }
 
     capsys.readouterr()
     code = main(["report", "--runs-dir", str(runs), "--json"])
