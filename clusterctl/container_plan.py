@@ -122,7 +122,12 @@ def docker_run_kwargs(plan: ContainerPlan) -> dict[str, object]:
 
 def docker_run_argv(plan: ContainerPlan) -> list[str]:
     """The ``docker run`` command line equivalent to ``plan`` (for --dry-run and for people)."""
-    argv = ["docker", "run", "-d", "--name", plan.name, f"--network={plan.network_mode}"]
+    return ["docker", "run", "-d", "--name", plan.name, *container_flags(plan), plan.image]
+
+
+def container_flags(plan: ContainerPlan) -> list[str]:
+    """``docker run``'s flags for ``plan`` between the name and the image (network, labels, devices...)."""
+    argv = [f"--network={plan.network_mode}"]
     argv += [f"--label={k}={v}" for k, v in plan.labels.items()]
     argv += ["--gpus", "all"] if plan.gpus else []
     argv += [f"--cap-add={c}" for c in plan.cap_add]
@@ -132,7 +137,7 @@ def docker_run_argv(plan: ContainerPlan) -> list[str]:
     argv += [f"--cpuset-cpus={plan.cpuset}"] if plan.cpuset else []
     argv += [a for m in plan.mounts for a in ("-v", _volume_arg(m))]
     argv += ["--privileged"] if plan.privileged else []
-    return [*argv, plan.image]
+    return argv
 
 
 def _volume_arg(mount: BindMount) -> str:

@@ -574,6 +574,129 @@ class PreflightSpec(Strict):
     )
 
 
+# --------------------------------------------------------------------------- the Slurm launcher
+
+# Partition, account, QOS, reservation names: what Slurm's own names look like.
+SlurmName = Annotated[str, _pattern(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}", "a Slurm name", "gpu")]
+# Slurm hostlist expressions: gpu[01-04],login1.
+SlurmHostlist = Annotated[
+    str,
+    _pattern(
+        r"[A-Za-z0-9_.-]+(\[[0-9,-]+\])?(,[A-Za-z0-9_.-]+(\[[0-9,-]+\])?)*", "a Slurm hostlist", "gpu[01-04]"
+    ),
+]
+# Node features with Slurm's operators (& and | ! , * [ ] :), e.g. "h100&ib".
+SlurmConstraint = Annotated[
+    str, _pattern(r"[A-Za-z0-9_.&|!,:*\[\]-]{1,128}", "a Slurm constraint", "h100&ib")
+]
+# sbatch --time: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS.
+SlurmTime = Annotated[
+    str,
+    _pattern(
+        r"[0-9]{1,6}(:[0-9]{2}){0,2}|[0-9]{1,3}-[0-9]{1,2}(:[0-9]{2}){0,2}", "a Slurm time limit", "02:00:00"
+    ),
+]
+# A container image as pyxis (enroot URI, squashfs path), apptainer (.sif path) or docker names it.
+ContainerImage = Annotated[
+    str,
+    _pattern(
+        r"[A-Za-z0-9_./][A-Za-z0-9_./:@#+=,-]{0,255}", "a container image", "nvcr.io#nvidia/pytorch:24.01-py3"
+    ),
+]
+# An extra sbatch option: --name or --name=value, nothing a shell or sbatch's parser would split.
+SbatchOption = Annotated[
+    str,
+    _pattern(
+        r"--[a-z][a-z0-9-]{0,40}(=[A-Za-z0-9_.,:/@+%=\[\]-]{1,200})?", "an sbatch option", "--mail-type=END"
+    ),
+]
+# Options the batch script sets itself from the inventory and the plan; an extra line may not repeat them.
+SBATCH_MANAGED = ("job-name", "output", "error", "nodes", "ntasks", "ntasks-per-node", "partition", "account",
+                  "reservation", "qos", "time", "nodelist", "constraint", "gpus-per-node", "exclusive", "chdir",
+                  "wait", "parsable")  # fmt: skip
+
+
+class SlurmLogin(Strict):
+    """The login node clusterctl submits from, reached over SSH like any node (host key verified)."""
+
+    address: HostAddress = Field(description="Address of the login node.")
+    ssh: SshSettings = Field(default_factory=SshSettings)
+
+
+class SlurmSpec(Strict):
+    """Run through an existing Slurm: `sbatch` on the login node, ranks started by `srun --mpi=...`."""
+
+    default: bool = Field(True, description="`run` uses the slurm launcher unless given --launcher ssh.")
+    login: SlurmLogin
+    run_dir: SafePath = Field(
+        description="Absolute directory on storage the login node and the batch host share: each run's "
+        "batch script and output go in a subdirectory."
+    )
+    runtime: Literal["pyxis", "apptainer", "none", "docker"] = Field(
+        description="How each rank runs: pyxis (--container-image), apptainer (apptainer exec --nv), none (on "
+        "the host itself), docker (docker run per task; the sandbox's)."
+    )
+    image: ContainerImage | None = Field(
+        None,
+        description="pyxis: an enroot image (nvcr.io#nvidia/pytorch:24.01-py3 or a .sqsh path); apptainer: a .sif "
+        "path (required); docker: default the image `clusterctl image build` made. Unused with none.",
+    )
+    partition: SlurmName | None = Field(None, description="Partition (--partition); None: the default one.")
+    account: SlurmName | None = Field(None, description="Account charged (--account).")
+    reservation: SlurmName | None = Field(None, description="Reservation (--reservation).")
+    qos: SlurmName | None = Field(None, description="Quality of service (--qos).")
+    time_limit: SlurmTime | None = Field(None, description="Wall-time limit (--time), e.g. 01:00:00.")
+    nodelist: SlurmHostlist | None = Field(None, description="Nodes to run on (--nodelist), e.g. gpu[01-04].")
+    constraint: SlurmConstraint | None = Field(
+        None, description="Node features (--constraint), e.g. h100&ib."
+    )
+    gpus_per_node: int | None = Field(
+        None,
+        ge=0,
+        le=64,
+        description="--gpus-per-node; None: the nodes' GPU count (none asked on CPU nodes).",
+    )
+    exclusive: bool = Field(True, description="Whole nodes (--exclusive): nothing else shares the fabric.")
+    mpi: SlurmName = Field(
+        "pmix", description="srun's MPI plugin (--mpi); checked against `srun --mpi=list`."
+    )
+    pending_limit_s: float = Field(
+        3600, gt=0, le=7 * 86400, description="Seconds a job may stay PENDING before it is cancelled."
+    )
+    extra_sbatch: list[SbatchOption] = Field(
+        default_factory=list,
+        description="More #SBATCH options, each --name or --name=value (e.g. --mail-type=END); not one the "
+        "fields above set.",
+    )
+
+    @field_validator("run_dir")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError(f"{value!r} is not an absolute path; use a directory such as /shared/clusterctl")
+        return value
+
+    @field_validator("extra_sbatch")
+    @classmethod
+    def _not_managed(cls, value: list[str]) -> list[str]:
+        for option in value:
+            name = option[2:].split("=", 1)[0]
+            if name in SBATCH_MANAGED:
+                raise ValueError(
+                    f"{option!r} sets --{name}, which clusterctl sets from the slurm block and the run; "
+                    "use the slurm block's field (or the run's options) instead"
+                )
+        return value
+
+    @model_validator(mode="after")
+    def _apptainer_image(self) -> SlurmSpec:
+        if self.runtime == "apptainer" and not self.image:
+            raise ValueError(
+                "runtime apptainer needs image, the .sif file; set slurm.image: /shared/bench.sif"
+            )
+        return self
+
+
 class Cluster(Strict):
     """The cluster's name and the defaults its nodes inherit."""
 
@@ -591,6 +714,9 @@ class Inventory(Strict):
     run: RunDefaults = Field(default_factory=RunDefaults)
     provision: ProvisionSpec = Field(default_factory=ProvisionSpec)
     preflight: PreflightSpec = Field(default_factory=PreflightSpec)
+    slurm: SlurmSpec | None = Field(
+        None, description="Run through Slurm (the slurm launcher); None: ssh only."
+    )
 
     _source: Path | None = PrivateAttr(None)
 

@@ -119,6 +119,9 @@ class LaunchPlan(BaseModel):
     hosts: list[HostSlots]
     env: dict[str, str] = Field(description="Variables set on every rank (passed with -x NAME=VALUE).")
     argv: list[str] = Field(description="The whole command: mpirun, its flags, the workload's argv.")
+    rank_argv: list[str] = Field(
+        description="What every rank runs (the end of argv): the slurm launcher's srun starts it directly."
+    )
     gpu: bool = Field(description="Whether the ranks run on GPUs (NCCL) or CPUs (Gloo/MPI).")
 
     @property
@@ -248,8 +251,10 @@ def build_plan(inventory: Inventory, options: RunOptions, workload: Workload) ->
         argv += ["-x", f"{name}={value}"]
     for name in forwarded:
         argv += ["-x", name]
-    argv += workload.argv(options.settings, gpu=gpu, master_addr=hosts[0].address)
-    return LaunchPlan(options=options, hosts=hosts, env=env, argv=argv, gpu=gpu)
+    rank_argv = workload.argv(options.settings, gpu=gpu, master_addr=hosts[0].address)
+    return LaunchPlan(
+        options=options, hosts=hosts, env=env, argv=[*argv, *rank_argv], rank_argv=rank_argv, gpu=gpu
+    )
 
 
 def _slots(node: Node, options: RunOptions) -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from clusterctl.errors import RunFailed
 from clusterctl.inventory import Inventory
@@ -19,6 +20,9 @@ from clusterctl.launch import LaunchPlan, build_plan
 from clusterctl.results.record import RunRecord
 from clusterctl.workloads import get_workload
 from clusterctl.workloads.nccl_tests import LARGE_BUSBW
+
+if TYPE_CHECKING:
+    from clusterctl.runner import Executor
 
 
 class PreflightRefused(RunFailed):
@@ -62,8 +66,10 @@ def run_preflight(
     runs_dir: Path,
     on_line: Callable[[str], None],
     on_record: Callable[[RunRecord, Path], None],
+    execute: Executor,
 ) -> RunRecord:
-    """Run ``plan``'s collective benchmark once, record it, and refuse when ``refusal`` says so.
+    """Run ``plan``'s collective benchmark once with ``execute`` (the model run's launcher), record it,
+    and refuse when ``refusal`` says so.
 
     Returns:
         The collective run's record.
@@ -85,6 +91,7 @@ def run_preflight(
         runs_dir=runs_dir,
         on_line=on_line,
         on_record=on_record,
+        execute=execute,
         read_counters=read_fabric_counters,
     )
     reason = refusal(record, inventory.preflight.min_bus_bandwidth_gb_s)

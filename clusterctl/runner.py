@@ -1,6 +1,7 @@
-"""Running a launch plan: exec mpirun in the primary container, then judge, record and remember it.
+"""Running a launch plan with a launcher (ssh or slurm), then judging, recording and remembering it.
 
-``execute_plan`` is the one effectful seam (the container's exec, through ``clusterctl.containers``);
+``execute_plan`` is the ssh launcher's executor (mpirun in the primary's container); any launcher
+becomes an executor through ``launcher_executor`` (``clusterctl.launchers``);
 ``run_benchmark`` repeats it, judges every run (pure), writes each run directory and history row.
 ``run_plans`` is what `clusterctl run` does: per plan, a topology snapshot of its nodes, then the
 runs, each between two readings of the nodes' fabric counters; ``run_sweep`` is what
@@ -11,21 +12,19 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
 from clusterctl.inventory import Inventory
 from clusterctl.launch import LaunchPlan
+from clusterctl.launchers import ExecResult, Launcher, get_launcher, run_launch
+from clusterctl.launchers.ssh import SshLauncher
 from clusterctl.results.counters import CounterReader
 from clusterctl.results.history import add_run, history_path
 from clusterctl.results.record import RunRecord, judge_run, new_run_id, write_run_dir
 from clusterctl.results.report import ReportRow, report_of
 from clusterctl.workloads.base import Workload
-
-# Exit code recorded for a run killed at its timeout (what coreutils' timeout uses).
-TIMEOUT_EXIT_CODE = 124
 
 OnRecord = Callable[[RunRecord, Path], None]
 """Called with each run's record and run directory as soon as the run is recorded."""
@@ -33,15 +32,6 @@ OnRecord = Callable[[RunRecord, Path], None]
 
 def _ignore_record(record: RunRecord, directory: Path) -> None:
     del record, directory
-
-
-@dataclass(frozen=True)
-class ExecResult:
-    """What one execution of a plan left: its exit code and its whole output (every rank, tagged)."""
-
-    exit_code: int
-    output: str
-    timed_out: bool = False
 
 
 class Executor(Protocol):
@@ -55,7 +45,7 @@ class Executor(Protocol):
 def execute_plan(
     inventory: Inventory, plan: LaunchPlan, *, timeout_s: float, on_line: Callable[[str], None]
 ) -> ExecResult:
-    """Run ``plan`` in the primary node's benchmark container, streaming each line to ``on_line``.
+    """Run ``plan`` with the ssh launcher: mpirun in the primary node's benchmark container.
 
     A run past ``timeout_s`` is killed in the container and returned with exit code 124 and the
     output it printed; Ctrl-C kills the remote mpirun too and re-raises.
@@ -64,23 +54,18 @@ def execute_plan(
         StepError: the primary's container is not running (`clusterctl up`).
         ConnectError: the primary's Docker engine cannot be reached.
     """
-    # Imported on use: only real runs need the Docker client.
-    from clusterctl.containers import ExecTimedOut, exec_in_container
+    return run_launch(SshLauncher(), inventory, plan, timeout_s=timeout_s, on_line=on_line)
 
-    lines: list[str] = []
 
-    def collect(line: str) -> None:
-        lines.append(line)
-        on_line(line)
+def launcher_executor(launcher: Launcher) -> Executor:
+    """The executor that runs each plan with ``launcher`` (``run_launch``)."""
 
-    try:
-        code = exec_in_container(
-            inventory, inventory.primary, plan.argv, env=None, timeout_s=timeout_s, on_line=collect
-        )
-    except ExecTimedOut as exc:
-        lines.append(f"clusterctl: {exc}")
-        return ExecResult(TIMEOUT_EXIT_CODE, "\n".join(lines) + "\n", timed_out=True)
-    return ExecResult(code, "\n".join(lines) + "\n")
+    def execute(
+        inventory: Inventory, plan: LaunchPlan, *, timeout_s: float, on_line: Callable[[str], None]
+    ) -> ExecResult:
+        return run_launch(launcher, inventory, plan, timeout_s=timeout_s, on_line=on_line)
+
+    return execute
 
 
 def run_benchmark(
@@ -139,11 +124,14 @@ def run_plans(
     on_line: Callable[[str], None],
     on_record: OnRecord = _ignore_record,
     preflight: bool = False,
+    launcher: str | None = None,
 ) -> list[tuple[RunRecord, Path]]:
     """For each plan in order: snapshot the topology of its nodes, then run it ``repeats`` times.
 
-    With ``preflight``, each plan's collective benchmark runs first (``clusterctl.preflight``) and a
-    fabric below the inventory's minimum bus bandwidth stops everything there (PreflightRefused).
+    ``launcher`` names how the runs are started (``ssh`` or ``slurm``); None: the inventory's default.
+    With ``preflight``, each plan's collective benchmark runs first, through the same launcher
+    (``clusterctl.preflight``), and a fabric below the inventory's minimum bus bandwidth stops
+    everything there (PreflightRefused).
 
     The snapshot (``check topology``'s bundle, taken right before the runs) goes into every run
     directory of that plan, so a result can be read against the hosts' state when it was measured.
@@ -152,7 +140,8 @@ def run_plans(
         One (record, run directory) per run, in order.
 
     Raises:
-        StepError, ConnectError: as ``execute_plan``.
+        InputError: ``slurm`` for an inventory without a slurm block.
+        StepError, ConnectError, RunFailed: as the launcher's ``follow``.
         PreflightRefused: with ``preflight``, the collective failed or was too slow.
     """
     # Imported on use: collecting reaches the hosts over SSH (fabric, paramiko).
@@ -161,6 +150,7 @@ def run_plans(
     from clusterctl.results.counter_reading import read_fabric_counters
     from clusterctl.workloads import get_workload
 
+    execute = launcher_executor(get_launcher(inventory, launcher))
     if preflight:  # every collective's plan is valid before anything runs
         for plan in plans:
             preflight_plan(inventory, plan)
@@ -168,7 +158,13 @@ def run_plans(
     for plan in plans:
         if preflight:
             run_preflight(
-                inventory, plan, timeout_s=timeout_s, runs_dir=runs_dir, on_line=on_line, on_record=on_record
+                inventory,
+                plan,
+                timeout_s=timeout_s,
+                runs_dir=runs_dir,
+                on_line=on_line,
+                on_record=on_record,
+                execute=execute,
             )
         with tempfile.TemporaryDirectory(prefix="clusterctl-topology-") as snapshot:
             collect_bundle(inventory, [inventory.node(h.node) for h in plan.hosts], Path(snapshot))
@@ -181,6 +177,7 @@ def run_plans(
                 runs_dir=runs_dir,
                 on_line=on_line,
                 topology_dir=Path(snapshot),
+                execute=execute,
                 on_record=on_record,
                 read_counters=read_fabric_counters,
             )
@@ -196,8 +193,10 @@ def run_sweep(
     runs_dir: Path,
     on_line: Callable[[str], None],
     on_record: OnRecord = _ignore_record,
+    launcher: str | None = None,
 ) -> tuple[list[tuple[RunRecord, Path]], list[ReportRow]]:
-    """``run_plans``, then the report of ``runs_dir``'s whole history (these runs and earlier ones).
+    """``run_plans`` (with ``launcher``), then the report of ``runs_dir``'s whole history (these runs and
+    earlier ones).
 
     Returns:
         The runs, as ``run_plans`` returns them, and the report rows.
@@ -210,5 +209,6 @@ def run_sweep(
         runs_dir=runs_dir,
         on_line=on_line,
         on_record=on_record,
+        launcher=launcher,
     )
     return done, report_of(runs_dir)

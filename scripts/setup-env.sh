@@ -130,5 +130,7 @@ build_horovod() {
 ensure_docker
 ensure_base_image
 apt_install openmpi-bin openssh-client
+# shellcheck: tests lint the Slurm batch scripts clusterctl renders (tests/test_slurm_script.py).
+apt_install shellcheck
 [ "${CLUSTERCTL_SKIP_WHEELHOUSE:-0}" = 1 ] || ensure_wheelhouse
 log "ready"

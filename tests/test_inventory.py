@@ -350,6 +350,7 @@ def test_schema_lists_every_top_level_key(capsys: pytest.CaptureFixture[str]) ->
         "run",
         "provision",
         "preflight",
+        "slurm",
     }
     assert schema["additionalProperties"] is False
 

@@ -24,7 +24,9 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
+    from clusterctl.inventory import Inventory
     from clusterctl.launch import LaunchPlan
+    from clusterctl.launchers import Launcher
     from clusterctl.results.counters import CounterProof
     from clusterctl.results.record import RunRecord
     from clusterctl.results.report import ReportRow
@@ -34,6 +36,13 @@ JsonOption = typer.Option(False, "--json", help="Machine-readable output on stdo
 TimeoutOption = typer.Option(3600.0, "--timeout", min=1, help="Seconds one run may take before it is killed.")
 RepeatsOption = typer.Option(1, "--repeats", min=1, help="Run K times; report the median and spread.")
 DryRunOption = typer.Option(False, "--dry-run", help="Print the mpirun command and stop.")
+LauncherOption = typer.Option(
+    None,
+    "--launcher",
+    help="ssh (mpirun in the primary's container) or slurm (sbatch + srun on the login node); default: "
+    "slurm when the inventory's slurm block says default: true, else ssh. With --dry-run, slurm prints the "
+    "batch script.",
+)
 
 
 def _line_printer(as_json: bool) -> Callable[[str], None]:
@@ -114,11 +123,13 @@ def run(
         help="First measure the fabric's allreduce bus bandwidth (nccl-tests on GPUs, allreduce on CPUs); "
         "exit 1 without running WORKLOAD when it is below the inventory's preflight.min_bus_bandwidth_gb_s.",
     ),
+    launcher: str | None = LauncherOption,
     runs_dir: Path = RunsDirOption,
     as_json: bool = JsonOption,
 ) -> int:
-    """Run WORKLOAD across the cluster with mpirun in the primary container; record and judge it."""
+    """Run WORKLOAD across the cluster (mpirun over SSH, or through Slurm); record and judge it."""
     from clusterctl.launch import plan_run
+    from clusterctl.launchers import get_launcher
     from clusterctl.preflight import preflight_plan
     from clusterctl.runner import run_plans
 
@@ -138,8 +149,9 @@ def run(
         warmup_steps=warmup_steps,
         image_size=image_size,
     )
+    chosen = get_launcher(inv, launcher)
     if dry_run:  # with --preflight, the collective's command first, as it would run
-        _print_plans([preflight_plan(inv, plan), plan] if preflight else [plan], as_json)
+        _print_dry_run(chosen, inv, [preflight_plan(inv, plan), plan] if preflight else [plan], as_json)
         return 0
     done = run_plans(
         inv,
@@ -150,6 +162,7 @@ def run(
         on_line=_line_printer(as_json),
         on_record=_record_printer(as_json),
         preflight=preflight,
+        launcher=chosen.name,
     )
     summary = _summary([record for record, _ in done])
     if as_json:
@@ -159,6 +172,19 @@ def run(
             f"median of {repeats}: {summary['median']:,.2f} (min {summary['min']:,.2f}, max {summary['max']:,.2f})"
         )
     return 0 if summary["valid"] else 1
+
+
+def _print_dry_run(launcher: Launcher, inventory: Inventory, plans: list[LaunchPlan], as_json: bool) -> None:
+    """What the launcher would run for each plan: the mpirun command, or (slurm) the batch script."""
+    if launcher.name == "ssh":
+        _print_plans(plans, as_json)
+        return
+    scripts = [launcher.describe(inventory, plan) for plan in plans]
+    if as_json:
+        print_json([{"launcher": launcher.name, "script": script} for script in scripts])
+        return
+    for script in scripts:
+        print(script, end="")  # plain: the script must paste exactly
 
 
 def _print_plans(plans: list[LaunchPlan], as_json: bool) -> None:
@@ -351,10 +377,12 @@ def sweep(
     repeats: int = RepeatsOption,
     timeout: float = TimeoutOption,
     dry_run: bool = DryRunOption,
+    launcher: str | None = LauncherOption,
     runs_dir: Path = RunsDirOption,
     as_json: bool = JsonOption,
 ) -> int:
     """Run the grid (device counts x settings), then report it."""
+    from clusterctl.launchers import get_launcher
     from clusterctl.runner import run_sweep
     from clusterctl.sweep import plan_sweep
 
@@ -375,8 +403,9 @@ def sweep(
     }
     inv = load(inventory)
     plans = plan_sweep(inv, workload, devices, grid)
+    chosen = get_launcher(inv, launcher)
     if dry_run:
-        _print_plans(plans, as_json)
+        _print_dry_run(chosen, inv, plans, as_json)
         return 0
     done, rows = run_sweep(
         inv,
@@ -386,6 +415,7 @@ def sweep(
         runs_dir=runs_dir,
         on_line=_line_printer(as_json),
         on_record=_record_printer(as_json),
+        launcher=chosen.name,
     )
     if as_json:
         print_json([r.model_dump(mode="json") for r in rows])

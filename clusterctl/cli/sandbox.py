@@ -42,7 +42,9 @@ def _show(result: SandboxStatus) -> None:
     f = result.files
     console.print(
         f"network {result.network} ({result.subnet}), node image {result.node_image}, "
-        f"{result.isolation or 'unknown'} mode\n"
+        f"{result.isolation or 'unknown'} mode"
+        + (", Slurm: slurmctld on node1, slurmd on every node (run --launcher slurm)" if result.slurm else "")
+        + "\n"
         f"inventory:     {f.inventory}  (the default for every command while the sandbox is up)\n"
         f"identity:      {f.private_key}\nknown_hosts:   {f.known_hosts}",
         highlight=False,
@@ -56,6 +58,12 @@ def up(
     subnet: str | None = typer.Option(
         None, "--subnet", help=f"Bridge network subnet. Default: the existing one, else {DEFAULT_SUBNET}."
     ),
+    slurm: bool = typer.Option(
+        False,
+        "--slurm",
+        help="Also run Slurm: munge, slurmctld on node1, configless slurmd on every node; the inventory gets a "
+        "slurm block (run --launcher slurm).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the resulting status as JSON."),
 ) -> int:
     """Create or reconcile the sandbox: N nodes, a key pair, known_hosts, and a generated inventory.
@@ -64,7 +72,7 @@ def up(
     """
     from clusterctl.sandbox import cluster
 
-    result = cluster.up(name, nodes, subnet, log=_progress)
+    result = cluster.up(name, nodes, subnet, log=_progress, slurm=slurm)
     if as_json:
         print_json(result.to_json())
         return 0

@@ -12,6 +12,8 @@ from pydantic import BaseModel, Field
 
 # Open MPI `--tag-output` writes `[jobid,rank]<stdout>:`; horovodrun writes `[rank]<stdout>:`.
 _TAG = re.compile(r"^\[(?:\d+,)?(\d+)\]<(?:stdout|stderr)>:\s?")
+# `srun --label` writes the task number, right-aligned to the widest one, then `: `.
+_SRUN_LABEL = re.compile(r"^ *(\d+): ")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
@@ -24,8 +26,8 @@ class Parsed(BaseModel):
 
 
 def split_tag(line: str) -> tuple[int | None, str]:
-    """Split an MPI/horovodrun rank tag off ``line``: ``(rank, rest)``, rank None when untagged."""
-    match = _TAG.match(line)
+    """Split an MPI/horovodrun/srun rank tag off ``line``: ``(rank, rest)``, rank None when untagged."""
+    match = _TAG.match(line) or _SRUN_LABEL.match(line)
     if match is None:
         return None, line
     return to_int(match.group(1)), line[match.end() :]

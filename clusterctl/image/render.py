@@ -12,13 +12,12 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-import jinja2
-
 from clusterctl import __version__
 from clusterctl.errors import InputError
 from clusterctl.image.profiles import CUDA_KEYRING_VERSION
 from clusterctl.inventory import Inventory
-from clusterctl.paths import data_dir, payload_dir
+from clusterctl.paths import payload_dir
+from clusterctl.templating import template_environment
 
 # Where the container's sshd and ssh client read their keys; mounted read-only at run time.
 CONTAINER_SSH_DIR = "/etc/clusterctl/ssh"
@@ -33,17 +32,6 @@ class RenderedContext:
     directory: Path
     dockerfile: Path
     content_hash: str
-
-
-def _environment() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(data_dir("templates"))),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        autoescape=False,
-    )
 
 
 def template_values(inventory: Inventory) -> dict[str, object]:
@@ -64,12 +52,12 @@ def template_values(inventory: Inventory) -> dict[str, object]:
 
 def render_dockerfile(inventory: Inventory) -> str:
     """The Dockerfile text for the inventory's image profile."""
-    return _environment().get_template("Dockerfile.j2").render(**template_values(inventory))
+    return template_environment().get_template("Dockerfile.j2").render(**template_values(inventory))
 
 
 def render_config(inventory: Inventory, name: str) -> str:
     """A rendered container config file (``sshd_config`` or ``ssh_config``)."""
-    return _environment().get_template(f"{name}.j2").render(**template_values(inventory))
+    return template_environment().get_template(f"{name}.j2").render(**template_values(inventory))
 
 
 def _hash_tree(directory: Path) -> str:

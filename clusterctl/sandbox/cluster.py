@@ -24,6 +24,7 @@ from clusterctl.errors import EnvironmentProblem, InputError
 from clusterctl.inventory import parse_cpu_list
 from clusterctl.paths import cluster_state_dir
 from clusterctl.sandbox import nodes as node_ops
+from clusterctl.sandbox import slurm as sandbox_slurm
 from clusterctl.sandbox.engine import allowed_cpus, detect_isolation, local_engine
 from clusterctl.sandbox.inventory import write_inventory
 from clusterctl.sandbox.nodeimage import ensure_node_image
@@ -67,6 +68,7 @@ class SandboxStatus:
     isolation: str | None = None
     files: SandboxFiles = field(default_factory=sandbox_files)
     changes: list[str] = field(default_factory=list)
+    slurm: bool = False  # whether the nodes run Slurm (`up --slurm`)
 
     @property
     def shared_cpus(self) -> bool:
@@ -93,6 +95,7 @@ class SandboxStatus:
             "known_hosts": str(self.files.known_hosts),
             "nodes": [vars(n) for n in self.nodes],
             "shared_cpus": self.shared_cpus,
+            "slurm": self.slurm,
             "changes": self.changes,
         }
 
@@ -169,11 +172,12 @@ def _converge(
     files: SandboxFiles,
     undo: list[Callable[[], None]],
     log: Log,
+    slurm: bool = False,
 ) -> tuple[list[str], str | None, str, CpuPlan]:
-    """Make the engine match ``plan``; return the changes made, the isolation mode used, the image and
-    the nodes' CPUs."""
+    """Make the engine match ``plan`` (with ``slurm``: Slurm running on it); return the changes made,
+    the isolation mode used, the image and the nodes' CPUs."""
     changes: list[str] = []
-    image = ensure_node_image(client, log)
+    image = ensure_node_image(client, log, slurm=slurm)
     cpus = plan_cpus(allowed_cpus(client, image, plan.labels), len(plan.nodes))
     if cpus.shared:
         log(
@@ -183,6 +187,7 @@ def _converge(
     public_key = ensure_keypair(files.private_key, f"clusterctl-sandbox-{plan.name}")
     if _ensure_network(client, plan, undo):
         changes.append(f"created network {plan.network} ({plan.subnet})")
+    shared = _ensure_shared_volume(client, plan, undo) if slurm else None
 
     wanted = {n.container for n in plan.nodes}
     for container in client.containers.list(all=True, filters={"label": f"{LABEL}={plan.name}"}):
@@ -202,7 +207,7 @@ def _converge(
                 isolation = detect_isolation(client, image, plan.labels)
                 log(f"node containers run in {isolation.mode} mode")
             log(f"creating {node.container} ({node.address})")
-            container = node_ops.create_node(client, plan, node, image, isolation, cpuset)
+            container = node_ops.create_node(client, plan, node, image, isolation, cpuset, shared)
             undo.append(lambda c=container, n=node: _undo_node(client, c, n.volume))
             node_ops.authorise_key(container, public_key)
             new.add(node.name)
@@ -221,7 +226,23 @@ def _converge(
     for node, container in started:
         if node_ops.record_host_keys(files.known_hosts, node, node_ops.host_key_lines(container, node)):
             changes.append(f"recorded {node.name}'s host keys")
+    if slurm:
+        changes += sandbox_slurm.start_slurm(
+            plan, started, cpus, sandbox_slurm.munge_key(files.munge_key), log
+        )
     return changes, isolation.mode if isolation else None, image, cpus
+
+
+def _ensure_shared_volume(
+    client: docker.DockerClient, plan: SandboxPlan, undo: list[Callable[[], None]]
+) -> tuple[str, str]:
+    """The sandbox's shared volume (created, labelled, unless it exists) and where nodes mount it."""
+    try:
+        client.volumes.get(plan.shared_volume)
+    except NotFound:
+        volume = client.volumes.create(plan.shared_volume, labels=plan.labels)
+        undo.append(lambda: volume.remove(force=True))
+    return plan.shared_volume, sandbox_slurm.SHARED_DIR
 
 
 def _undo_node(client: docker.DockerClient, container: Container, volume: str) -> None:
@@ -230,8 +251,13 @@ def _undo_node(client: docker.DockerClient, container: Container, volume: str) -
         client.volumes.get(volume).remove(force=True)
 
 
-def up(name: str, nodes: int, subnet: str | None = None, log: Log = lambda _: None) -> SandboxStatus:
+def up(
+    name: str, nodes: int, subnet: str | None = None, log: Log = lambda _: None, *, slurm: bool = False
+) -> SandboxStatus:
     """Bring the sandbox ``name`` to ``nodes`` running nodes; return its status with the changes made.
+
+    With ``slurm`` the nodes also run Slurm (``clusterctl.sandbox.slurm``) and the inventory gets a
+    slurm block.
 
     Raises:
         InputError: bad name, node count or subnet, or another sandbox lives in this state directory.
@@ -249,6 +275,12 @@ def up(name: str, nodes: int, subnet: str | None = None, log: Log = lambda _: No
             f"sandbox {name!r} runs on {existing.subnet}; it cannot move to --subnet {subnet}. Fix: omit "
             "--subnet, or `clusterctl sandbox down` first."
         )
+    if existing and existing.slurm != slurm:
+        have, want = ("with", "without") if existing.slurm else ("without", "with")
+        raise InputError(
+            f"sandbox {name!r} runs {have} Slurm; it cannot change to {want} in place (its nodes' image and "
+            f"mounts differ). Fix: `clusterctl sandbox down` first, or {'add' if existing.slurm else 'drop'} --slurm."
+        )
     plan = plan_sandbox(name, nodes, subnet or (existing.subnet if existing else DEFAULT_SUBNET))
     client = local_engine()
     clashes = find_clashes(client, plan)
@@ -260,9 +292,9 @@ def up(name: str, nodes: int, subnet: str | None = None, log: Log = lambda _: No
         )
     undo: list[Callable[[], None]] = []
     try:
-        write_state(files, SandboxState(name=name, nodes=nodes, subnet=str(plan.subnet)))
-        changes, isolation, image, cpus = _converge(client, plan, files, undo, log)
-        write_inventory(plan, files, cpus)
+        write_state(files, SandboxState(name=name, nodes=nodes, subnet=str(plan.subnet), slurm=slurm))
+        changes, isolation, image, cpus = _converge(client, plan, files, undo, log, slurm)
+        write_inventory(plan, files, cpus, slurm=slurm)
         previous_isolation = existing.isolation if existing else None
         write_state(
             files,
@@ -272,6 +304,7 @@ def up(name: str, nodes: int, subnet: str | None = None, log: Log = lambda _: No
                 subnet=str(plan.subnet),
                 node_image=image,
                 isolation=isolation or previous_isolation,
+                slurm=slurm,
             ),
         )
     except BaseException:
@@ -327,6 +360,7 @@ def status() -> SandboxStatus:
         node_image=state.node_image,
         isolation=state.isolation,
         files=files,
+        slurm=state.slurm,
     )
 
 

@@ -14,6 +14,7 @@ from ruamel.yaml import YAML
 
 from clusterctl.inventory import Inventory, validate_document
 from clusterctl.sandbox.plan import CpuPlan, SandboxPlan
+from clusterctl.sandbox.slurm import PARTITION, RUN_DIR
 from clusterctl.sandbox.state import SandboxFiles
 
 WHEELHOUSE_ENV = "CLUSTERCTL_WHEELHOUSE"
@@ -30,24 +31,27 @@ def wheelhouse() -> str:
     return os.environ.get(WHEELHOUSE_ENV) or DEFAULT_WHEELHOUSE
 
 
-def inventory_document(plan: SandboxPlan, cpus: CpuPlan, files: SandboxFiles, wheels: str) -> dict[str, Any]:
-    """The inventory of ``plan`` as a YAML-ready mapping (pure).
+def inventory_document(
+    plan: SandboxPlan, cpus: CpuPlan, files: SandboxFiles, wheels: str, *, slurm: bool = False
+) -> dict[str, Any]:
+    """The inventory of ``plan`` as a YAML-ready mapping (pure); with ``slurm``, its slurm block.
 
     Each node's ``cpuset`` is its node container's: the benchmark container the node's own engine
     starts gets it explicitly, because it does not always inherit it (a node that shares the
     machine's cgroup tree, in capabilities mode, makes its containers siblings of itself).
     """
     prefix = plan.subnet.prefixlen
-    return {
+    ssh = {
+        "user": "root",
+        "port": 22,
+        "identity_file": str(files.private_key),
+        "known_hosts": str(files.known_hosts),
+    }
+    document: dict[str, Any] = {
         "cluster": {
             "name": plan.name,
             "defaults": {
-                "ssh": {
-                    "user": "root",
-                    "port": 22,
-                    "identity_file": str(files.private_key),
-                    "known_hosts": str(files.known_hosts),
-                },
+                "ssh": dict(ssh),
                 "gpus": {"count": 0},
                 "fabric": {"kind": "ethernet", "interface": "eth0"},
             },
@@ -66,15 +70,29 @@ def inventory_document(plan: SandboxPlan, cpus: CpuPlan, files: SandboxFiles, wh
         "image": {"profile": "cpu", "wheelhouse": wheels},
         "run": dict(RUN_DEFAULTS),
     }
+    if slurm:
+        # node1 is the login node and the controller; the run directory is on the volume every node
+        # mounts, as a real cluster's is on shared storage. The docker runtime: one container per task.
+        document["slurm"] = {
+            "login": {"address": plan.nodes[0].address, "ssh": dict(ssh)},
+            "run_dir": RUN_DIR,
+            "runtime": "docker",
+            "partition": PARTITION,
+            # The sandbox's own flow stays mpirun over SSH; `run --launcher slurm` goes through Slurm.
+            "default": False,
+        }
+    return document
 
 
-def write_inventory(plan: SandboxPlan, files: SandboxFiles, cpus: CpuPlan) -> Inventory:
-    """Validate the sandbox's inventory and write it to ``files.inventory``; return the model.
+def write_inventory(
+    plan: SandboxPlan, files: SandboxFiles, cpus: CpuPlan, *, slurm: bool = False
+) -> Inventory:
+    """Validate the sandbox's inventory (with ``slurm``: its slurm block) and write it to ``files.inventory``.
 
     Raises:
         InventoryError: the generated document does not validate (a bug here, reported, not written).
     """
-    document = inventory_document(plan, cpus, files, wheelhouse())
+    document = inventory_document(plan, cpus, files, wheelhouse(), slurm=slurm)
     inventory = validate_document(document, files.inventory)
     files.directory.mkdir(parents=True, exist_ok=True)
     tmp = files.inventory.with_suffix(".tmp")

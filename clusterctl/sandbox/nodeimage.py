@@ -45,8 +45,7 @@ def base_image() -> str:
     return os.environ.get(BASE_IMAGE_ENV) or DEFAULT_BASE_IMAGE
 
 
-def render_context(base: str) -> NodeImageContext:
-    """Render the node image's Dockerfile for ``base`` and collect the files it copies (pure)."""
+def _render(template: str, values: dict[str, str], copied: tuple[str, ...], prefix: str) -> NodeImageContext:
     templates = data_dir("templates")
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates)),
@@ -54,13 +53,23 @@ def render_context(base: str) -> NodeImageContext:
         keep_trailing_newline=True,
         autoescape=False,
     )
-    files = {"Dockerfile": env.get_template("node.Dockerfile.j2").render(base_image=base).encode()}
-    for name in CONTEXT_FILES:
+    files = {"Dockerfile": env.get_template(template).render(**values).encode()}
+    for name in copied:
         files[name] = (templates / name).read_bytes()
     digest = hashlib.sha256()
     for name in sorted(files):
         digest.update(name.encode() + b"\0" + files[name] + b"\0")
-    return NodeImageContext(files=files, tag=f"{REPOSITORY}:{digest.hexdigest()[:12]}")
+    return NodeImageContext(files=files, tag=f"{REPOSITORY}:{prefix}{digest.hexdigest()[:12]}")
+
+
+def render_context(base: str) -> NodeImageContext:
+    """Render the node image's Dockerfile for ``base`` and collect the files it copies (pure)."""
+    return _render("node.Dockerfile.j2", {"base_image": base}, CONTEXT_FILES, "")
+
+
+def render_slurm_context(node_image: str) -> NodeImageContext:
+    """Render the Slurm node image's Dockerfile: ``node_image`` plus Slurm and munge (pure)."""
+    return _render("node-slurm.Dockerfile.j2", {"node_image": node_image}, (), "slurm-")
 
 
 def _tar(files: dict[str, bytes]) -> io.BytesIO:
@@ -75,17 +84,30 @@ def _tar(files: dict[str, bytes]) -> io.BytesIO:
     return buf
 
 
-def ensure_node_image(client: docker.DockerClient, log: Callable[[str], None] = lambda _: None) -> str:
-    """Build the node image unless an image with its content tag exists; return the tag.
+def ensure_node_image(
+    client: docker.DockerClient, log: Callable[[str], None] = lambda _: None, *, slurm: bool = False
+) -> str:
+    """Build the node image (with ``slurm``: and its Slurm variant) unless it exists; return the tag.
 
     Raises:
         EnvironmentProblem: the base image is missing, or the build failed or ran past its deadline.
     """
     base = base_image()
     context = render_context(base)
+    _ensure_built(client, context, base, log)
+    if not slurm:
+        return context.tag
+    slurm_context = render_slurm_context(context.tag)
+    _ensure_built(client, slurm_context, context.tag, log)
+    return slurm_context.tag
+
+
+def _ensure_built(
+    client: docker.DockerClient, context: NodeImageContext, base: str, log: Callable[[str], None]
+) -> None:
     try:
         client.images.get(context.tag)
-        return context.tag
+        return
     except ImageNotFound:
         pass
     try:
@@ -125,4 +147,3 @@ def ensure_node_image(client: docker.DockerClient, log: Callable[[str], None] = 
                 )
     except APIError as exc:
         raise EnvironmentProblem(f"the engine refused to build the node image: {exc.explanation}") from None
-    return context.tag

@@ -37,14 +37,18 @@ def create_node(
     image: str,
     isolation: Isolation,
     cpuset: str,
+    shared: tuple[str, str] | None = None,
 ) -> Container:
     """Create (not start) ``node``'s container, limited to the CPUs ``cpuset``, and its engine volume,
-    both labelled with the sandbox."""
+    both labelled with the sandbox; ``shared`` (volume, path) is mounted too when given."""
     client.volumes.create(node.volume, labels=plan.labels)
+    binds = {node.volume: {"bind": INNER_DOCKER_DIR, "mode": "rw"}}
+    if shared:
+        binds[shared[0]] = {"bind": shared[1], "mode": "rw"}
     config = host_config(
         client,
         isolation,
-        binds={node.volume: {"bind": INNER_DOCKER_DIR, "mode": "rw"}},
+        binds=binds,
         # Brings the node back when the local engine restarts, as a real host reboots into its services.
         restart_policy={"Name": "unless-stopped"},
         cpuset_cpus=cpuset,

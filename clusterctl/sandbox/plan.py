@@ -46,6 +46,11 @@ class SandboxPlan:
     nodes: tuple[NodePlan, ...]
 
     @property
+    def shared_volume(self) -> str:
+        """The volume every node mounts as shared storage (``up --slurm``: the run directory)."""
+        return f"{self.network}-shared"
+
+    @property
     def labels(self) -> dict[str, str]:
         """The labels on everything this sandbox creates."""
         return {LABEL: self.name}

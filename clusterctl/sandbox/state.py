@@ -48,9 +48,21 @@ class SandboxFiles:
         """The nodes' host keys, read from each node when it was created."""
         return self.directory / "known_hosts"
 
+    @property
+    def munge_key(self) -> Path:
+        """The sandbox's own munge key (``up --slurm``), copied to every node."""
+        return self.directory / "munge.key"
+
     def all(self) -> list[Path]:
         """Every file a sandbox may write here."""
-        return [self.state, self.inventory, self.private_key, self.public_key, self.known_hosts]
+        return [
+            self.state,
+            self.inventory,
+            self.private_key,
+            self.public_key,
+            self.known_hosts,
+            self.munge_key,
+        ]
 
 
 def sandbox_files() -> SandboxFiles:
@@ -68,6 +80,7 @@ class SandboxState(BaseModel):
     subnet: str = Field(description="The bridge network's subnet.")
     node_image: str | None = Field(None, description="The node image tag the nodes run.")
     isolation: str | None = Field(None, description="privileged or capabilities (see sandbox.engine).")
+    slurm: bool = Field(False, description="Whether the nodes run Slurm (`up --slurm`).")
 
 
 def read_state(files: SandboxFiles) -> SandboxState | None:

@@ -83,14 +83,16 @@ class Sandbox:
 
 @pytest.fixture(scope="session")
 def sandbox2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
-    """A 2-node sandbox, up for the whole session; CLUSTERCTL_STATE_DIR points at its state."""
+    """A 2-node sandbox with Slurm, up for the whole session; CLUSTERCTL_STATE_DIR points at its state."""
     state = tmp_path_factory.mktemp("sandbox2-state")
     name = unique_name("it2")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("CLUSTERCTL_STATE_DIR", str(state))
         mp.delenv("CLUSTERCTL_INVENTORY", raising=False)
         try:
-            result = sandbox_cluster.up(name, 2, free_subnet())
+            # With Slurm (munge, slurmctld, slurmd: a few MB each), so the slurm launcher's tests share
+            # this sandbox and its delivered image; its inventory keeps ssh as the default launcher.
+            result = sandbox_cluster.up(name, 2, free_subnet(), slurm=True)
             path = result.files.inventory
             yield Sandbox(name=name, state_dir=state, inventory_path=path, inventory=load_inventory(path))
         finally:

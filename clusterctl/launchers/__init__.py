@@ -1,0 +1,117 @@
+"""Launchers: what `run` does once the launch plan is built (start, stream or poll, cancel, collect).
+
+A ``Launcher`` starts a plan and returns a ``Launch``; ``run_launch`` drives any launch the same
+way: follow it until it ends or its deadline passes, cancel it on timeout or Ctrl-C, and collect its
+whole output. Two launchers exist:
+
+- ``ssh``: mpirun in the primary node's benchmark container (``clusterctl.launchers.ssh``);
+- ``slurm``: ``sbatch`` of a rendered batch script on the login node, ranks started by
+  ``srun --mpi=pmix`` (``clusterctl.launchers.slurm``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, Protocol
+
+from clusterctl.errors import InputError
+
+if TYPE_CHECKING:
+    from clusterctl.inventory import Inventory
+    from clusterctl.launch import LaunchPlan
+
+LauncherName = Literal["ssh", "slurm"]
+LAUNCHERS: tuple[LauncherName, ...] = ("ssh", "slurm")
+# Exit code recorded for a run killed at its timeout (what coreutils' timeout uses).
+TIMEOUT_EXIT_CODE = 124
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """What one execution of a plan left: its exit code and its whole output (every rank, tagged)."""
+
+    exit_code: int
+    output: str
+    timed_out: bool = False
+
+
+class Launch(Protocol):
+    """One started execution of a plan."""
+
+    def follow(self, on_line: Callable[[str], None], deadline: float) -> int | None:
+        """Stream (or poll) until the run ends: its exit code; None when ``deadline`` (monotonic) passed."""
+        ...
+
+    def cancel(self) -> None:
+        """Stop the run and wait (bounded) until nothing of it is left running."""
+        ...
+
+    def collect(self) -> str:
+        """The run's whole output, as its parsers read it."""
+        ...
+
+
+class Launcher(Protocol):
+    """Starts launch plans on a cluster."""
+
+    name: LauncherName
+
+    def start(self, inventory: Inventory, plan: LaunchPlan) -> Launch:
+        """Start ``plan`` and return the running launch."""
+        ...
+
+    def describe(self, inventory: Inventory, plan: LaunchPlan) -> str:
+        """What ``start`` would run, for --dry-run: a command or a batch script, ready to paste."""
+        ...
+
+
+def run_launch(
+    launcher: Launcher,
+    inventory: Inventory,
+    plan: LaunchPlan,
+    *,
+    timeout_s: float,
+    on_line: Callable[[str], None],
+) -> ExecResult:
+    """Start ``plan`` with ``launcher``, follow it to its end, and collect its output.
+
+    A run past ``timeout_s`` is cancelled and returned with exit code 124; Ctrl-C cancels it and
+    re-raises.
+    """
+    launch = launcher.start(inventory, plan)
+    try:
+        code = launch.follow(on_line, time.monotonic() + timeout_s)
+    except BaseException:
+        launch.cancel()
+        raise
+    if code is None:
+        launch.cancel()
+        return ExecResult(TIMEOUT_EXIT_CODE, launch.collect(), timed_out=True)
+    return ExecResult(code, launch.collect())
+
+
+def get_launcher(inventory: Inventory, name: str | None) -> Launcher:
+    """The launcher called ``name``; None: the inventory's default (``slurm`` when its slurm block says so).
+
+    Raises:
+        InputError: an unknown name, or ``slurm`` for an inventory without a slurm block.
+    """
+    if name is None:
+        name = "slurm" if inventory.slurm is not None and inventory.slurm.default else "ssh"
+    if name == "ssh":
+        from clusterctl.launchers.ssh import SshLauncher
+
+        return SshLauncher()
+    if name == "slurm":
+        if inventory.slurm is None:
+            where = f" {inventory.source}" if inventory.source else ""
+            raise InputError(
+                f"--launcher slurm: the inventory{where} has no slurm block. Fix: add one (login node, "
+                "partition, runtime; `clusterctl inventory schema` describes it), or use --launcher ssh."
+            )
+        from clusterctl.launchers.slurm import SlurmLauncher
+
+        return SlurmLauncher()
+    raise InputError(f"--launcher {name!r}: use one of {', '.join(LAUNCHERS)}.")

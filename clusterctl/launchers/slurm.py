@@ -1,0 +1,234 @@
+"""The slurm launcher: sbatch of the rendered batch script on the login node, then poll, stream,
+cancel and collect over SSH (the login node's host key verified like any node's).
+
+The job's output file is read from the login node as it grows (the run directory is on storage the
+batch host shares with it). Polls back off from ``POLL_FIRST_S`` to ``POLL_MAX_S``; a job PENDING
+past ``slurm.pending_limit_s`` is cancelled with its reason. ``cancel`` runs ``scancel`` and waits,
+bounded, until the job has left ``squeue`` (its Epilog has run by then).
+"""
+
+from __future__ import annotations
+
+import secrets
+import shlex
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import fabric
+
+from clusterctl.errors import ConnectError, InputError, RunFailed
+from clusterctl.hosts.sftp import write_file
+from clusterctl.hosts.ssh import CommandResult, connect, run
+from clusterctl.inventory import Inventory, Node, SlurmSpec
+from clusterctl.launch import LaunchPlan
+from clusterctl.slurm.jobs import (
+    JobStatus,
+    job_outcome,
+    parse_mpi_list,
+    parse_sacct,
+    parse_scontrol_job,
+    parse_squeue,
+)
+from clusterctl.slurm.script import BatchJob, plan_batch, slurm_block
+
+POLL_FIRST_S = 1.0
+POLL_MAX_S = 10.0
+# One command on the login node (sbatch, scontrol, a read of the output file).
+COMMAND_TIMEOUT_S = 60.0
+# How long scancel may take to get the job out of the queue (its tasks killed, its Epilog run).
+CANCEL_DEADLINE_S = 120.0
+
+
+def login_node(slurm: SlurmSpec) -> Node:
+    """The login node as a ``Node``, so that ``clusterctl.hosts.ssh.connect`` reaches it."""
+    return Node(name="slurm-login", address=slurm.login.address, ssh=slurm.login.ssh)
+
+
+@dataclass
+class SlurmLaunch:
+    """One submitted batch job, followed over an open connection to the login node."""
+
+    slurm: SlurmSpec
+    node: Node
+    conn: fabric.Connection
+    job: BatchJob
+    job_id: str
+    lines: list[str] = field(default_factory=list)
+    _offset: int = 0
+    _partial: bytes = b""
+    _done: bool = False
+    _on_line: Callable[[str], None] = field(default=lambda line: None)
+
+    def _run(self, argv: list[str]) -> CommandResult:
+        result = run(self.conn, self.node, argv, timeout_s=COMMAND_TIMEOUT_S)
+        if result.unreachable:
+            raise ConnectError(f"slurm login node {self.node.address}: {result.error}")
+        return result
+
+    def _emit(self, line: str, on_line: Callable[[str], None]) -> None:
+        self.lines.append(line)
+        on_line(line)
+
+    def _read_output(self, on_line: Callable[[str], None], final: bool = False) -> None:
+        """Pass on the complete lines the job's output file gained since the last read."""
+        script = 'tail -c +"$1" -- "$2" 2>/dev/null || true'
+        result = self._run(["sh", "-c", script, "read", str(self._offset + 1), self.job.output])
+        data = result.stdout.encode()
+        self._offset += len(data)
+        *complete, self._partial = (self._partial + data).split(b"\n")
+        for raw in complete:
+            self._emit(raw.decode(errors="replace").rstrip("\r"), on_line)
+        if final and self._partial:
+            self._emit(self._partial.decode(errors="replace"), on_line)
+            self._partial = b""
+
+    def status(self) -> JobStatus | None:
+        """The job's state from the controller, else accounting; None when neither knows it any more."""
+        shown = self._run(["scontrol", "show", "job", "-o", self.job_id])
+        status = parse_scontrol_job(shown.stdout) if shown.ok else None
+        if status is None:
+            sacct = self._run(["sacct", "-X", "-P", "-j", self.job_id, "-o", "JobID,State,ExitCode,Reason"])
+            status = parse_sacct(sacct.stdout, self.job_id) if sacct.ok else None
+        return status
+
+    def follow(self, on_line: Callable[[str], None], deadline: float) -> int | None:
+        """Poll the job and stream its output until it ends: its exit code (``job_outcome``).
+
+        None when ``deadline`` (monotonic) passed first. A job PENDING past the slurm block's
+        ``pending_limit_s`` is cancelled and gives 1, with its reason.
+        """
+        submitted = time.monotonic()
+        interval = POLL_FIRST_S
+        self._on_line = on_line
+        self._emit(f"clusterctl: slurm job {self.job_id}: {self.job.directory}/job.sh", on_line)
+        while True:
+            status = self.status()
+            self._read_output(on_line)
+            if status is None or not status.active:
+                self._read_output(on_line, final=True)
+                self._done = True
+                if status is None:
+                    self._emit(
+                        f"clusterctl: slurm job {self.job_id} left the queue; its state is unknown", on_line
+                    )
+                    return 1
+                outcome = job_outcome(status)
+                self._emit(f"clusterctl: {outcome.message}", on_line)
+                return outcome.exit_code
+            waited = time.monotonic() - submitted
+            if status.state == "PENDING" and waited > self.slurm.pending_limit_s:
+                self.cancel()
+                self._emit(
+                    f"clusterctl: slurm job {self.job_id} still PENDING after {waited:.0f} s "
+                    f"(reason {status.reason}); cancelled (slurm.pending_limit_s {self.slurm.pending_limit_s:g})",
+                    on_line,
+                )
+                return 1
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(max(min(interval, deadline - time.monotonic()), 0))
+            interval = min(interval * 1.5, POLL_MAX_S)
+
+    def cancel(self) -> None:
+        """scancel the job, then wait (at most ``CANCEL_DEADLINE_S``) until it has left squeue.
+
+        What happened is said on the line callback ``follow`` was given (Ctrl-C: before re-raising).
+        """
+        if self._done:
+            return
+        self._done = True
+        try:
+            self._run(["scancel", self.job_id])
+            end = time.monotonic() + CANCEL_DEADLINE_S
+            while time.monotonic() < end:
+                queued = self._run(["squeue", "-h", "-j", self.job_id, "-o", "%T|%r"])
+                status = parse_squeue(queued.stdout, self.job_id) if queued.ok else None
+                if status is None or not status.active:
+                    self._emit(
+                        f"clusterctl: slurm job {self.job_id} cancelled; it has left the queue", self._on_line
+                    )
+                    return
+                time.sleep(POLL_FIRST_S)
+            self._emit(
+                f"clusterctl: slurm job {self.job_id} still in the queue {CANCEL_DEADLINE_S:g} s after scancel; "
+                f"check it with `squeue -j {self.job_id}` on {self.node.address}",
+                self._on_line,
+            )
+        except ConnectError as exc:
+            self._emit(f"clusterctl: could not cancel slurm job {self.job_id}: {exc}", self._on_line)
+        finally:
+            self.conn.close()
+
+    def collect(self) -> str:
+        """Every line of the job's output file, then the launcher's own lines; closes the connection."""
+        self.conn.close()
+        return "\n".join(self.lines) + "\n"
+
+
+class SlurmLauncher:
+    """sbatch + srun through the inventory's slurm block."""
+
+    name = "slurm"
+
+    def describe(self, inventory: Inventory, plan: LaunchPlan) -> str:
+        """The batch script ``start`` would submit (its directory name differs per run)."""
+        return plan_batch(inventory, plan, datetime.now(UTC), "DRYRUN").script
+
+    def start(self, inventory: Inventory, plan: LaunchPlan) -> SlurmLaunch:
+        """Check the MPI plugin, write the batch script into its run directory and sbatch it.
+
+        Raises:
+            InputError: srun does not offer the slurm block's MPI plugin.
+            ConnectError: the login node cannot be reached.
+            RunFailed: the directory or script cannot be written, or sbatch refused the job.
+        """
+        slurm = slurm_block(inventory)
+        job = plan_batch(inventory, plan, datetime.now(UTC), secrets.token_hex(3))
+        node = login_node(slurm)
+        conn = connect(inventory, node)
+        try:
+            job_id = _submit(conn, node, slurm, job)
+        except BaseException:
+            conn.close()
+            raise
+        return SlurmLaunch(slurm, node, conn, job, job_id)
+
+
+def _submit(conn: fabric.Connection, node: Node, slurm: SlurmSpec, job: BatchJob) -> str:
+    plugins = run(conn, node, ["srun", "--mpi=list"], timeout_s=COMMAND_TIMEOUT_S)
+    if not plugins.ok:
+        raise RunFailed(
+            f"`srun --mpi=list` failed on the slurm login node {node.address}: "
+            f"{(plugins.stderr or plugins.error or '').strip()[-300:]}. Fix: check that the Slurm client "
+            "commands work there (munge running, slurm.conf or configless reachable)."
+        )
+    # srun 22.05 prints the list on stderr.
+    offered = parse_mpi_list(plugins.stdout + plugins.stderr)
+    if slurm.mpi not in offered:
+        raise InputError(
+            f"slurm.mpi {slurm.mpi!r}: srun on {node.address} offers {', '.join(offered) or 'no plugin'}. "
+            "Fix: set slurm.mpi to one of them (pmix for Open MPI 4/5)."
+        )
+    made = run(conn, node, ["mkdir", "-p", "-m", "0750", "--", job.directory], timeout_s=COMMAND_TIMEOUT_S)
+    if not made.ok:
+        raise RunFailed(
+            f"slurm login node {node.address}: cannot create {job.directory}: {made.stderr.strip()}"
+        )
+    script = f"{job.directory}/job.sh"
+    try:
+        with conn.sftp() as sftp:
+            write_file(sftp, job.script.encode(), script, 0o750)
+    except OSError as exc:
+        raise RunFailed(f"slurm login node {node.address}: cannot write {script}: {exc}") from None
+    submitted = run(
+        conn, node, ["sbatch", "--parsable", f"--chdir={job.directory}", script], timeout_s=COMMAND_TIMEOUT_S
+    )
+    job_id = submitted.stdout.strip().split(";", 1)[0]
+    if not submitted.ok or not job_id.isdigit():
+        raise RunFailed(
+            f"sbatch on {node.address} refused {script}: {(submitted.stderr or submitted.error or '').strip()} "
+            f"(command: {shlex.join(['sbatch', '--parsable', script])})"
+        )
+    return job_id

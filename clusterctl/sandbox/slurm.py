@@ -1,0 +1,185 @@
+"""Slurm in the sandbox (``sandbox up --slurm``): munge, slurmctld on node1, configless slurmd everywhere.
+
+Every node gets the sandbox's own munge key (made once, kept in the sandbox's files), the Epilog that
+removes a job's containers, and the shared volume mounted at ``SHARED_DIR`` (the run directory the
+login node and the batch host share). node1 gets ``slurm.conf`` (rendered from
+``templates/sandbox-slurm.conf.j2`` with each node's real CPU count, its cpuset's size) and runs
+slurmctld; every node runs ``slurmd --conf-server node1``. Daemons already running are kept; a
+changed ``slurm.conf`` restarts slurmctld and the slurmds. ``up`` waits, bounded, until ``sinfo``
+shows every node idle.
+"""
+
+from __future__ import annotations
+
+import io
+import secrets
+import tarfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from docker.models.containers import Container
+
+from clusterctl.errors import EnvironmentProblem
+from clusterctl.inventory import parse_cpu_list
+from clusterctl.sandbox.plan import CpuPlan, NodePlan, SandboxPlan
+from clusterctl.slurm.script import JOB_LABEL
+from clusterctl.templating import template_environment
+
+PARTITION = "sandbox"
+CONTROLLER_PORT = 6817
+SLURM_CONF = "/etc/slurm/slurm.conf"
+EPILOG = "/etc/slurm/clusterctl-epilog.sh"
+MUNGE_KEY = "/etc/munge/munge.key"
+# The shared volume every node mounts: the slurm block's run directory lives on it.
+SHARED_DIR = "/shared"
+RUN_DIR = f"{SHARED_DIR}/clusterctl"
+# munge's own key size (mungekey's default is 1024 bytes).
+MUNGE_KEY_BYTES = 1024
+# From daemon start to every node idle in sinfo: a few seconds on an idle machine.
+READY_DEADLINE_S = 120
+POLL_INTERVAL_S = 1.0
+# Node states in which a node takes jobs.
+_USABLE = {"idle", "mixed", "allocated", "completing"}
+
+Log = Callable[[str], None]
+
+
+def render_slurm_conf(plan: SandboxPlan, cpus: CpuPlan) -> str:
+    """The sandbox's slurm.conf: node1 the controller, each node with its cpuset's CPU count (pure)."""
+    nodes = [
+        {"name": node.name, "address": node.address, "cpus": len(parse_cpu_list(cpuset))}
+        for node, cpuset in zip(plan.nodes, cpus.cpusets, strict=True)
+    ]
+    return (
+        template_environment()
+        .get_template("sandbox-slurm.conf.j2")
+        .render(
+            name=plan.name,
+            controller=plan.nodes[0],
+            nodes=nodes,
+            partition=PARTITION,
+            epilog=EPILOG,
+            job_label=JOB_LABEL,
+        )
+    )
+
+
+def render_epilog() -> str:
+    """The Epilog removing a job's labelled containers on a node (pure)."""
+    return template_environment().get_template("sandbox-slurm-epilog.sh.j2").render(job_label=JOB_LABEL)
+
+
+def munge_key(key_path: Path) -> bytes:
+    """The sandbox's munge key at ``key_path``, made of ``MUNGE_KEY_BYTES`` random bytes if absent (0600)."""
+    if not key_path.is_file():
+        key_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = key_path.with_suffix(".tmp")
+        tmp.write_bytes(secrets.token_bytes(MUNGE_KEY_BYTES))
+        tmp.chmod(0o600)
+        tmp.replace(key_path)
+    return key_path.read_bytes()
+
+
+def _put(container: Container, path: str, data: bytes, mode: int) -> bool:
+    """Write ``data`` at ``path`` in ``container`` unless it is already there; True when written."""
+    current = container.exec_run(["cat", path])
+    if current.exit_code == 0 and current.output == data:
+        return False
+    directory, _, name = path.rpartition("/")
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        info.mode = mode
+        tar.addfile(info, io.BytesIO(data))
+    container.put_archive(directory, buf.getvalue())
+    return True
+
+
+def _sh(container: Container, node: NodePlan, script: str, *args: str) -> str:
+    """Run ``script`` (values as positional arguments, never interpolated) in the node; its output."""
+    result = container.exec_run(["sh", "-c", script, "sh", *args])
+    output = result.output.decode(errors="replace")
+    if result.exit_code != 0:
+        raise EnvironmentProblem(
+            f"sandbox node {node.name}: starting Slurm failed ({output.strip()[-400:]}). Fix: look at "
+            f"`docker exec {node.container} tail /var/log/slurm/*.log`, then run `clusterctl sandbox up "
+            "--slurm` again."
+        )
+    return output
+
+
+_START_MUNGE = 'chown munge:munge "$1" && chmod 0400 "$1" && { pgrep -x munged >/dev/null || runuser -u munge -- /usr/sbin/munged; }'
+# $1: whether the configuration changed (restart), $2: the controller's address and port.
+_START_SLURMCTLD = (
+    'if [ "$1" = 1 ]; then pkill -x slurmctld; sleep 1; fi; pgrep -x slurmctld >/dev/null || slurmctld'
+)
+_START_SLURMD = 'if [ "$1" = 1 ]; then pkill -x slurmd; sleep 1; fi; pgrep -x slurmd >/dev/null || slurmd --conf-server "$2"'
+
+
+def start_slurm(
+    plan: SandboxPlan, nodes: Sequence[tuple[NodePlan, Container]], cpus: CpuPlan, key: bytes, log: Log
+) -> list[str]:
+    """Configure and start munge, slurmctld (node1) and slurmd (every node); wait until all are idle.
+
+    Returns:
+        The changes made (empty when everything was already in place).
+
+    Raises:
+        EnvironmentProblem: a daemon would not start, or a node was not idle by the deadline.
+    """
+    changes: list[str] = []
+    conf = render_slurm_conf(plan, cpus).encode()
+    epilog = render_epilog().encode()
+    controller = nodes[0][1]
+    conf_changed = _put(controller, SLURM_CONF, conf, 0o644)
+    for node, container in nodes:
+        _put(container, MUNGE_KEY, key, 0o400)
+        _put(container, EPILOG, epilog, 0o755)
+        _sh(container, node, _START_MUNGE, MUNGE_KEY)
+    restart = "1" if conf_changed else "0"
+    _sh(controller, nodes[0][0], _START_SLURMCTLD, restart)
+    server = f"{plan.nodes[0].address}:{CONTROLLER_PORT}"
+    for node, container in nodes:
+        _sh(container, node, _START_SLURMD, restart, server)
+    if conf_changed:
+        changes.append(f"configured Slurm: slurmctld on {plan.nodes[0].name}, slurmd on {len(nodes)} node(s)")
+        log(changes[-1])
+    wait_idle(nodes[0], [n.name for n, _ in nodes])
+    return changes
+
+
+def parse_sinfo_nodes(text: str) -> dict[str, str]:
+    """``sinfo -h -N -o '%N %T'`` output as node to state (``idle``, ``down*``...)."""
+    states = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2:
+            states[parts[0]] = parts[1]
+    return states
+
+
+def wait_idle(
+    controller: tuple[NodePlan, Container], names: list[str], deadline_s: float = READY_DEADLINE_S
+) -> None:
+    """Wait until ``sinfo`` on the controller shows every node in ``names`` able to take jobs.
+
+    Raises:
+        EnvironmentProblem: not all were by the deadline; names each node's state.
+    """
+    node, container = controller
+    end = time.monotonic() + deadline_s
+    states: dict[str, str] = {}
+    while time.monotonic() < end:
+        result = container.exec_run(["sinfo", "-h", "-N", "-o", "%N %T"])
+        states = parse_sinfo_nodes(result.output.decode(errors="replace")) if result.exit_code == 0 else {}
+        if all(states.get(name) in _USABLE for name in names):
+            return
+        time.sleep(POLL_INTERVAL_S)
+    shown = ", ".join(f"{name}: {states.get(name, 'not registered')}" for name in names)
+    raise EnvironmentProblem(
+        f"sandbox Slurm not ready after {deadline_s:.0f} s ({shown}). Fix: look at `docker exec {node.container} "
+        "tail /var/log/slurm/slurmctld.log` and each node's /var/log/slurm/slurmd.log, then run `clusterctl "
+        "sandbox up --slurm` again."
+    )

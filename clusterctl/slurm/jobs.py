@@ -1,0 +1,137 @@
+"""Slurm job states: parsers of ``scontrol show job``, ``squeue`` and ``sacct`` output, and the
+mapping of a finished job's state to an exit code and a reason. Pure.
+
+``scontrol show job`` (with or without ``-o``) is a list of ``Key=Value`` tokens; ``sacct
+--parsable2`` is ``|``-separated with a header line; ``squeue -h -o '%T|%r'`` is what the launcher
+asks for. Parsers never raise: text they cannot read gives None.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from clusterctl.launchers import TIMEOUT_EXIT_CODE
+
+# States in which a job may still run or is still being cleaned up (squeue's default set).
+ACTIVE_STATES = frozenset(
+    {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_FED",
+     "REQUEUE_HOLD", "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED", "RESV_DEL_HOLD", "SPECIAL_EXIT"}
+)  # fmt: skip
+# A job killed for memory: what a shell reports for a process the kernel's OOM killer ended (128 + 9).
+OOM_EXIT_CODE = 137
+# Signals are 1-64; Slurm's ExitCode=0:125 on OUT_OF_MEMORY is no signal.
+MAX_SIGNAL = 64
+_TOKEN = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_/:]*)=(\S*)")
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """A job's state as Slurm reports it: ``exit_code``/``signal`` from ``ExitCode=code:signal``."""
+
+    job_id: str
+    state: str
+    reason: str | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+
+    @property
+    def active(self) -> bool:
+        """The job is pending, running or still completing (its Epilog included)."""
+        return self.state in ACTIVE_STATES
+
+
+def _exit_pair(text: str | None) -> tuple[int | None, int | None]:
+    if not text:
+        return None, None
+    code, _, signal = text.partition(":")
+    return (int(code) if code.isdigit() else None), (int(signal) if signal.isdigit() else None)
+
+
+def parse_scontrol_job(text: str) -> JobStatus | None:
+    """The job in ``scontrol show job [-o] ID`` output (the first one); None when there is none."""
+    fields: dict[str, str] = {}
+    for key, value in _TOKEN.findall(text):
+        fields.setdefault(key, value)
+    if "JobId" not in fields or "JobState" not in fields:
+        return None
+    reason = fields.get("Reason")
+    code, signal = _exit_pair(fields.get("ExitCode"))
+    return JobStatus(
+        fields["JobId"], fields["JobState"], None if reason in (None, "None") else reason, code, signal
+    )
+
+
+def parse_sacct(text: str, job_id: str) -> JobStatus | None:
+    """The allocation line of ``job_id`` in ``sacct --parsable2`` output with its header line.
+
+    ``State`` may read ``CANCELLED by 0``: the first word is the state.
+    """
+    lines = [line.rstrip("|") for line in text.splitlines() if line.strip()]
+    if not lines:
+        return None
+    header = lines[0].split("|")
+    if "JobID" not in header or "State" not in header:
+        return None
+    for line in lines[1:]:
+        row = dict(zip(header, line.split("|"), strict=False))
+        if row.get("JobID") == job_id and row.get("State"):
+            code, signal = _exit_pair(row.get("ExitCode"))
+            return JobStatus(job_id, row["State"].split()[0], row.get("Reason") or None, code, signal)
+    return None
+
+
+def parse_squeue(text: str, job_id: str) -> JobStatus | None:
+    """``squeue -h -j ID -o '%T|%r'`` output: the job's state and reason; None when it left the queue."""
+    for line in text.splitlines():
+        state, _, reason = line.strip().partition("|")
+        if state:
+            return JobStatus(job_id, state, reason or None)
+    return None
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    """What a finished job means for the run: the exit code recorded and a one-line reason."""
+
+    exit_code: int
+    message: str
+
+
+def job_outcome(status: JobStatus) -> JobOutcome:
+    """The exit code and reason of a finished job (``status.active`` is False).
+
+    COMPLETED: the script's code. FAILED: the script's code (1 when Slurm recorded 0). TIMEOUT: 124.
+    OUT_OF_MEMORY: 137. CANCELLED, NODE_FAIL, PREEMPTED, BOOT_FAIL, DEADLINE...: 128 + the signal when
+    Slurm recorded one, else 1. The message names the job, its state, its reason and ExitCode.
+    """
+    code, signal = status.exit_code, status.signal
+    where = f"slurm job {status.job_id} {status.state}"
+    details = [f"reason {status.reason}"] if status.reason else []
+    if code is not None:
+        details.append(f"ExitCode {code}:{signal or 0}")
+    message = where + (f" ({', '.join(details)})" if details else "")
+    if status.state == "COMPLETED":
+        return JobOutcome(code or 0, message)
+    if status.state == "TIMEOUT":
+        return JobOutcome(TIMEOUT_EXIT_CODE, message)
+    if status.state == "FAILED" and code:
+        return JobOutcome(code, message)
+    if status.state == "OUT_OF_MEMORY":
+        return JobOutcome(OOM_EXIT_CODE, message)
+    if signal and signal <= MAX_SIGNAL:
+        return JobOutcome(128 + signal, message)
+    return JobOutcome(code or 1, message)
+
+
+def parse_mpi_list(text: str) -> list[str]:
+    """The plugin names in ``srun --mpi=list`` output (``MPI plugin types are...`` then one per line;
+    22.05 also lists ``specific pmix plugin versions available: pmix_v4``)."""
+    names: list[str] = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("specific ") and ":" in stripped:
+            names += [n.strip() for n in stripped.split(":", 1)[1].split(",") if n.strip()]
+        elif stripped and " " not in stripped and not stripped.endswith(":"):
+            names.append(stripped.removeprefix("srun: "))
+    return names

@@ -1,0 +1,130 @@
+"""The slurm launcher on the session sandbox's real Slurm 22.05 (munge, slurmctld, configless slurmd):
+the benchmark through sbatch + srun --mpi=pmix in per-task containers, next to the ssh launcher's run
+in one report; Ctrl-C leaves no job and no container; a failing rank fails the run with its state."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from clusterctl.cli import main
+from clusterctl.hosts.docker_remote import docker_client
+from clusterctl.hosts.ssh import connect, run
+from clusterctl.inventory import Inventory
+from clusterctl.launch import plan_run
+from clusterctl.launchers.slurm import SlurmLauncher, login_node
+from clusterctl.runner import launcher_executor, run_benchmark
+from clusterctl.slurm.script import JOB_LABEL
+from clusterctl.workloads import get_workload
+
+pytestmark = pytest.mark.integration
+
+
+def _on_login(inv: Inventory, argv: list[str]) -> str:
+    """What ``argv`` printed on the slurm login node."""
+    assert inv.slurm is not None
+    with connect(inv, login_node(inv.slurm)) as conn:
+        return run(conn, login_node(inv.slurm), argv, timeout_s=30).stdout
+
+
+def _queue(inv: Inventory) -> str:
+    """squeue on the login node: one 'id state' line per job still in the queue."""
+    return _on_login(inv, ["squeue", "-h", "-o", "%i %T"])
+
+
+def _job_containers(inv: Inventory) -> dict[str, list[str]]:
+    """Per node: names of the containers a Slurm job's task started (label io.clusterctl.slurm-job)."""
+    found = {}
+    for node in inv.nodes:
+        client = docker_client(inv, node)
+        try:
+            found[node.name] = [
+                c.name for c in client.containers.list(all=True, filters={"label": JOB_LABEL})
+            ]
+        finally:
+            client.close()
+    return found
+
+
+def test_resnet50_through_slurm_is_valid_and_reported_next_to_ssh(
+    cluster: Inventory, sandbox2, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    inv = ["-i", str(sandbox2.inventory_path)]
+    runs = tmp_path / "runs"
+    records = {}
+    assert main(["up", *inv]) == 0
+    try:
+        for launcher in ("ssh", "slurm"):
+            capsys.readouterr()
+            code = main(["run", "resnet50", *inv, "--nodes", "2", "--launcher", launcher, "--runs-dir", str(runs),
+                         "--json"])  # fmt: skip
+            captured = capsys.readouterr()
+            assert code == 0, captured.err[-3000:]
+            (records[launcher],) = json.loads(captured.out)["runs"]
+    finally:
+        assert main(["down", *inv]) == 0
+    # srun --label tagged rank 0's result line; the job ended COMPLETED through sbatch + srun --mpi=pmix
+    assert "0: CLUSTERCTL_RESULT" in captured.err
+    assert "COMPLETED (ExitCode 0:0)" in captured.err
+    for record in records.values():
+        assert record["valid"], record
+        assert record["world_size"] == 2 and record["nodes"] == 2
+        assert record["metrics"]["total_images_per_sec"]["value"] > 0
+    assert _job_containers(cluster) == {"node1": [], "node2": []}  # --rm and the Epilog left nothing
+    # the batch script took the topology and counters snapshot on both nodes, before and after
+    snapshots = _on_login(cluster, ["sh", "-c", "cd /shared/clusterctl && ls */topology-*"]).split()
+    assert {name.split("/")[1] for name in snapshots} == {
+        f"topology-{moment}-{node}.txt" for moment in ("before", "after") for node in ("node1", "node2")
+    }
+
+    capsys.readouterr()
+    code = main(["report", "--runs-dir", str(runs), "--json"])
+    (row,) = json.loads(capsys.readouterr().out)
+    assert code == 0 and row["runs"] == 2 and row["devices"] == 2  # one configuration, both launchers
+
+
+def test_ctrl_c_cancels_the_job_and_leaves_no_container(cluster: Inventory, sandbox2, tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "clusterctl", "run", "resnet50", "-i", str(sandbox2.inventory_path),
+               "--launcher", "slurm", "--steps", "10000", "--runs-dir", str(tmp_path / "runs")]  # fmt: skip
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
+    try:
+        deadline = time.monotonic() + 180
+        while not all(_job_containers(cluster).values()):  # both ranks' containers are running
+            assert process.poll() is None and time.monotonic() < deadline, "the job's ranks never started"
+            time.sleep(2)
+        process.send_signal(signal.SIGINT)
+        output, _ = process.communicate(timeout=180)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode != 0, output
+    assert "cancelled; it has left the queue" in output or _queue(cluster) == ""
+    assert _queue(cluster) == ""
+    assert _job_containers(cluster) == {"node1": [], "node2": []}
+
+
+def test_a_rank_exiting_3_fails_the_run_with_the_job_state_and_its_output(
+    cluster: Inventory, tmp_path: Path
+) -> None:
+    plan = plan_run(cluster, "resnet50", nodes=2)
+    failing = 'import os, sys; r = os.environ["SLURM_PROCID"]; print("rank", r, "exits", 3 * (r == "1")); sys.exit(3 * (r == "1"))'
+    plan = plan.model_copy(update={"rank_argv": ["python", "-c", failing]})
+    lines: list[str] = []
+    ((record, directory),) = run_benchmark(
+        cluster, plan, get_workload("resnet50"), repeats=1, timeout_s=300, runs_dir=tmp_path / "runs",
+        on_line=lines.append, execute=launcher_executor(SlurmLauncher()),
+    )  # fmt: skip
+    assert not record.valid  # `clusterctl run` exits 1 for an invalid run
+    assert record.exit_code == 3
+    output = (directory / "output.log").read_text()
+    assert "1: rank 1 exits 3" in output
+    assert "FAILED (reason NonZeroExitCode, ExitCode 3:0)" in output
+    assert _job_containers(cluster) == {"node1": [], "node2": []}

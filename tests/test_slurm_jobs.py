@@ -1,0 +1,83 @@
+"""Slurm job states to exit codes, on outputs captured from real clusters (tests/fixtures/slurm)."""
+
+from __future__ import annotations
+
+import pytest
+from fixtures import fixture_text
+
+from clusterctl.diagnostics.model import split_tag
+from clusterctl.slurm.jobs import (
+    JobStatus,
+    job_outcome,
+    parse_mpi_list,
+    parse_sacct,
+    parse_scontrol_job,
+    parse_squeue,
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "job_id", "state", "exit_code", "words"),
+    [
+        ("scontrol_o_completed.out", "2", "COMPLETED", 0, "COMPLETED (ExitCode 0:0)"),
+        ("scontrol_o_timeout.out", "3", "TIMEOUT", 124, "reason TimeLimit, ExitCode 0:15"),
+        ("scontrol_failed_127.out", "309684", "FAILED", 127, "reason NonZeroExitCode, ExitCode 127:0"),
+        ("scontrol_out_of_memory.out", "569966", "OUT_OF_MEMORY", 137, "reason OutOfMemory"),
+        ("sandbox_scontrol_o_failed_3.out", "8", "FAILED", 3, "reason NonZeroExitCode, ExitCode 3:0"),
+        ("sandbox_scontrol_o_cancelled.out", "7", "CANCELLED", 143, "CANCELLED (ExitCode 0:15)"),
+    ],
+)
+def test_scontrol_states_map_to_exit_codes(
+    name: str, job_id: str, state: str, exit_code: int, words: str
+) -> None:
+    status = parse_scontrol_job(fixture_text(f"slurm/{name}"))
+    assert status is not None and (status.job_id, status.state) == (job_id, state)
+    assert not status.active
+    outcome = job_outcome(status)
+    assert outcome.exit_code == exit_code
+    assert words in outcome.message and f"slurm job {job_id} {state}" in outcome.message
+
+
+def test_sacct_reads_the_allocation_line_not_its_steps() -> None:
+    status = parse_sacct(fixture_text("slurm/sacct_P_failed.out"), "2355542")
+    assert status == JobStatus("2355542", "FAILED", None, 1, 0)
+    assert job_outcome(status).exit_code == 1
+    assert parse_sacct(fixture_text("slurm/sacct_P_failed.out"), "99") is None
+
+
+@pytest.mark.parametrize(
+    ("status", "code"),
+    [
+        (JobStatus("7", "CANCELLED", None, 0, 15), 143),
+        (JobStatus("7", "NODE_FAIL", "NodeDown", 0, 0), 1),
+        (JobStatus("7", "FAILED", "NonZeroExitCode", 3, 0), 3),
+        (JobStatus("7", "FAILED", "NonZeroExitCode", 0, 9), 137),
+        (JobStatus("7", "PREEMPTED", None, None, None), 1),
+    ],
+)
+def test_other_final_states(status: JobStatus, code: int) -> None:
+    assert job_outcome(status).exit_code == code
+
+
+def test_pending_jobs_are_active_with_their_reason() -> None:
+    status = parse_squeue(fixture_text("slurm/sandbox_squeue_pending.out"), "8")
+    assert status is not None and status.active and status.reason == "Resources"
+    assert parse_squeue("", "8") is None  # left the queue
+    shown = parse_scontrol_job(fixture_text("slurm/sandbox_scontrol_o_pending.out"))
+    assert shown is not None and shown.active and (shown.state, shown.reason) == ("PENDING", "Resources")
+
+
+def test_unreadable_text_gives_none() -> None:
+    assert parse_scontrol_job("slurm_load_jobs error: Invalid job id specified\n") is None
+    assert parse_sacct("garbage", "1") is None
+
+
+def test_mpi_list_of_slurm_22_05() -> None:
+    text = fixture_text("slurm/sandbox_srun_mpi_list.out")
+    assert parse_mpi_list(text) == ["pmix", "none", "cray_shasta", "pmi2", "pmix_v4"]
+
+
+def test_srun_labels_are_rank_tags() -> None:
+    assert split_tag("0: CLUSTERCTL_RESULT {}") == (0, "CLUSTERCTL_RESULT {}")
+    assert split_tag(" 3: step 10") == (3, "step 10")
+    assert split_tag("[1,2]<stdout>:x") == (2, "x")

@@ -1,0 +1,93 @@
+"""The slurm launch's poll loop against a login node that answers with real Slurm 22.05 outputs
+(tests/fixtures/slurm/sandbox_*): output streaming, the final state, a job PENDING past its limit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+from fixtures import fixture_text
+
+from clusterctl.hosts.ssh import CommandResult
+from clusterctl.inventory import SlurmSpec
+from clusterctl.launchers import slurm as slurm_launcher
+from clusterctl.launchers.slurm import SlurmLaunch, login_node
+from clusterctl.slurm.script import BatchJob
+
+
+@dataclass
+class LoginNode:
+    """Answers the launcher's commands: scontrol from ``states`` in turn, the output file in chunks."""
+
+    states: list[str]
+    chunks: list[str]
+    calls: list[list[str]] = field(default_factory=list)
+    cancelled: bool = False
+
+    def run(self, conn: object, node: object, argv: list[str], *, timeout_s: float) -> CommandResult:
+        self.calls.append(argv)
+        out = ""
+        if argv[0] == "scontrol":
+            out = self.states.pop(0) if len(self.states) > 1 else self.states[0]
+        elif argv[0] == "sh":  # the read of the output file from an offset
+            out = self.chunks.pop(0) if self.chunks else ""
+        elif argv[0] == "scancel":
+            self.cancelled = True
+        elif argv[0] == "squeue":
+            out = "" if self.cancelled else "PENDING|Resources\n"
+        return CommandResult("slurm-login", " ".join(argv), 0, out)
+
+
+class Closed:
+    def close(self) -> None:
+        pass
+
+
+def _launch(login: LoginNode, monkeypatch: pytest.MonkeyPatch, **spec: object) -> SlurmLaunch:
+    monkeypatch.setattr(slurm_launcher, "run", login.run)
+    monkeypatch.setattr(slurm_launcher.time, "sleep", lambda s: None)
+    slurm = SlurmSpec.model_validate(
+        {"login": {"address": "10.0.0.1"}, "run_dir": "/shared", "runtime": "none", **spec}
+    )
+    job = BatchJob(script="", directory="/shared/j", output="/shared/j/output.log")
+    return SlurmLaunch(slurm, login_node(slurm), Closed(), job, "8")  # type: ignore[arg-type]
+
+
+def _text(name: str) -> str:
+    return fixture_text(f"slurm/{name}")
+
+
+def test_output_is_streamed_by_whole_lines_and_the_final_state_is_the_exit_code(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    login = LoginNode(
+        states=[_text("sandbox_scontrol_o_pending.out"), _text("sandbox_scontrol_o_failed_3.out")],
+        chunks=["0: hello\n1: rank 1 ex", "its 3\n"],
+    )
+    launch = _launch(login, monkeypatch)
+    seen: list[str] = []
+    assert launch.follow(seen.append, deadline=float("inf")) == 3
+    assert seen[1:3] == ["0: hello", "1: rank 1 exits 3"]
+    assert seen[-1] == "clusterctl: slurm job 8 FAILED (reason NonZeroExitCode, ExitCode 3:0)"
+    assert "1: rank 1 exits 3" in launch.collect()
+
+
+def test_a_job_pending_past_its_limit_is_cancelled_with_its_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    login = LoginNode(states=[_text("sandbox_scontrol_o_pending.out")], chunks=[])
+    launch = _launch(login, monkeypatch, pending_limit_s=0.001)
+    seen: list[str] = []
+    assert launch.follow(seen.append, deadline=float("inf")) == 1
+    assert ["scancel", "8"] in login.calls
+    assert "clusterctl: slurm job 8 cancelled; it has left the queue" in seen
+    assert any("still PENDING" in line and "reason Resources" in line for line in seen)
+
+
+def test_the_deadline_stops_following_and_cancel_waits_for_the_queue(monkeypatch: pytest.MonkeyPatch) -> None:
+    login = LoginNode(states=[_text("sandbox_scontrol_o_pending.out")], chunks=[])
+    launch = _launch(login, monkeypatch)
+    assert launch.follow(lambda line: None, deadline=0.0) is None
+    assert not login.cancelled
+    launch.cancel()
+    assert login.cancelled and login.calls[-1][0] == "squeue"
+    launch.cancel()  # a second cancel does nothing
+    assert login.calls.count(["scancel", "8"]) == 1
