@@ -145,7 +145,7 @@ def test_nccl_log_warnings_are_errors() -> None:
     )
     assert len(result.errors) == 2
     assert "status=12" in result.errors[0]
-    assert result.transport is None
+    assert result.transport == "IB" and result.transport_from_errors
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,15 @@ NCCL_IB_HCA), ``NET/Socket : Using`` the TCP fallback NCCL takes silently when t
 ``Channel 03/0 : 8[0] -> 3[3] [send] via NET/IB/4/GDRDMA`` (``Ring`` before NCCL 2.6, ``NET/IBext_v8/4``
 with a net plugin) goes through device 4 of that host's list, with GPUDirect RDMA when ``/GDRDMA``
 follows. The host is the ``host:pid:tid`` prefix NCCL puts on every line.
+
+Each HCA of the Using list carries its link layer (``/IB`` or ``/RoCE``, then ``/SHARP`` when the
+HPC-X plugin can use SHARP on it). Which net NCCL chose is ``Using network IB`` (``IBext``,
+``IBext_v8``: the nccl-rdma-sharp plugin; ``Socket``...); a plugin says ``Loaded net plugin <name>``
+and ``Loaded collnet plugin SHARP``. GPUDirect RDMA: ``DMA-BUF is available on GPU device N``
+(src/init.cc, 2.13+: NCCL can do GDR without a peer-memory module; it says what the GPU can, not
+what a channel did), and per HCA ``GPU Direct RDMA Disabled for HCA 1 'mlx5_1' (no module)``
+(net_ib.cc; newer releases drop the reason) or ``GPU Direct RDMA (DMABUF) enabled for HCA 0 'mlx5_0``.
+A run that failed early may name its transport only in WARN lines (``NET/IB : Got completion ...``).
 """
 
 from __future__ import annotations
@@ -20,7 +29,22 @@ from clusterctl.diagnostics.model import Parsed, split_tag
 _NCCL_LINE = re.compile(r"\bNCCL (INFO|WARN)\b\s?(.*)$")
 _IB_USING = re.compile(r"NET/IB\s*:\s*Using\s+(.*?)(?:\s*;\s*OOB.*)?$")
 _SOCKET_USING = re.compile(r"NET/Socket\s*:\s*Using\s+(.*)$")
-_HCA = re.compile(r"\[(\d+)\]([\w.-]+:\d+)")
+_HCA = re.compile(r"\[(\d+)\]([\w.-]+:\d+)((?:/\w+)*)")
+# Greedy to the line's end, the version suffix "(v6)" cut after: no backtracking on long lines.
+_NETWORK = re.compile(r"^Using network (\S.*)")
+_NET_PLUGIN = re.compile(r"Loaded (net|collnet) plugin (\S.*)")
+_PLUGIN_VERSION = re.compile(r"\s*\(v\d+\)$")
+_PLUGIN_ENV = re.compile(r"NCCL_NET_PLUGIN set by environment to (\S+)")
+_DMABUF = re.compile(r"DMA-BUF is available on GPU device (\d+)")
+# net_ib.cc / the plugin's p2p_plugin.c: "(DMABUF) enabled", "(nvidia-peermem) enabled", "Disabled ... (no module)";
+# the format of the enabled lines lacks the closing quote.
+_GDR_HCA = re.compile(
+    r"^NET/(?!Socket)(\S+?)\s*:\s*GPU Direct RDMA (?:\(([\w-]+)\) )?(enabled?|disabled)\s+for HCA \d+ "
+    r"'([^'\s]+)'?(?:\s*\(([^)]*)\))?",
+    re.I,
+)
+# A transport named in a WARN line: the only trace of it when a run failed before its INFO lines.
+_WARN_TRANSPORT = re.compile(r"\bNET/(IB\w*|Socket)\b")
 # `host:pid:tid [cudaDev] NCCL ...`: the host whose devices a line speaks of.
 _HOST = re.compile(r"^\s*(?:\[\d+\]\s*)?([^\s:\[\]]+):\d+:\d+\s+\[\d+\]\s*$")
 # A channel (ring) that crosses the network: the net's name, the device index, whether GDRDMA.
@@ -48,6 +72,29 @@ class NcclLog(Parsed):
     )
     net_channels: int = Field(0, description="Channel lines over an IB-type net (NET/IB, NET/IBext...).")
     gdr_channels: int = Field(0, description="Of those, the ones that say /GDRDMA.")
+    link_layers: dict[str, str] = Field(
+        default_factory=dict, description='Per HCA port of the Using lists: "IB" or "RoCE".'
+    )
+    sharp_hcas: list[str] = Field(default_factory=list, description="HCA ports listed with /SHARP.")
+    network: str | None = Field(None, description='"Using network X": IB, IBext, IBext_v8, Socket...')
+    net_plugin: str | None = Field(
+        None, description="The external net plugin: 'Loaded net plugin X', else NCCL_NET_PLUGIN's value."
+    )
+    collnet_plugin: str | None = Field(None, description="'Loaded collnet plugin X', e.g. SHARP.")
+    dmabuf_gpus: list[int] = Field(
+        default_factory=list, description="GPU devices NCCL said DMA-BUF is available on (NCCL 2.13+)."
+    )
+    gdr_enabled: dict[str, str] = Field(
+        default_factory=dict,
+        description='HCAs NCCL enabled GPUDirect RDMA on, with how ("DMABUF", "nvidia-peermem", "").',
+    )
+    gdr_disabled: dict[str, str] = Field(
+        default_factory=dict,
+        description='HCAs NCCL disabled GPUDirect RDMA on, with the reason it gave ("no module", "" when none).',
+    )
+    transport_from_errors: bool = Field(
+        False, description="The transport is known only from WARN lines (NET/IB ... in an error)."
+    )
     socket_interfaces: list[str] = Field(default_factory=list, description="Interfaces of NET/Socket.")
     ib_no_device: bool = Field(False, description="`NET/IB : No device found.` was printed.")
     nccl_version: str | None = None
@@ -97,7 +144,18 @@ def parse_nccl_log(text: str) -> NcclLog:
         result.transport = "IB"
     elif result.socket_interfaces:
         result.transport = "Socket"
+    else:
+        result.transport = _transport_in_errors(result.warnings)
+        result.transport_from_errors = result.transport is not None
     return result
+
+
+def _transport_in_errors(warnings: list[str]) -> str | None:
+    """The transport the WARN lines name (IB before Socket), or None."""
+    named = {m.group(1) for w in warnings for m in _WARN_TRANSPORT.finditer(w)}
+    if any(n.startswith("IB") for n in named):
+        return "IB"
+    return "Socket" if "Socket" in named else None
 
 
 def _read_message(
@@ -109,13 +167,44 @@ def _read_message(
         return
     if m := _IB_USING.search(message):
         listed = _HCA.findall(m.group(1))
-        result.hcas.extend(h for _, h in listed if h not in result.hcas)
+        result.hcas.extend(h for _, h, _ in listed if h not in result.hcas)
+        for _, port, flags in listed:
+            layers = [f for f in flags.split("/") if f in ("IB", "RoCE")]
+            if layers:
+                result.link_layers[port] = layers[0]
+            if "/SHARP" in flags and port not in result.sharp_hcas:
+                result.sharp_hcas.append(port)
         # A net plugin (NET/IBext...) numbers the devices of this list the same way.
-        devices.setdefault(host, {}).update({index: port for index, port in listed})
+        devices.setdefault(host, {}).update({index: port for index, port, _ in listed})
     elif m := _SOCKET_USING.search(message):
         names = re.findall(r"\[\d+\]([\w.-]+):", m.group(1))
         result.socket_interfaces.extend(n for n in names if n not in result.socket_interfaces)
     elif "NET/IB" in message and "No device found" in message:
         result.ib_no_device = True
+    else:
+        _read_plugin_and_gdr(result, message)
     if _GDR.search(message):
         result.gdr = True
+
+
+def _read_plugin_and_gdr(result: NcclLog, message: str) -> None:
+    """The net chosen, its plugins, DMA-BUF and the per-HCA GPUDirect RDMA lines."""
+    if m := _NETWORK.match(message):
+        result.network = m.group(1).strip()
+    elif m := _NET_PLUGIN.search(message):
+        name = _PLUGIN_VERSION.sub("", m.group(2).rstrip())
+        if m.group(1) == "net":
+            result.net_plugin = name
+        else:
+            result.collnet_plugin = name
+    elif (m := _PLUGIN_ENV.search(message)) and result.net_plugin is None:
+        result.net_plugin = m.group(1)
+    elif m := _DMABUF.search(message):
+        if (gpu := int(m.group(1))) not in result.dmabuf_gpus:
+            result.dmabuf_gpus.append(gpu)
+    elif m := _GDR_HCA.match(message):
+        _, how, state, hca, reason = m.groups()
+        if state.lower().startswith("enable"):
+            result.gdr_enabled.setdefault(hca, how or "")
+        else:
+            result.gdr_disabled.setdefault(hca, reason or how or "")

@@ -1,0 +1,81 @@
+"""The NCCL log's facts beyond transport and channels, each read from a real captured log: link layer
+per HCA, the net and its plugins, DMA-BUF, GPUDirect RDMA disabled per HCA, and the transport named
+only in WARN lines."""
+
+from __future__ import annotations
+
+from fixtures import fixture_text
+
+from clusterctl.diagnostics.parsers.nccl_log import parse_nccl_log
+
+# 4 IB HCAs with /SHARP, the HPC-X plugin (IBext, collnet SHARP).
+SHARP = fixture_text("nccl_logs/nccl-issue1357-h100-4x-ib-sharp-ibext-rdma-plugin-v6-partial.txt")
+# 2 RoCE HCAs, internal IB net, GDR disabled on both with no reason given.
+ROCE_GDR_OFF = fixture_text("nccl_logs/nccl-issue1537-2x-roce-gdr-disabled-per-hca-peermem-loaded.txt")
+# GDR disabled "(no module)" for HCAs 1-3, channels via NET/IB/0 on two hosts.
+NO_MODULE = fixture_text("nccl_logs/nccl-issue899-gdr-disabled-no-module-2-hosts-net-ib-partial.txt")
+# aws-ofi-nccl, "DMA-BUF is available on GPU device 0".
+DMABUF = fixture_text("nccl_logs/nccl-tests-issue245-a10g-ofi-plugin-dmabuf-available-gdr-disabled.txt")
+# NET/IB appears only in WARN lines (completion errors over RoCE).
+IB_IN_WARN_ONLY = fixture_text("nccl_errors/nccl-issue1405-net-ib-status12-vendor-err-129-roce.txt")
+BONDS_PLUGIN = fixture_text("nccl_logs/nccl-issue1814-8x-roce-bond-ibext-plugin-channels-partial.txt")
+
+
+def test_link_layer_and_sharp_per_hca() -> None:
+    log = parse_nccl_log(SHARP)
+    assert log.link_layers == {f"mlx5_{i}:1": "IB" for i in (0, 1, 4, 5)}
+    assert log.sharp_hcas == ["mlx5_0:1", "mlx5_1:1", "mlx5_4:1", "mlx5_5:1"]
+    assert log.hcas == list(log.link_layers)  # the /IB/SHARP suffix does not leak into the names
+
+
+def test_roce_link_layer_per_hca() -> None:
+    log = parse_nccl_log(ROCE_GDR_OFF)
+    assert log.link_layers == {"mlx5_0:1": "RoCE", "mlx5_1:1": "RoCE"}
+    assert log.sharp_hcas == []
+
+
+def test_net_and_plugins_of_the_hpcx_sharp_plugin() -> None:
+    log = parse_nccl_log(SHARP)
+    assert log.network == "IBext"
+    assert log.net_plugin == "NCCL RDMA Plugin v6"
+    assert log.collnet_plugin == "SHARP"
+
+
+def test_internal_net_and_plugin_net_with_version() -> None:
+    assert parse_nccl_log(ROCE_GDR_OFF).network == "IB"
+    assert parse_nccl_log(ROCE_GDR_OFF).net_plugin is None
+    bonds = parse_nccl_log(BONDS_PLUGIN)
+    assert bonds.network == "IBext_v8" and bonds.transport == "IB"
+
+
+def test_gdr_disabled_per_hca_without_a_reason() -> None:
+    log = parse_nccl_log(ROCE_GDR_OFF)
+    assert log.gdr_disabled == {"mlx5_0": "", "mlx5_1": ""}
+    assert log.gdr_enabled == {} and not log.gdr
+
+
+def test_gdr_disabled_per_hca_with_its_reason() -> None:
+    log = parse_nccl_log(NO_MODULE)
+    assert log.gdr_disabled == {"mlx5_1": "no module", "mlx5_2": "no module", "mlx5_3": "no module"}
+    assert log.hcas_used == {"21346d5cefce": ["NET/IB/0"], "6a5a91752e39": ["NET/IB/0"]}
+    assert (log.net_channels, log.gdr_channels) == (11, 0)
+
+
+def test_dmabuf_available_is_read_per_gpu() -> None:
+    log = parse_nccl_log(DMABUF)
+    assert log.dmabuf_gpus == [0]
+    assert not log.gdr  # DMA-BUF says what the GPU can, not what a channel did
+    assert parse_nccl_log(SHARP).dmabuf_gpus == []
+
+
+def test_transport_named_only_in_error_lines_is_read() -> None:
+    """The misfire: a run that failed in NET/IB left only WARN lines, and the transport read as None."""
+    log = parse_nccl_log(IB_IN_WARN_ONLY)
+    assert log.transport == "IB"
+    assert log.transport_from_errors
+    assert log.errors  # still errors
+
+
+def test_transport_from_info_lines_is_not_marked_as_from_errors() -> None:
+    assert not parse_nccl_log(ROCE_GDR_OFF).transport_from_errors
+    assert parse_nccl_log(DMABUF).transport is None  # NET/OFI: neither IB nor Socket
