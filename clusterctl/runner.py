@@ -90,6 +90,9 @@ def run_benchmark(
     Returns:
         One (record, run directory) per repeat, in order.
     """
+    from clusterctl.diagnostics.check import snapshot_findings  # imported on use: it pulls the collectors
+
+    snapshot = snapshot_findings(inventory, topology_dir) if topology_dir is not None else []
     done = []
     for _ in range(repeats):
         started = datetime.now(UTC)
@@ -106,6 +109,7 @@ def run_benchmark(
             run_id=new_run_id(workload.name, len(plan.hosts), started),
             started_at=started,
             counters=(before, after) if before is not None and after is not None else None,
+            snapshot=snapshot,
         )
         directory = write_run_dir(runs_dir, inventory, plan, result.output, record, topology_dir)
         add_run(history_path(runs_dir), record, directory)

@@ -421,3 +421,17 @@ def test_check_topology_from_bad_input_exits_2_naming_the_path(
     if case == "other-nodes":
         assert "node1" in message and "c4140-1, c4140-2" in message
     assert not (tmp_path / "new").exists()
+
+
+def test_a_runs_snapshot_gives_the_findings_of_its_nodes_only(tmp_path: Path) -> None:
+    """What the run judge gets from the run's topology/: c4140-1's findings (peer memory among them),
+    no 'node-not-in-bundle' for the node the run did not use; an unreadable snapshot is one warning."""
+    from clusterctl.diagnostics.check import snapshot_findings
+
+    inventory = _paper(tmp_path)
+    directory = write_bundle(tmp_path / "topology", {"c4140-1": _bundle("c4140-1", FIXTURE_NODE)})
+    findings = snapshot_findings(inventory, directory)
+    assert ("error", "peermem-missing", "c4140-1") in _codes(findings)
+    assert {f.node for f in findings} == {"c4140-1"}
+    [unreadable] = snapshot_findings(inventory, tmp_path / "absent")
+    assert (unreadable.severity, unreadable.code) == ("warning", "snapshot-unreadable")

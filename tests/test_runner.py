@@ -82,3 +82,37 @@ def test_plan_sweep_gives_one_launch_plan_per_setting_and_device_count(inventory
         ("fp32", 4, 1),
         ("fp32", 8, 2),
     ]
+
+
+def test_the_runs_topology_snapshot_is_judged_and_settled_by_its_log(
+    inventory: Inventory, tmp_path: Path
+) -> None:
+    """A snapshot whose c4140-1 has no peer-memory module, a run whose NCCL log shows GDRDMA channels:
+    the run's findings say the log settled it, and the snapshot is kept in the run directory."""
+    from fixtures import fixture_text
+    from test_diag_collect import FIXTURE_NODE, _bundle
+
+    from clusterctl.diagnostics.bundle import write_bundle
+
+    snapshot = write_bundle(tmp_path / "snapshot", {"c4140-1": _bundle("c4140-1", FIXTURE_NODE)})
+    log = fixture_text("nccl_logs/nccl-issue707-a100-channels-net-ib-gdrdma-partial.txt")
+
+    def gdr_exec(inventory: Inventory, plan: LaunchPlan, *, timeout_s: float, on_line) -> ExecResult:
+        return ExecResult(0, log)
+
+    plan = plan_run(inventory, WORKLOAD, nodes=2, steps=5)
+    [(record, directory)] = run_benchmark(
+        inventory,
+        plan,
+        get_workload(WORKLOAD),
+        repeats=1,
+        timeout_s=10,
+        runs_dir=tmp_path / "runs",
+        on_line=lambda line: None,
+        execute=gdr_exec,
+        topology_dir=snapshot,
+    )
+    codes = {(f.severity, f.code, f.node) for f in record.findings}
+    assert ("info", "peermem-settled-by-log", "c4140-1") in codes
+    assert not [c for c in codes if c[1] == "peermem-missing"]
+    assert (directory / "topology" / "c4140-1").is_dir()

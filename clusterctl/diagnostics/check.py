@@ -8,6 +8,8 @@ from pathlib import Path
 from clusterctl.diagnostics.bundle import read_bundle_of
 from clusterctl.diagnostics.collect import collect_bundle
 from clusterctl.diagnostics.rules_cluster import TopologyReport, judge_bundle
+from clusterctl.errors import InputError
+from clusterctl.findings import Finding
 from clusterctl.inventory import Inventory
 
 
@@ -28,3 +30,16 @@ def check_topology(
     else:
         bundles = collect_bundle(inventory, inventory.nodes, directory, timeout_s=timeout_s)
     return judge_bundle(bundles, inventory)
+
+
+def snapshot_findings(inventory: Inventory, directory: Path) -> list[Finding]:
+    """The findings of a run's topology snapshot, for the nodes it holds (the run's nodes).
+
+    A snapshot that cannot be read gives one warning saying so: the run is still judged by its log.
+    """
+    try:
+        bundles = read_bundle_of(directory, inventory)
+    except InputError as error:
+        return [Finding(severity="warning", code="snapshot-unreadable", message=str(error))]
+    report = judge_bundle(bundles, inventory)
+    return [f for name in bundles if name in report.nodes for f in report.nodes[name].findings]

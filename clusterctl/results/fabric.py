@@ -9,11 +9,16 @@ HCAs than the inventory lists (a rail down, missing in the container, or filtere
 measured part of the fabric), and a GPUDirect level asked for while no channel says ``/GDRDMA``
 (nvidia_peermem not loaded, or the GPU-NIC path beyond the level: every transfer is staged
 through host memory).
+
+The log is GPUDirect RDMA's ground truth: ``/GDRDMA`` channels or ``DMA-BUF is available`` settle a
+peer-memory finding of the run's topology snapshot (an info, never an error, for that run); HCAs the
+log says NCCL disabled GDR on are named with NCCL's reason; and the link layer NCCL listed for each
+HCA (``/IB``, ``/RoCE``) is checked against the inventory's fabric kind.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, Field
 
@@ -43,6 +48,18 @@ class FabricProof(BaseModel):
     rails_short: dict[str, str] = Field(
         default_factory=dict,
         description="Per host whose channels used fewer HCAs than the inventory lists: what it used, in words.",
+    )
+    network: str | None = Field(None, description="NCCL's 'Using network' (IB, IBext_v8, Socket...).")
+    link_layers: dict[str, str] = Field(
+        default_factory=dict, description='Per HCA port NCCL listed: "IB" or "RoCE".'
+    )
+    link_layer_mismatch: list[str] = Field(
+        default_factory=list,
+        description="HCA ports whose link layer contradicts the inventory's fabric kind, e.g. 'mlx5_0:1 (RoCE)'.",
+    )
+    dmabuf: bool = Field(False, description="NCCL said DMA-BUF is available on a GPU (GDR needs no module).")
+    gdr_disabled: dict[str, str] = Field(
+        default_factory=dict, description="HCAs NCCL disabled GPUDirect RDMA on, with the reason it gave."
     )
     gdr_missing: bool = Field(
         False, description="A GPUDirect level was set, channels crossed the network, and none said GDRDMA."
@@ -79,8 +96,13 @@ def prove_fabric(
     nccl = parse_nccl_log(log)
     if nccl.transport is None:
         transport = SINGLE_NODE_TRANSPORT if nodes == 1 else UNKNOWN_TRANSPORT
-        return FabricProof(fabric_kind=fabric_kind, transport=transport, valid=True)
-    transport = f"NET/{nccl.transport}"
+        # DMA-BUF is printed at init, before any NET line: it still settles peer memory.
+        return FabricProof(
+            fabric_kind=fabric_kind, transport=transport, dmabuf=bool(nccl.dmabuf_gpus), valid=True
+        )
+    transport = f"NET/{nccl.transport}" + (
+        " (named only in WARN lines)" if nccl.transport_from_errors else ""
+    )
     rdma = fabric_kind in ("infiniband", "roce")
     reason = None
     if rdma and nccl.transport == "Socket" and nodes > 1:
@@ -103,11 +125,26 @@ def prove_fabric(
         hcas_used=nccl.hcas_used,
         net_channels=nccl.net_channels,
         gdr_channels=nccl.gdr_channels,
+        network=nccl.network,
+        link_layers=nccl.link_layers,
+        link_layer_mismatch=_link_layer_mismatch(nccl.link_layers, fabric_kind),
+        dmabuf=bool(nccl.dmabuf_gpus),
+        gdr_disabled=nccl.gdr_disabled,
         rails_short=rails_short,
         gdr_missing=multi_node_rdma and bool(gdr_level) and nccl.net_channels > 0 and nccl.gdr_channels == 0,
         valid=reason is None,
         reason=reason,
     )
+
+
+# The link layer NCCL lists an HCA with on each RDMA fabric kind.
+_LINK_LAYER = {"infiniband": "IB", "roce": "RoCE"}
+
+
+def _link_layer_mismatch(link_layers: Mapping[str, str], fabric_kind: str) -> list[str]:
+    """The HCA ports whose listed link layer is not the one the inventory's fabric kind implies."""
+    wanted = _LINK_LAYER.get(fabric_kind)
+    return [f"{port} ({layer})" for port, layer in link_layers.items() if wanted and layer != wanted]
 
 
 def _rails_in_words(used: Sequence[str], listed: Sequence[str]) -> str:
@@ -152,6 +189,7 @@ def fabric_findings(proof: FabricProof) -> list[Finding]:
         )
         for host, used in proof.rails_short.items()
     ]
+    findings += _log_gdr_findings(proof)
     if proof.gdr_missing:
         findings.append(
             Finding(
@@ -163,4 +201,76 @@ def fabric_findings(proof: FabricProof) -> list[Finding]:
                 "GPU-NIC paths of `nvidia-smi topo -m` with NCCL_NET_GDR_LEVEL",
             )
         )
+    return findings
+
+
+def _log_gdr_findings(proof: FabricProof) -> list[Finding]:
+    """A link layer other than the inventory's fabric kind; the HCAs NCCL disabled GDR on, and why."""
+    findings = []
+    if proof.link_layer_mismatch:
+        findings.append(
+            Finding(
+                severity="warning",
+                code="fabric-link-layer-mismatch",
+                message=f"the inventory's fabric is {proof.fabric_kind} but NCCL listed "
+                f"{', '.join(proof.link_layer_mismatch)}: the run measured another fabric than the one declared",
+                advice="set fabric.kind to what the HCAs' link layer is (`ibstat` 'Link layer'), or name the "
+                "right HCAs in fabric.hca",
+            )
+        )
+    if proof.gdr_disabled:
+        named = ", ".join(
+            f"{hca} ({reason or 'no reason given'})" for hca, reason in proof.gdr_disabled.items()
+        )
+        findings.append(
+            Finding(
+                # Channels that did use GDRDMA went through other HCAs: the log says so, no harm shown.
+                severity="info" if proof.gdr_channels else "warning",
+                code="gdr-disabled-hca",
+                message=f"NCCL disabled GPUDirect RDMA for {named}",
+                advice="'no module': load nvidia_peermem (MLNX_OFED/DOCA-OFED ib_core) or use DMA-BUF (NCCL 2.13+, "
+                "Linux 5.12+, open GPU kernel modules); `clusterctl check topology` probes both",
+            )
+        )
+    return findings
+
+
+def settle_snapshot(snapshot: Sequence[Finding], proof: FabricProof) -> list[Finding]:
+    """The peer-memory findings of the run's topology snapshot, as the run's log settles them.
+
+    NCCL's log is the ground truth: where channels said /GDRDMA or NCCL said DMA-BUF is available, a
+    missing peer-memory module did not keep GPUDirect RDMA from the run, and the finding becomes an info
+    saying so. Otherwise it stays, as a warning at most: the run is judged by what it did (its log and
+    counters), not by the snapshot.
+
+    Args:
+        snapshot: findings of the run's topology snapshot (``peermem-missing`` ones are read).
+        proof: the run's fabric proof.
+    """
+    settled_by = []
+    if proof.gdr_channels:
+        settled_by.append(f"{proof.gdr_channels} of {proof.net_channels} network channels used GDRDMA")
+    if proof.dmabuf:
+        settled_by.append("NCCL said DMA-BUF is available, so it needs no peer-memory module")
+    findings = []
+    for finding in snapshot:
+        if finding.code != "peermem-missing":
+            continue
+        if settled_by:
+            findings.append(
+                Finding(
+                    severity="info",
+                    code="peermem-settled-by-log",
+                    message=f"the topology snapshot found no peer-memory module, but the run's NCCL log settles "
+                    f"it: {'; '.join(settled_by)}",
+                    node=finding.node,
+                )
+            )
+        else:
+            severity = "warning" if finding.severity == "error" else finding.severity
+            findings.append(
+                finding.model_copy(
+                    update={"severity": severity, "message": f"topology snapshot: {finding.message}"}
+                )
+            )
     return findings

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -31,7 +32,7 @@ from clusterctl.results.counters import (
     expected_bytes_per_node,
     prove_counters,
 )
-from clusterctl.results.fabric import FabricProof, fabric_findings, prove_fabric
+from clusterctl.results.fabric import FabricProof, fabric_findings, prove_fabric, settle_snapshot
 from clusterctl.workloads.base import Metric, Workload
 
 RESULT_FILE = "result.json"
@@ -95,10 +96,13 @@ def judge_run(
     run_id: str,
     started_at: datetime,
     counters: tuple[dict[str, NodeCounters], dict[str, NodeCounters]] | None = None,
+    snapshot: Sequence[Finding] = (),
 ) -> RunRecord:
     """Judge one run's raw output: its metrics, sanity findings and fabric proof. Pure.
 
     ``counters``: the nodes' fabric counters read before and after the run, when they were.
+    ``snapshot``: the findings of the run's topology snapshot; its peer-memory ones join the run's
+    findings as the run's NCCL log settles them (``settle_snapshot``).
     """
     s = plan.options.settings
     primary = inventory.primary
@@ -131,6 +135,7 @@ def judge_run(
         *_exit_findings(output, exit_code),
         *workload.sanity(output, plan),
         *fabric_findings(fabric),
+        *settle_snapshot(snapshot, fabric),
         *(counter_findings(proof) if proof else ()),
     ]
     return RunRecord(
