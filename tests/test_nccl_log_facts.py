@@ -79,3 +79,37 @@ def test_transport_named_only_in_error_lines_is_read() -> None:
 def test_transport_from_info_lines_is_not_marked_as_from_errors() -> None:
     assert not parse_nccl_log(ROCE_GDR_OFF).transport_from_errors
     assert parse_nccl_log(DMABUF).transport is None  # NET/OFI: neither IB nor Socket
+
+
+# --------------------------------------------------------------------------- inspect
+
+
+def test_inspect_shows_the_net_facts_and_flags_gdr_disabled_and_the_link_layer() -> None:
+    from clusterctl.diagnostics.inspect import inspect_text
+    from clusterctl.diagnostics.rules import Expectation
+
+    result = inspect_text("log", ROCE_GDR_OFF, expect=Expectation(link_layer="InfiniBand"))
+    by_code = {f.code: f for f in result.findings}
+    assert "network IB" in by_code["nccl-net"].message
+    assert "mlx5_0:1/RoCE, mlx5_1:1/RoCE" in by_code["nccl-net"].message
+    assert by_code["nccl-gdr-disabled"].severity == "warning"
+    assert "mlx5_0 (no reason given), mlx5_1 (no reason given)" in by_code["nccl-gdr-disabled"].message
+    assert "expected link layer is InfiniBand" in by_code["nccl-link-layer-mismatch"].message
+    # --json prints the parsed model: the new facts are in it.
+    assert result.parsed["link_layers"] == {"mlx5_0:1": "RoCE", "mlx5_1:1": "RoCE"}
+    assert result.parsed["gdr_disabled"] == {"mlx5_0": "", "mlx5_1": ""}
+
+
+def test_inspect_names_plugins_dmabuf_and_a_transport_from_warn_lines() -> None:
+    from clusterctl.diagnostics.inspect import inspect_text
+    from clusterctl.diagnostics.rules import Expectation
+
+    sharp = {f.code: f.message for f in inspect_text("log", SHARP).findings}["nccl-net"]
+    assert "net plugin NCCL RDMA Plugin v6; collnet plugin SHARP" in sharp and "SHARP on 4 HCA(s)" in sharp
+    dmabuf = {f.code: f.message for f in inspect_text("log", DMABUF).findings}["nccl-net"]
+    assert dmabuf == "DMA-BUF available on GPU 0"
+    warn_only = {f.code: f.message for f in inspect_text("log", IB_IN_WARN_ONLY).findings}["nccl-net"]
+    assert warn_only == "transport NET/IB (named only in WARN lines)"
+    # RoCE on a RoCE (Ethernet) expectation is no mismatch.
+    roce = inspect_text("log", ROCE_GDR_OFF, expect=Expectation(link_layer="Ethernet"))
+    assert "nccl-link-layer-mismatch" not in {f.code for f in roce.findings}

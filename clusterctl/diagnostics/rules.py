@@ -213,11 +213,12 @@ def ofed_rules(info: OfedInfo, expect: Expectation) -> list[Finding]:
 
 
 def nccl_log_rules(log: NcclLog, expect: Expectation) -> list[Finding]:
-    """NCCL on sockets instead of IB, and NCCL warnings."""
+    """NCCL on sockets instead of IB, NCCL warnings, and what NCCL said of its net and GPUDirect RDMA."""
     findings = [
         Finding(severity="error", code="nccl-error", message=error, node=expect.node)
         for error in log.errors[:20]
     ]
+    findings += _nccl_net_facts(log, expect)
     if log.transport == "Socket" and expect.link_layer != "Ethernet":
         findings.append(
             Finding(
@@ -226,6 +227,57 @@ def nccl_log_rules(log: NcclLog, expect: Expectation) -> list[Finding]:
                 message=f"NCCL used TCP sockets ({', '.join(log.socket_interfaces)}), not InfiniBand verbs",
                 advice="Pass /dev/infiniband and IPC_LOCK to the container and install libibverbs there; "
                 "sockets are often 4-5x slower (horovod#288).",
+                node=expect.node,
+            )
+        )
+    return findings
+
+
+# The link layer NCCL lists an HCA with, as ibstat names it.
+_NCCL_LINK_LAYER = {"IB": "InfiniBand", "RoCE": "Ethernet"}
+
+
+def _nccl_net_facts(log: NcclLog, expect: Expectation) -> list[Finding]:
+    """An info with the net, plugins, link layers and DMA-BUF; GDR disabled per HCA; a link layer mismatch."""
+    facts = [
+        f"transport NET/{log.transport}"
+        + (" (named only in WARN lines)" if log.transport_from_errors else "")
+        if log.transport
+        else "",
+        f"network {log.network}" if log.network else "",
+        f"net plugin {log.net_plugin}" if log.net_plugin else "",
+        f"collnet plugin {log.collnet_plugin}" if log.collnet_plugin else "",
+        ", ".join(f"{port}/{layer}" for port, layer in log.link_layers.items()),
+        f"SHARP on {len(log.sharp_hcas)} HCA(s)" if log.sharp_hcas else "",
+        f"DMA-BUF available on GPU {', '.join(map(str, log.dmabuf_gpus))}" if log.dmabuf_gpus else "",
+        f"{log.gdr_channels} of {log.net_channels} network channels GDRDMA" if log.net_channels else "",
+    ]
+    findings = []
+    if said := [fact for fact in facts if fact]:
+        findings.append(Finding(severity="info", code="nccl-net", message="; ".join(said), node=expect.node))
+    if log.gdr_disabled:
+        named = ", ".join(
+            f"{hca} ({reason or 'no reason given'})" for hca, reason in log.gdr_disabled.items()
+        )
+        findings.append(
+            Finding(
+                severity="warning",
+                code="nccl-gdr-disabled",
+                message=f"NCCL disabled GPUDirect RDMA for {named}",
+                advice="'no module': load nvidia_peermem (it needs MLNX_OFED/DOCA-OFED's ib_core), or use "
+                "DMA-BUF (NCCL 2.13+, Linux 5.12+, open GPU kernel modules).",
+                node=expect.node,
+            )
+        )
+    wrong = [f"{p}/{layer}" for p, layer in log.link_layers.items() if expect.link_layer
+             and _NCCL_LINK_LAYER[layer] != expect.link_layer]  # fmt: skip
+    if wrong:
+        findings.append(
+            Finding(
+                severity="warning",
+                code="nccl-link-layer-mismatch",
+                message=f"NCCL listed {', '.join(wrong)}, the expected link layer is {expect.link_layer}",
+                advice="Set the fabric kind to the HCAs' link layer, or name the right HCAs (NCCL_IB_HCA).",
                 node=expect.node,
             )
         )
