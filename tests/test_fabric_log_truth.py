@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from fixtures import fixture_text
+from test_nccl_log_facts import DMABUF, IB_IN_WARN_ONLY, NO_MODULE, ROCE_GDR_OFF, SHARP
 
 from clusterctl.diagnostics.parsers.peermem import parse_peermem
 from clusterctl.diagnostics.rules_node import peermem_rules
@@ -20,11 +21,6 @@ from clusterctl.workloads import get_workload
 
 ROOT = Path(__file__).resolve().parents[1]
 A100_GDR = fixture_text("nccl_logs/nccl-issue707-a100-channels-net-ib-gdrdma-partial.txt")
-DMABUF = fixture_text("nccl_logs/nccl-tests-issue245-a10g-ofi-plugin-dmabuf-available-gdr-disabled.txt")
-NO_MODULE = fixture_text("nccl_logs/nccl-issue899-gdr-disabled-no-module-2-hosts-net-ib-partial.txt")
-ROCE_GDR_OFF = fixture_text("nccl_logs/nccl-issue1537-2x-roce-gdr-disabled-per-hca-peermem-loaded.txt")
-SHARP = fixture_text("nccl_logs/nccl-issue1357-h100-4x-ib-sharp-ibext-rdma-plugin-v6-partial.txt")
-IB_IN_WARN_ONLY = fixture_text("nccl_errors/nccl-issue1405-net-ib-status12-vendor-err-129-roce.txt")
 NO_PEERMEM = parse_peermem(fixture_text("peermem/vm-no-peermem-ls-d-stderr-gdr-cc-paths.txt"))
 
 

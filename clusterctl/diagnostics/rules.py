@@ -18,7 +18,7 @@ from clusterctl.diagnostics.parsers.horovod_synthetic import HorovodSynthetic
 from clusterctl.diagnostics.parsers.ibstat import IbStat
 from clusterctl.diagnostics.parsers.ibv_devinfo import IbvDevinfo
 from clusterctl.diagnostics.parsers.mpi_error import MpiError
-from clusterctl.diagnostics.parsers.nccl_log import NcclLog
+from clusterctl.diagnostics.parsers.nccl_log import GDR_DISABLED_ADVICE, NcclLog, gdr_disabled_in_words
 from clusterctl.diagnostics.parsers.nccl_tests import NcclTests
 from clusterctl.diagnostics.parsers.nvidia_smi_topo import NvidiaSmiTopo, path_rank
 from clusterctl.diagnostics.parsers.ofed_info import OfedInfo
@@ -256,16 +256,12 @@ def _nccl_net_facts(log: NcclLog, expect: Expectation) -> list[Finding]:
     if said := [fact for fact in facts if fact]:
         findings.append(Finding(severity="info", code="nccl-net", message="; ".join(said), node=expect.node))
     if log.gdr_disabled:
-        named = ", ".join(
-            f"{hca} ({reason or 'no reason given'})" for hca, reason in log.gdr_disabled.items()
-        )
         findings.append(
             Finding(
                 severity="warning",
                 code="nccl-gdr-disabled",
-                message=f"NCCL disabled GPUDirect RDMA for {named}",
-                advice="'no module': load nvidia_peermem (it needs MLNX_OFED/DOCA-OFED's ib_core), or use "
-                "DMA-BUF (NCCL 2.13+, Linux 5.12+, open GPU kernel modules).",
+                message=f"NCCL disabled GPUDirect RDMA for {gdr_disabled_in_words(log.gdr_disabled)}",
+                advice=GDR_DISABLED_ADVICE,
                 node=expect.node,
             )
         )

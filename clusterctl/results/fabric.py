@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, Field
 
-from clusterctl.diagnostics.parsers.nccl_log import parse_nccl_log
+from clusterctl.diagnostics.parsers.nccl_log import GDR_DISABLED_ADVICE, gdr_disabled_in_words, parse_nccl_log
 from clusterctl.findings import Finding
 
 CPU_TRANSPORT = "none (CPU run, no NCCL)"
@@ -219,17 +219,13 @@ def _log_gdr_findings(proof: FabricProof) -> list[Finding]:
             )
         )
     if proof.gdr_disabled:
-        named = ", ".join(
-            f"{hca} ({reason or 'no reason given'})" for hca, reason in proof.gdr_disabled.items()
-        )
         findings.append(
             Finding(
                 # Channels that did use GDRDMA went through other HCAs: the log says so, no harm shown.
                 severity="info" if proof.gdr_channels else "warning",
                 code="gdr-disabled-hca",
-                message=f"NCCL disabled GPUDirect RDMA for {named}",
-                advice="'no module': load nvidia_peermem (MLNX_OFED/DOCA-OFED ib_core) or use DMA-BUF (NCCL 2.13+, "
-                "Linux 5.12+, open GPU kernel modules); `clusterctl check topology` probes both",
+                message=f"NCCL disabled GPUDirect RDMA for {gdr_disabled_in_words(proof.gdr_disabled)}",
+                advice=GDR_DISABLED_ADVICE,
             )
         )
     return findings

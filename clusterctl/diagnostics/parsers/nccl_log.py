@@ -150,6 +150,18 @@ def parse_nccl_log(text: str) -> NcclLog:
     return result
 
 
+def gdr_disabled_in_words(gdr_disabled: dict[str, str]) -> str:
+    """``{"mlx5_1": "no module", "mlx5_0": ""}`` as "mlx5_1 (no module), mlx5_0 (no reason given)"."""
+    return ", ".join(f"{hca} ({reason or 'no reason given'})" for hca, reason in gdr_disabled.items())
+
+
+# What to do about an HCA NCCL disabled GPUDirect RDMA on; the run judge and inspect both say it.
+GDR_DISABLED_ADVICE = (
+    "'no module': load nvidia_peermem (it needs MLNX_OFED/DOCA-OFED's ib_core, not the inbox stack), or "
+    "use DMA-BUF (NCCL 2.13+, Linux 5.12+, open GPU kernel modules); `clusterctl check topology` probes both"
+)
+
+
 def _transport_in_errors(warnings: list[str]) -> str | None:
     """The transport the WARN lines name (IB before Socket), or None."""
     named = {m.group(1) for w in warnings for m in _WARN_TRANSPORT.finditer(w)}
