@@ -36,10 +36,10 @@ _NET_PLUGIN = re.compile(r"Loaded (net|collnet) plugin (\S.*)")
 _PLUGIN_VERSION = re.compile(r"\s*\(v\d+\)$")
 _PLUGIN_ENV = re.compile(r"NCCL_NET_PLUGIN set by environment to (\S+)")
 _DMABUF = re.compile(r"DMA-BUF is available on GPU device (\d+)")
-# net_ib.cc / the plugin's p2p_plugin.c: "(DMABUF) enabled", "(nvidia-peermem) enabled", "Disabled ... (no module)";
+# net_ib.cc / the plugin's p2p_plugin.c (its net named "IB" or "NCCL RDMA Plugin v10"): "(DMABUF) enabled", "(nvidia-peermem) enabled", "Disabled ... (no module)";
 # the format of the enabled lines lacks the closing quote.
 _GDR_HCA = re.compile(
-    r"^NET/(?!Socket)(\S+?)\s*:\s*GPU Direct RDMA (?:\(([\w-]+)\) )?(enabled?|disabled)\s+for HCA \d+ "
+    r"^NET/(?!Socket)([^:]*):\s*GPU Direct RDMA (?:\(([\w-]+)\) )?(enabled?|disabled)\s+for HCA \d+ "
     r"'([^'\s]+)'?(?:\s*\(([^)]*)\))?",
     re.I,
 )
