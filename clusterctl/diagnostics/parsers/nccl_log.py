@@ -33,11 +33,11 @@ _HCA = re.compile(r"\[(\d+)\]([\w.-]+:\d+)((?:/\w+)*)")
 # Greedy to the line's end, the version suffix "(v6)" cut after: no backtracking on long lines.
 _NETWORK = re.compile(r"^Using network (\S.*)")
 _NET_PLUGIN = re.compile(r"Loaded (net|collnet) plugin (\S.*)")
-_PLUGIN_VERSION = re.compile(r"\s*\(v\d+\)$")
+_PLUGIN_VERSION = re.compile(r"\(v\d+\)$")
 _PLUGIN_ENV = re.compile(r"NCCL_NET_PLUGIN set by environment to (\S+)")
 _DMABUF = re.compile(r"DMA-BUF is available on GPU device (\d+)")
-# net_ib.cc / the plugin's p2p_plugin.c (its net named "IB" or "NCCL RDMA Plugin v10"): "(DMABUF) enabled", "(nvidia-peermem) enabled", "Disabled ... (no module)";
-# the format of the enabled lines lacks the closing quote.
+# net_ib.cc / the plugin's p2p_plugin.c (its net named "IB" or "NCCL RDMA Plugin v10"): "(DMABUF)
+# enabled", "(nvidia-peermem) enabled", "Disabled ... (no module)"; the enabled lines lack the closing quote.
 _GDR_HCA = re.compile(
     r"^NET/(?!Socket)([^:]*):\s*GPU Direct RDMA (?:\(([\w-]+)\) )?(enabled?|disabled)\s+for HCA \d+ "
     r"'([^'\s]+)'?(?:\s*\(([^)]*)\))?",
@@ -204,7 +204,7 @@ def _read_plugin_and_gdr(result: NcclLog, message: str) -> None:
     if m := _NETWORK.match(message):
         result.network = m.group(1).strip()
     elif m := _NET_PLUGIN.search(message):
-        name = _PLUGIN_VERSION.sub("", m.group(2).rstrip())
+        name = _PLUGIN_VERSION.sub("", m.group(2).rstrip()).rstrip()
         if m.group(1) == "net":
             result.net_plugin = name
         else:
