@@ -126,3 +126,10 @@ def test_a_transport_named_only_in_warn_lines_is_the_runs_transport() -> None:
     proof = prove_fabric(IB_IN_WARN_ONLY, fabric_kind="roce", gpu=True, nodes=2)
     assert proof.transport == "NET/IB (named only in WARN lines)"
     assert "fabric-unproven" not in [f.code for f in fabric_findings(proof)]
+
+
+def test_an_unreadable_snapshot_is_said_in_the_runs_findings() -> None:
+    proof = prove_fabric(A100_GDR, fabric_kind="infiniband", gpu=True, nodes=2)
+    unreadable = Finding(severity="warning", code="snapshot-unreadable", message="no bundle")
+    other = Finding(severity="error", code="pcie-acs-enabled", message="not the run's concern")
+    assert settle_snapshot([unreadable, other], proof) == [unreadable]

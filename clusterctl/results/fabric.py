@@ -240,7 +240,8 @@ def settle_snapshot(snapshot: Sequence[Finding], proof: FabricProof) -> list[Fin
     counters), not by the snapshot.
 
     Args:
-        snapshot: findings of the run's topology snapshot (``peermem-missing`` ones are read).
+        snapshot: findings of the run's topology snapshot (``peermem-missing`` ones are read;
+            ``snapshot-unreadable`` is passed on as it is).
         proof: the run's fabric proof.
     """
     settled_by = []
@@ -250,6 +251,8 @@ def settle_snapshot(snapshot: Sequence[Finding], proof: FabricProof) -> list[Fin
         settled_by.append("NCCL said DMA-BUF is available, so it needs no peer-memory module")
     findings = []
     for finding in snapshot:
+        if finding.code == "snapshot-unreadable":  # the run should say its snapshot could not be judged
+            findings.append(finding)
         if finding.code != "peermem-missing":
             continue
         if settled_by:
