@@ -22,6 +22,7 @@ from clusterctl.workloads import get_workload
 from clusterctl.workloads.nccl_tests import LARGE_BUSBW
 
 if TYPE_CHECKING:
+    from clusterctl.results.counters import CounterReader
     from clusterctl.runner import Executor
 
 
@@ -67,9 +68,11 @@ def run_preflight(
     on_line: Callable[[str], None],
     on_record: Callable[[RunRecord, Path], None],
     execute: Executor,
+    read_counters: CounterReader | None,
 ) -> RunRecord:
     """Run ``plan``'s collective benchmark once with ``execute`` (the model run's launcher), record it,
-    and refuse when ``refusal`` says so.
+    and refuse when ``refusal`` says so. ``read_counters`` as ``run_benchmark``'s (None: the launcher
+    reads them itself).
 
     Returns:
         The collective run's record.
@@ -78,7 +81,6 @@ def run_preflight(
         PreflightRefused: the collective failed or its bus bandwidth is below the inventory's minimum.
     """
     # Imported on use: the runner reaches the hosts (docker, SSH).
-    from clusterctl.results.counter_reading import read_fabric_counters
     from clusterctl.runner import run_benchmark
 
     check = preflight_plan(inventory, plan)
@@ -92,7 +94,7 @@ def run_preflight(
         on_line=on_line,
         on_record=on_record,
         execute=execute,
-        read_counters=read_fabric_counters,
+        read_counters=read_counters,
     )
     reason = refusal(record, inventory.preflight.min_bus_bandwidth_gb_s)
     if reason:

@@ -4,7 +4,8 @@
 becomes an executor through ``launcher_executor`` (``clusterctl.launchers``);
 ``run_benchmark`` repeats it, judges every run (pure), writes each run directory and history row.
 ``run_plans`` is what `clusterctl run` does: per plan, a topology snapshot of its nodes, then the
-runs, each between two readings of the nodes' fabric counters; ``run_sweep`` is what
+runs, each between two readings of the nodes' fabric counters (a launcher that observes the nodes
+it got, slurm's, takes both itself, inside the allocation); ``run_sweep`` is what
 `clusterctl sweep` does: ``run_plans``, then the report of the history.
 """
 
@@ -85,12 +86,16 @@ def run_benchmark(
     """Run ``plan`` ``repeats`` times; judge, write a run directory and a history row for each.
 
     With ``read_counters``, the run's nodes' fabric counters are read right before and right after
-    each run, and the record carries the bytes each node moved (the proof by counters).
+    each run, and the record carries the bytes each node moved (the proof by counters). Counters the
+    execution read itself (``ExecResult.counters``, from inside a Slurm allocation) are judged
+    instead, and its snapshots (``ExecResult.bundles``) replace ``topology_dir``, in the run
+    directory and as the snapshot the run's findings are judged with.
 
     Returns:
         One (record, run directory) per repeat, in order.
     """
-    from clusterctl.diagnostics.check import snapshot_findings  # imported on use: it pulls the collectors
+    # Imported on use: it pulls the collectors.
+    from clusterctl.diagnostics.check import bundle_findings, snapshot_findings
 
     snapshot = snapshot_findings(inventory, topology_dir) if topology_dir is not None else []
     done = []
@@ -100,6 +105,7 @@ def run_benchmark(
         before = read_counters(inventory, nodes) if read_counters else None
         result = execute(inventory, plan, timeout_s=timeout_s, on_line=on_line)
         after = read_counters(inventory, nodes) if read_counters else None
+        read = (before, after) if before is not None and after is not None else None
         record = judge_run(
             inventory,
             plan,
@@ -108,10 +114,22 @@ def run_benchmark(
             result.exit_code,
             run_id=new_run_id(workload.name, len(plan.hosts), started),
             started_at=started,
-            counters=(before, after) if before is not None and after is not None else None,
-            snapshot=snapshot,
+            counters=result.counters or read,
+            snapshot=bundle_findings(inventory, result.bundles["topology"])
+            if "topology" in result.bundles
+            else snapshot,
+            launcher=result.launcher,
         )
-        directory = write_run_dir(runs_dir, inventory, plan, result.output, record, topology_dir)
+        directory = write_run_dir(
+            runs_dir,
+            inventory,
+            plan,
+            result.output,
+            record,
+            topology_dir,
+            command=result.command,
+            bundles=result.bundles,
+        )
         add_run(history_path(runs_dir), record, directory)
         on_record(record, directory)
         done.append((record, directory))
@@ -139,6 +157,8 @@ def run_plans(
 
     The snapshot (``check topology``'s bundle, taken right before the runs) goes into every run
     directory of that plan, so a result can be read against the hosts' state when it was measured.
+    A launcher that observes the nodes it got (slurm) takes the snapshots and counters itself, on
+    those nodes: nothing is read over SSH on the inventory's.
 
     Returns:
         One (record, run directory) per run, in order.
@@ -154,7 +174,9 @@ def run_plans(
     from clusterctl.results.counter_reading import read_fabric_counters
     from clusterctl.workloads import get_workload
 
-    execute = launcher_executor(get_launcher(inventory, launcher))
+    chosen = get_launcher(inventory, launcher)
+    execute = launcher_executor(chosen)
+    read_counters = None if chosen.observes_nodes else read_fabric_counters
     if preflight:  # every collective's plan is valid before anything runs
         for plan in plans:
             preflight_plan(inventory, plan)
@@ -169,9 +191,11 @@ def run_plans(
                 on_line=on_line,
                 on_record=on_record,
                 execute=execute,
+                read_counters=read_counters,
             )
         with tempfile.TemporaryDirectory(prefix="clusterctl-topology-") as snapshot:
-            collect_bundle(inventory, [inventory.node(h.node) for h in plan.hosts], Path(snapshot))
+            if not chosen.observes_nodes:
+                collect_bundle(inventory, [inventory.node(h.node) for h in plan.hosts], Path(snapshot))
             done += run_benchmark(
                 inventory,
                 plan,
@@ -180,10 +204,10 @@ def run_plans(
                 timeout_s=timeout_s,
                 runs_dir=runs_dir,
                 on_line=on_line,
-                topology_dir=Path(snapshot),
+                topology_dir=None if chosen.observes_nodes else Path(snapshot),
                 execute=execute,
                 on_record=on_record,
-                read_counters=read_fabric_counters,
+                read_counters=read_counters,
             )
     return done
 

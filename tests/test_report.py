@@ -142,3 +142,20 @@ def test_the_report_shows_the_bytes_each_node_moved_and_the_rail_balance() -> No
     assert row.fabric_gb_per_node == pytest.approx(2.0 * 1.8)  # median run: 2 GB + 1.6 GB sent per node
     assert row.rail_balance == 0.8  # the worst valid run; the invalid one does not count
     assert "fabric_gb_per_node" in report_csv([row]).splitlines()[0]
+
+
+def test_ssh_and_slurm_runs_of_one_configuration_are_rows_side_by_side() -> None:
+    slurm = [
+        record("s1", 8, 4000.0).model_copy(update={"launcher": "slurm"}),
+        record("s2", 8, 4200.0).model_copy(update={"launcher": "slurm"}),
+    ]
+    rows = build_report([*PAPER, *slurm], load_references())
+    assert [(r.devices, r.launcher) for r in rows] == [(1, "ssh"), (4, "ssh"), (8, "ssh"), (8, "slurm")]
+    ssh8, slurm8 = rows[2], rows[3]
+    assert (ssh8.runs, ssh8.median) == (1, 4419.71)
+    assert (slurm8.runs, slurm8.median) == (2, 4100.0)
+    # no 1-device run through slurm: its speedup is against the configuration's 1-device median
+    assert slurm8.speedup == pytest.approx(4100.0 / 640)
+    lines = list(csv.DictReader(io.StringIO(report_csv(rows))))
+    assert [line["launcher"] for line in lines] == ["ssh", "ssh", "ssh", "slurm"]
+    assert build_report(slurm, [])[0].model_dump(mode="json")["launcher"] == "slurm"  # report --json

@@ -84,20 +84,25 @@ def test_plan_sweep_gives_one_launch_plan_per_setting_and_device_count(inventory
     ]
 
 
+@pytest.mark.parametrize("taken_by", ["runner", "launch"])
 def test_the_runs_topology_snapshot_is_judged_and_settled_by_its_log(
-    inventory: Inventory, tmp_path: Path
+    inventory: Inventory, tmp_path: Path, taken_by: str
 ) -> None:
     """A snapshot whose c4140-1 has no peer-memory module, a run whose NCCL log shows GDRDMA channels:
-    the run's findings say the log settled it, and the snapshot is kept in the run directory."""
+    the run's findings say the log settled it, and the snapshot is kept in the run directory. The
+    same whether the runner took the snapshot (ssh) or the launch did, inside its allocation (slurm)."""
     from fixtures import fixture_text
     from test_diag_collect import FIXTURE_NODE, _bundle
 
     from clusterctl.diagnostics.bundle import write_bundle
 
-    snapshot = write_bundle(tmp_path / "snapshot", {"c4140-1": _bundle("c4140-1", FIXTURE_NODE)})
+    node_bundle = {"c4140-1": _bundle("c4140-1", FIXTURE_NODE)}
+    snapshot = write_bundle(tmp_path / "snapshot", node_bundle) if taken_by == "runner" else None
     log = fixture_text("nccl_logs/nccl-issue707-a100-channels-net-ib-gdrdma-partial.txt")
 
     def gdr_exec(inventory: Inventory, plan: LaunchPlan, *, timeout_s: float, on_line) -> ExecResult:
+        if taken_by == "launch":
+            return ExecResult(0, log, bundles={"topology": node_bundle})
         return ExecResult(0, log)
 
     plan = plan_run(inventory, WORKLOAD, nodes=2, steps=5)

@@ -9,10 +9,12 @@ import pytest
 from fixtures import fixture_text
 
 from clusterctl.hosts.ssh import CommandResult
-from clusterctl.inventory import SlurmSpec
+from clusterctl.inventory import FabricSpec, SlurmSpec
 from clusterctl.launchers import slurm as slurm_launcher
 from clusterctl.launchers.slurm import SlurmLaunch, login_node
 from clusterctl.slurm.script import BatchJob
+
+ETHERNET = FabricSpec(kind="ethernet", interface="eth0")
 
 
 @dataclass
@@ -23,12 +25,15 @@ class LoginNode:
     chunks: list[str]
     calls: list[list[str]] = field(default_factory=list)
     cancelled: bool = False
+    files: str = ""  # what the job directory's snapshot files print
 
     def run(self, conn: object, node: object, argv: list[str], *, timeout_s: float) -> CommandResult:
         self.calls.append(argv)
         out = ""
         if argv[0] == "scontrol":
             out = self.states.pop(0) if len(self.states) > 1 else self.states[0]
+        elif argv[0] == "sh" and "snapshots" in argv:  # the job's snapshot files
+            out = self.files
         elif argv[0] == "sh":  # the read of the output file from an offset
             out = self.chunks.pop(0) if self.chunks else ""
         elif argv[0] == "scancel":
@@ -49,8 +54,8 @@ def _launch(login: LoginNode, monkeypatch: pytest.MonkeyPatch, **spec: object) -
     slurm = SlurmSpec.model_validate(
         {"login": {"address": "10.0.0.1"}, "run_dir": "/shared", "runtime": "none", **spec}
     )
-    job = BatchJob(script="", directory="/shared/j", output="/shared/j/output.log")
-    return SlurmLaunch(slurm, login_node(slurm), Closed(), job, "8")  # type: ignore[arg-type]
+    job = BatchJob(script="#!/bin/bash\n", directory="/shared/j", output="/shared/j/output.log")
+    return SlurmLaunch(slurm, login_node(slurm), Closed(), job, "8", ETHERNET)  # type: ignore[arg-type]
 
 
 def _text(name: str) -> str:
@@ -69,7 +74,7 @@ def test_output_is_streamed_by_whole_lines_and_the_final_state_is_the_exit_code(
     assert launch.follow(seen.append, deadline=float("inf")) == 3
     assert seen[1:3] == ["0: hello", "1: rank 1 exits 3"]
     assert seen[-1] == "clusterctl: slurm job 8 FAILED (reason NonZeroExitCode, ExitCode 3:0)"
-    assert "1: rank 1 exits 3" in launch.collect()
+    assert "1: rank 1 exits 3" in launch.collect().output
 
 
 def test_a_job_pending_past_its_limit_is_cancelled_with_its_reason(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -91,3 +96,29 @@ def test_the_deadline_stops_following_and_cancel_waits_for_the_queue(monkeypatch
     assert login.cancelled and login.calls[-1][0] == "squeue"
     launch.cancel()  # a second cancel does nothing
     assert login.calls.count(["scancel", "8"]) == 1
+
+
+def _framed_snapshot(name: str, counters: str) -> str:
+    """A snapshot file as job_files_command prints it: the counters section as the collection frames it."""
+    mark = "@@clusterctl-collect@@"
+    return f"\n@@clusterctl-file@@ {name}\n\n{mark} begin fabric-counters\n{counters}\n{mark} exit 0\n\n{mark} end\n"
+
+
+def test_collect_hands_over_the_script_and_the_counters_read_in_the_allocation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    counters = fixture_text("net_statistics/eth0-and-missing-interface-grep.txt")
+    login = LoginNode(
+        states=[_text("sandbox_scontrol_o_failed_3.out")],
+        chunks=[],
+        files=_framed_snapshot("topology-before-c7.txt", counters)
+        + _framed_snapshot("topology-after-c7.txt", counters),
+    )
+    launch = _launch(login, monkeypatch)
+    launch.follow(lambda line: None, deadline=float("inf"))
+    got = launch.collect()
+    assert got.command == "#!/bin/bash\n"
+    assert got.counters is not None
+    before, after = got.counters
+    assert set(before) == set(after) == {"c7"} and after["c7"].ports["eth0"].tx == 5770551
+    assert set(got.bundles) == {"topology", "topology-after"}

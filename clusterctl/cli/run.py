@@ -275,7 +275,10 @@ class _Column:
 
 
 _COLUMNS: tuple[_Column, ...] = (
-    _Column("workload", lambda r: r.config.workload, None),
+    # The launcher beside the workload, so that an ssh row and its slurm twin never read as duplicates.
+    _Column(
+        "workload", lambda r: r.config.workload + ("" if r.launcher == "ssh" else f" via {r.launcher}"), None
+    ),
     _Column("model", lambda r: r.config.model, 8),
     _Column("framework", lambda r: r.config.framework, 6),
     _Column("precision", lambda r: r.config.precision, 2),

@@ -3,9 +3,10 @@ earlier) and judge it against the inventory. The one library call behind the com
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
-from clusterctl.diagnostics.bundle import read_bundle_of
+from clusterctl.diagnostics.bundle import NodeBundle, read_bundle_of
 from clusterctl.diagnostics.collect import collect_bundle
 from clusterctl.diagnostics.rules_cluster import TopologyReport, judge_bundle
 from clusterctl.errors import InputError
@@ -41,5 +42,10 @@ def snapshot_findings(inventory: Inventory, directory: Path) -> list[Finding]:
         bundles = read_bundle_of(directory, inventory)
     except InputError as error:
         return [Finding(severity="warning", code="snapshot-unreadable", message=str(error))]
+    return bundle_findings(inventory, bundles)
+
+
+def bundle_findings(inventory: Inventory, bundles: Mapping[str, NodeBundle]) -> list[Finding]:
+    """The findings of a snapshot already read (a Slurm job's, say), for the nodes it holds."""
     report = judge_bundle(bundles, inventory)
     return [f for name in bundles if name in report.nodes for f in report.nodes[name].findings]

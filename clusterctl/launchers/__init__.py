@@ -12,13 +12,15 @@ whole output. Two launchers exist:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from clusterctl.errors import InputError
 
 if TYPE_CHECKING:
+    from clusterctl.diagnostics.bundle import NodeBundle
+    from clusterctl.diagnostics.parsers.fabric_counters import NodeCounters
     from clusterctl.inventory import Inventory
     from clusterctl.launch import LaunchPlan
 
@@ -28,13 +30,40 @@ LAUNCHERS: tuple[LauncherName, ...] = ("ssh", "slurm")
 TIMEOUT_EXIT_CODE = 124
 
 
+CounterReadings = tuple[dict[str, "NodeCounters"], dict[str, "NodeCounters"]]
+"""The fabric counters of the run's nodes before and after it, by node name."""
+
+
+@dataclass(frozen=True)
+class Collected:
+    """What a launch leaves once it has ended: its output, what ran, and what it saw of its nodes.
+
+    ``counters`` and ``bundles`` come from launchers that observe the nodes the run really ran on
+    (``Launcher.observes_nodes``): the fabric counters read there before and after the run, and
+    their topology snapshots, by the run directory's folder name (``topology``: before the run).
+    """
+
+    output: str
+    command: str
+    counters: CounterReadings | None = None
+    bundles: Mapping[str, Mapping[str, NodeBundle]] = field(default_factory=dict)
+
+
 @dataclass(frozen=True)
 class ExecResult:
-    """What one execution of a plan left: its exit code and its whole output (every rank, tagged)."""
+    """What one execution of a plan left: its exit code and its whole output (every rank, tagged).
+
+    ``launcher`` started it; ``command`` is what ran (the mpirun command or the batch script), None
+    when the executor does not say; ``counters`` and ``bundles`` as in ``Collected``.
+    """
 
     exit_code: int
     output: str
     timed_out: bool = False
+    launcher: LauncherName = "ssh"
+    command: str | None = None
+    counters: CounterReadings | None = None
+    bundles: Mapping[str, Mapping[str, NodeBundle]] = field(default_factory=dict)
 
 
 class Launch(Protocol):
@@ -48,8 +77,8 @@ class Launch(Protocol):
         """Stop the run and wait (bounded) until nothing of it is left running."""
         ...
 
-    def collect(self) -> str:
-        """The run's whole output, as its parsers read it."""
+    def collect(self) -> Collected:
+        """The run's whole output, as its parsers read it, and what the launch saw of its nodes."""
         ...
 
 
@@ -57,6 +86,9 @@ class Launcher(Protocol):
     """Starts launch plans on a cluster."""
 
     name: LauncherName
+    # True: the launch reads the fabric counters and topology of the nodes the run got itself (a
+    # scheduler picks them); False: the caller reads them on the plan's nodes over SSH.
+    observes_nodes: bool
 
     def start(self, inventory: Inventory, plan: LaunchPlan) -> Launch:
         """Start ``plan`` and return the running launch."""
@@ -88,8 +120,16 @@ def run_launch(
         raise
     if code is None:
         launch.cancel()
-        return ExecResult(TIMEOUT_EXIT_CODE, launch.collect(), timed_out=True)
-    return ExecResult(code, launch.collect())
+    got = launch.collect()
+    return ExecResult(
+        TIMEOUT_EXIT_CODE if code is None else code,
+        got.output,
+        timed_out=code is None,
+        launcher=launcher.name,
+        command=got.command,
+        counters=got.counters,
+        bundles=got.bundles,
+    )
 
 
 def get_launcher(inventory: Inventory, name: str | None) -> Launcher:

@@ -4,7 +4,11 @@ cancel and collect over SSH (the login node's host key verified like any node's)
 The job's output file is read from the login node as it grows (the run directory is on storage the
 batch host shares with it). Polls back off from ``POLL_FIRST_S`` to ``POLL_MAX_S``; a job PENDING
 past ``slurm.pending_limit_s`` is cancelled with its reason. ``cancel`` runs ``scancel`` and waits,
-bounded, until the job has left ``squeue`` (its Epilog has run by then).
+bounded, until the job has left ``squeue`` (its Epilog has run by then). ``collect`` reads back
+the snapshots the job took on the nodes it got, before and after the run
+(``clusterctl.slurm.snapshots``): the run directory's topology and the fabric counters the proof by
+counters judges, from inside the allocation (``observes_nodes``), never read over SSH on the
+inventory's nodes.
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ import fabric
 from clusterctl.errors import ConnectError, InputError, RunFailed
 from clusterctl.hosts.sftp import write_file
 from clusterctl.hosts.ssh import CommandResult, connect, run
-from clusterctl.inventory import Inventory, Node, SlurmSpec
+from clusterctl.inventory import FabricSpec, Inventory, Node, SlurmSpec
 from clusterctl.launch import LaunchPlan
+from clusterctl.launchers import Collected
 from clusterctl.slurm.jobs import (
     JobStatus,
     job_outcome,
@@ -32,6 +37,7 @@ from clusterctl.slurm.jobs import (
     parse_squeue,
 )
 from clusterctl.slurm.script import BatchJob, plan_batch, slurm_block
+from clusterctl.slurm.snapshots import job_files_command, read_job_snapshots, split_job_files
 
 POLL_FIRST_S = 1.0
 POLL_MAX_S = 10.0
@@ -55,6 +61,7 @@ class SlurmLaunch:
     conn: fabric.Connection
     job: BatchJob
     job_id: str
+    fabric: FabricSpec
     lines: list[str] = field(default_factory=list)
     _offset: int = 0
     _partial: bytes = b""
@@ -161,16 +168,33 @@ class SlurmLaunch:
         finally:
             self.conn.close()
 
-    def collect(self) -> str:
-        """Every line of the job's output file, then the launcher's own lines; closes the connection."""
-        self.conn.close()
-        return "\n".join(self.lines) + "\n"
+    def collect(self) -> Collected:
+        """Every line of the job's output file and the launcher's own lines, the batch script, and the
+        job's snapshots of its nodes (bundles, counters); closes the connection."""
+        try:
+            printed = self._run(job_files_command(self.job.directory))
+        except ConnectError as exc:
+            self._emit(
+                f"clusterctl: could not read slurm job {self.job_id}'s snapshots: {exc}", self._on_line
+            )
+            printed = None
+        finally:
+            self.conn.close()
+        files = split_job_files(printed.stdout) if printed is not None and printed.ok else {}
+        snapshots = read_job_snapshots(files, self.fabric, datetime.now(UTC).isoformat(timespec="seconds"))
+        return Collected(
+            "\n".join(self.lines) + "\n",
+            self.job.script,
+            counters=snapshots.counters,
+            bundles=snapshots.bundles,
+        )
 
 
 class SlurmLauncher:
     """sbatch + srun through the inventory's slurm block."""
 
     name = "slurm"
+    observes_nodes = True
 
     def describe(self, inventory: Inventory, plan: LaunchPlan) -> str:
         """The batch script ``start`` would submit (its directory name differs per run)."""
@@ -193,7 +217,7 @@ class SlurmLauncher:
         except BaseException:
             conn.close()
             raise
-        return SlurmLaunch(slurm, node, conn, job, job_id)
+        return SlurmLaunch(slurm, node, conn, job, job_id, inventory.primary.fabric)
 
 
 def _submit(conn: fabric.Connection, node: Node, slurm: SlurmSpec, job: BatchJob) -> str:

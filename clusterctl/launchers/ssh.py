@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from clusterctl.inventory import Inventory
 from clusterctl.launch import LaunchPlan
+from clusterctl.launchers import Collected
 
 
 @dataclass
@@ -53,15 +54,16 @@ class SshLaunch:
     def cancel(self) -> None:
         """Nothing to do: the exec killed mpirun's session before returning or re-raising."""
 
-    def collect(self) -> str:
-        """Every line mpirun printed (all ranks, tagged)."""
-        return "\n".join(self.lines) + "\n"
+    def collect(self) -> Collected:
+        """Every line mpirun printed (all ranks, tagged), and the mpirun command."""
+        return Collected("\n".join(self.lines) + "\n", self.plan.shell_command())
 
 
 class SshLauncher:
     """mpirun over SSH from the primary's container: the launcher of every inventory."""
 
     name = "ssh"
+    observes_nodes = False
 
     def start(self, inventory: Inventory, plan: LaunchPlan) -> SshLaunch:
         """The launch of ``plan``; mpirun starts when it is followed."""

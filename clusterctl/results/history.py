@@ -1,7 +1,9 @@
 """The run history: one SQLite row per run (``runs/history.sqlite``), the record kept as JSON.
 
 Columns repeat the fields people filter on; ``record`` holds the whole ``RunRecord`` so a report
-never needs the run directories.
+never needs the run directories. A history written before runs recorded their launcher gets the
+``launcher`` column on first use, ``ssh`` for its rows (the only launcher there was); their records
+read as ssh too (``RunRecord.launcher``'s default).
 """
 
 from __future__ import annotations
@@ -30,9 +32,14 @@ CREATE TABLE IF NOT EXISTS runs (
     metric TEXT NOT NULL,
     value REAL,
     run_dir TEXT NOT NULL,
-    record TEXT NOT NULL
+    record TEXT NOT NULL,
+    launcher TEXT NOT NULL DEFAULT 'ssh'
 )
 """
+_COLUMNS = (
+    "run_id, started_at, workload, model, framework, precision, batch_size, device, nodes, world_size, "
+    "valid, metric, value, run_dir, record, launcher"
+)
 
 
 def history_path(runs_dir: Path) -> Path:
@@ -40,14 +47,24 @@ def history_path(runs_dir: Path) -> Path:
     return runs_dir / HISTORY_FILE
 
 
+def _open(db: Path) -> sqlite3.Connection:
+    """A connection to ``db`` with the current schema (an older table gains its missing column)."""
+    conn = sqlite3.connect(db)
+    conn.execute(_SCHEMA)
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
+    if "launcher" not in columns:
+        with conn:
+            conn.execute("ALTER TABLE runs ADD COLUMN launcher TEXT NOT NULL DEFAULT 'ssh'")
+    return conn
+
+
 def add_run(db: Path, record: RunRecord, run_dir: Path) -> None:
     """Insert (or replace) the row for ``record``, whose files are in ``run_dir``."""
     db.parent.mkdir(parents=True, exist_ok=True)
     c = record.config
-    with closing(sqlite3.connect(db)) as conn, conn:
-        conn.execute(_SCHEMA)
+    with closing(_open(db)) as conn, conn:
         conn.execute(
-            "INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            f"INSERT OR REPLACE INTO runs ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 record.run_id,
                 record.started_at.isoformat(),
@@ -64,6 +81,7 @@ def add_run(db: Path, record: RunRecord, run_dir: Path) -> None:
                 record.value,
                 str(run_dir),
                 record.model_dump_json(),
+                record.launcher,
             ),
         )
 
@@ -72,7 +90,6 @@ def load_runs(db: Path) -> list[RunRecord]:
     """Every recorded run, oldest first; empty when there is no history yet."""
     if not db.is_file():
         return []
-    with closing(sqlite3.connect(db)) as conn:
-        conn.execute(_SCHEMA)
+    with closing(_open(db)) as conn:
         rows = conn.execute("SELECT record FROM runs ORDER BY started_at, run_id").fetchall()
     return [RunRecord.model_validate_json(row[0]) for row in rows]

@@ -38,7 +38,7 @@ def plot_report(rows: list[ReportRow], path: Path) -> Path:
     fig, axes = plt.subplots(1, len(groups), figsize=(6 * len(groups), 4.5), squeeze=False)
     for ax, group in zip(axes[0], groups.values(), strict=True):
         group.sort(key=lambda r: r.devices)
-        labels = [str(r.devices) for r in group]
+        labels = [str(r.devices) + ("" if r.launcher == "ssh" else f"\n{r.launcher}") for r in group]
         medians = [r.median or 0.0 for r in group]
         errors = [
             [(r.median or 0) - (r.minimum or 0) for r in group],

@@ -3,9 +3,10 @@
 A run directory (``runs/<UTC time>_<workload>_<nodes>n/``) is a contract:
 
 - ``spec.json``    the run options, the hosts and slots, the inventory file and image profile
-- ``command.txt``  the exact mpirun command, shell-quoted, as it was run
-- ``output.log``   the raw output of mpirun (every rank, tagged)
-- ``topology/``    the topology snapshot bundle, when the caller collected one
+- ``command.txt``  what was run: the exact mpirun command, shell-quoted, or the slurm batch script
+- ``output.log``   the raw output of mpirun or of the job (every rank, tagged)
+- ``topology/``    the topology snapshot bundle taken before the run, when one was (and a slurm
+  job's snapshot after it in ``topology-after/``)
 - ``result.json``  this module's ``RunRecord``: metrics, findings, fabric proof, validity
 
 ``result.json`` is derived from the other files: ``judge_run`` over ``output.log`` rebuilds it.
@@ -15,17 +16,19 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from clusterctl.diagnostics.bundle import NodeBundle, write_bundle
 from clusterctl.diagnostics.parsers.fabric_counters import NodeCounters
 from clusterctl.diagnostics.parsers.mpi_error import parse_mpi_error
 from clusterctl.findings import Finding
 from clusterctl.inventory import Inventory
 from clusterctl.launch import LaunchPlan
+from clusterctl.launchers import LauncherName
 from clusterctl.results.counters import (
     CounterProof,
     counter_findings,
@@ -62,6 +65,9 @@ class RunRecord(BaseModel):
     config: RunConfig
     nodes: int
     world_size: int
+    launcher: LauncherName = Field(
+        "ssh", description="What started the run: ssh (mpirun) or slurm (sbatch + srun); older records: ssh."
+    )
     exit_code: int
     primary_metric: str
     metrics: dict[str, Metric]
@@ -97,12 +103,14 @@ def judge_run(
     started_at: datetime,
     counters: tuple[dict[str, NodeCounters], dict[str, NodeCounters]] | None = None,
     snapshot: Sequence[Finding] = (),
+    launcher: LauncherName = "ssh",
 ) -> RunRecord:
     """Judge one run's raw output: its metrics, sanity findings and fabric proof. Pure.
 
     ``counters``: the nodes' fabric counters read before and after the run, when they were.
     ``snapshot``: the findings of the run's topology snapshot; its peer-memory ones join the run's
-    findings as the run's NCCL log settles them (``settle_snapshot``).
+    findings as the run's NCCL log settles them (``settle_snapshot``). ``launcher``: what started
+    the run.
     """
     s = plan.options.settings
     primary = inventory.primary
@@ -144,6 +152,7 @@ def judge_run(
         config=config,
         nodes=len(plan.hosts),
         world_size=plan.world_size,
+        launcher=launcher,
         exit_code=exit_code,
         primary_metric=workload.primary_metric,
         metrics=workload.metrics(output),
@@ -183,9 +192,14 @@ def write_run_dir(
     output: str,
     record: RunRecord,
     topology_dir: Path | None = None,
+    *,
+    command: str | None = None,
+    bundles: Mapping[str, Mapping[str, NodeBundle]] | None = None,
 ) -> Path:
     """Write the run directory for ``record`` under ``runs_dir`` and return its path.
 
+    ``command``: what ran (None: the plan's mpirun command); ``bundles``: snapshots the launch took,
+    by folder name (``topology``, ``topology-after``), written instead of copying ``topology_dir``.
     A second run in the same second gets a ``-2``, ``-3``... suffix; nothing is overwritten. The
     record's ``run_id`` is updated to the directory's name.
     """
@@ -209,10 +223,12 @@ def write_run_dir(
         "image": inventory.image.model_dump(mode="json"),
     }
     (directory / "spec.json").write_text(json.dumps(spec, indent=2) + "\n")
-    (directory / "command.txt").write_text(plan.shell_command() + "\n")
+    (directory / "command.txt").write_text((command or plan.shell_command()).rstrip("\n") + "\n")
     (directory / "output.log").write_text(output)
-    if topology_dir is not None:
+    if topology_dir is not None and not bundles:
         shutil.copytree(topology_dir, directory / "topology")
+    for folder, by_node in (bundles or {}).items():
+        write_bundle(directory / folder, by_node)
     (directory / RESULT_FILE).write_text(record.model_dump_json(indent=2) + "\n")
     return directory
 

@@ -1,8 +1,11 @@
-"""The report: per configuration and device count, median throughput, spread, speedup, efficiency.
+"""The report: per configuration, device count and launcher, median throughput, spread, speedup,
+efficiency.
 
 ``build_report`` is pure: records in, rows out (``report_of`` reads a history and calls it). Only valid runs count; invalid ones are counted separately so a report
 never silently mixes a socket-fallback run into an InfiniBand figure. Speedup is against the median
-of the 1-device runs of the same configuration; efficiency is speedup / devices.
+of the 1-device runs of the same configuration (through the same launcher when there are such runs,
+else through any); efficiency is speedup / devices. Runs through ssh and through slurm are separate
+rows, next to each other: the same benchmark started two ways.
 """
 
 from __future__ import annotations
@@ -26,10 +29,11 @@ COLLECTIVES = ("nccl-tests", "allreduce")
 
 
 class ReportRow(BaseModel):
-    """One configuration at one device count."""
+    """One configuration at one device count, started by one launcher."""
 
     config: RunConfig
     devices: int
+    launcher: str = Field(description="What started the runs: ssh or slurm.")
     nodes: list[int] = Field(description="Node counts seen among the runs.")
     runs: int = Field(description="Valid runs with a number.")
     invalid_runs: int
@@ -56,21 +60,32 @@ class ReportRow(BaseModel):
 
 
 def build_report(records: list[RunRecord], references: list[Reference]) -> list[ReportRow]:
-    """Group ``records`` by configuration and devices, and compare with matching ``references``."""
-    groups: dict[tuple[str, int], list[RunRecord]] = defaultdict(list)
+    """Group ``records`` by configuration, devices and launcher, and compare with matching ``references``."""
+    groups: dict[tuple[str, int, str], list[RunRecord]] = defaultdict(list)
     for record in records:
-        groups[(record.config.model_dump_json(), record.world_size)].append(record)
-    rows = [_row(group) for _, group in sorted(groups.items(), key=lambda kv: kv[0])]
-    baselines = {r.config.model_dump_json(): r.median for r in rows if r.devices == 1}
+        groups[(record.config.model_dump_json(), record.world_size, record.launcher)].append(record)
+    rows = [_row(groups[key]) for key in sorted(groups, key=_order)]
+    baselines: dict[tuple[str, str], float] = {}
+    for r in rows:
+        if r.devices == 1 and r.median is not None:
+            baselines[(r.config.model_dump_json(), r.launcher)] = r.median
+            baselines.setdefault((r.config.model_dump_json(), "any"), r.median)
     for row in rows:
-        base = baselines.get(row.config.model_dump_json())
+        config = row.config.model_dump_json()
+        base = baselines.get((config, row.launcher)) or baselines.get((config, "any"))
         if base and row.median is not None:
             row.speedup = row.median / base
             row.efficiency = row.speedup / row.devices
         if base and row.devices > 1:
-            row.predicted = _predict(row, base, groups[(row.config.model_dump_json(), row.devices)], records)
+            row.predicted = _predict(row, base, groups[(config, row.devices, row.launcher)], records)
         row.comparisons = _compare(row, references)
     return rows
+
+
+def _order(key: tuple[str, int, str]) -> tuple[str, int, bool, str]:
+    """Rows by configuration and devices, the ssh row first and its slurm twin right after it."""
+    config, devices, launcher = key
+    return config, devices, launcher != "ssh", launcher
 
 
 def _predict(
@@ -121,6 +136,7 @@ def _row(group: list[RunRecord]) -> ReportRow:
     return ReportRow(
         config=first.config,
         devices=first.world_size,
+        launcher=first.launcher,
         nodes=sorted({r.nodes for r in group}),
         runs=len(values),
         invalid_runs=sum(not r.valid for r in group),
@@ -161,6 +177,7 @@ CSV_COLUMNS = [
     "image_profile",
     "device",
     "devices",
+    "launcher",
     "runs",
     "invalid_runs",
     "metric",

@@ -22,6 +22,7 @@ from clusterctl.errors import InputError
 from clusterctl.image.render import CONTAINER_SSH_DIR
 from clusterctl.inventory import Inventory, Mount, SlurmSpec
 from clusterctl.launch import LaunchPlan, mca_params
+from clusterctl.slurm.snapshots import job_collectors
 from clusterctl.templating import template_environment
 
 TEMPLATE = "slurm-batch.sh.j2"
@@ -176,7 +177,7 @@ def render_batch(
         "srun_flags": srun_flags(inventory, plan, slurm, image),
         "command_lines": _command_lines(inventory, plan, slurm, image),
         "directory": directory,
-        "collect_script": collection_script(),
+        "collect_script": collection_script(job_collectors(inventory.primary.fabric)),
     }
     script = _environment().get_template(TEMPLATE).render(**values)
     return BatchJob(script=script, directory=directory, output=output)

@@ -1,6 +1,6 @@
 """The slurm launcher on the session sandbox's real Slurm 22.05 (munge, slurmctld, configless slurmd):
-the benchmark through sbatch + srun --mpi=pmix in per-task containers, next to the ssh launcher's run
-in one report; Ctrl-C leaves no job and no container; a failing rank fails the run with its state."""
+the benchmark through sbatch + srun --mpi=pmix in per-task containers, its fabric counters read inside
+the allocation, next to the ssh launcher's run in the report; Ctrl-C leaves no job and no container; a failing rank fails the run with its state."""
 
 from __future__ import annotations
 
@@ -73,10 +73,27 @@ def test_resnet50_through_slurm_is_valid_and_reported_next_to_ssh(
     # srun --label tagged rank 0's result line; the job ended COMPLETED through sbatch + srun --mpi=pmix
     assert "0: CLUSTERCTL_RESULT" in captured.err
     assert "COMPLETED (ExitCode 0:0)" in captured.err
-    for record in records.values():
+    for launcher, record in records.items():
         assert record["valid"], record
+        assert record["launcher"] == launcher
         assert record["world_size"] == 2 and record["nodes"] == 2
         assert record["metrics"]["total_images_per_sec"]["value"] > 0
+        # the proof by counters: eth0 carried at least the allreduces' bytes on both nodes (for slurm,
+        # read by the batch script inside the allocation, on the nodes Slurm gave the job)
+        proof = record["counters"]
+        assert proof is not None and proof["valid"] and proof["fabric"] == "eth0", proof
+        assert set(proof["nodes"]) == {"node1", "node2"}
+        for name, node in proof["nodes"].items():
+            assert node["error"] is None, (launcher, name, node)
+            assert node["rails"]["eth0"]["tx"] >= proof["expected_bytes_per_node"] > 0, (launcher, name)
+    slurm_dir = runs / records["slurm"]["run_id"]
+    assert (slurm_dir / "command.txt").read_text().startswith("#!/bin/bash\n#")  # the batch script
+    assert "srun --mpi=pmix" in (slurm_dir / "command.txt").read_text()
+    for folder in ("topology", "topology-after"):  # the job's own snapshots, as bundles
+        for node in ("node1", "node2"):
+            meta = json.loads((slurm_dir / folder / node / "meta.json").read_text())
+            assert meta["sections"]["fabric-counters"]["status"] == "ok", (folder, node, meta)
+    assert (runs / records["ssh"]["run_id"] / "command.txt").read_text().startswith("mpirun ")
     assert _job_containers(cluster) == {"node1": [], "node2": []}  # --rm and the Epilog left nothing
     # the batch script took the topology and counters snapshot on both nodes, before and after
     snapshots = _on_login(cluster, ["sh", "-c", "cd /shared/clusterctl && ls */topology-*"]).split()
@@ -86,8 +103,13 @@ def test_resnet50_through_slurm_is_valid_and_reported_next_to_ssh(
 
     capsys.readouterr()
     code = main(["report", "--runs-dir", str(runs), "--json"])
-    (row,) = json.loads(capsys.readouterr().out)
-    assert code == 0 and row["runs"] == 2 and row["devices"] == 2  # one configuration, both launchers
+    rows = json.loads(capsys.readouterr().out)
+    assert code == 0
+    # one configuration, one row per launcher, side by side
+    assert [(row["launcher"], row["runs"], row["devices"]) for row in rows] == [
+        ("ssh", 1, 2),
+        ("slurm", 1, 2),
+    ]
 
 
 def test_ctrl_c_cancels_the_job_and_leaves_no_container(cluster: Inventory, sandbox2, tmp_path: Path) -> None:

@@ -1,0 +1,104 @@
+"""What a batch job saw of its nodes: the snapshot it takes on every node of the allocation, read back.
+
+The batch script runs ``job_collectors`` (``check topology``'s collectors and the node's fabric
+counters, ``counter_command``) on every node it got, before and after the run, into
+``<job directory>/topology-{before,after}-<node>.txt``: the nodes the run really ran on, which a
+scheduler may pick outside the inventory's. ``job_files_command`` prints those files framed in one
+SSH call to the login node, ``split_job_files`` cuts them apart and ``read_job_snapshots`` turns
+them into the run directory's bundles and the before/after counter readings the proof by counters
+judges. Pure, except nothing: the SSH call is the launcher's.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from clusterctl.diagnostics.bundle import NodeBundle
+from clusterctl.diagnostics.collect import COLLECTORS, Collector, node_bundle, split_sections
+from clusterctl.diagnostics.parsers.fabric_counters import NodeCounters, counter_command, parse_counter_output
+from clusterctl.hosts.ssh import CommandResult
+from clusterctl.inventory import FabricSpec
+from clusterctl.launchers import CounterReadings
+
+COUNTERS_KEY = "fabric-counters"
+# Where each moment's bundle goes in the run directory: before the run, as the ssh launcher's snapshot.
+MOMENT_DIRS = {"before": "topology", "after": "topology-after"}
+# %N in the batch script's --output: a Slurm node name (never a path: it names a bundle directory).
+SNAPSHOT_FILE = re.compile(r"^topology-(?P<moment>before|after)-(?P<node>[A-Za-z0-9][A-Za-z0-9._-]*)\.txt$")
+_FILE_MARK = "@@clusterctl-file@@"
+_FRAME = re.compile(rf"\n{_FILE_MARK} (\S+)\n")
+
+
+def job_collectors(fabric: FabricSpec) -> tuple[Collector, ...]:
+    """``check topology``'s collectors, then the fabric counters of ``fabric`` (read last: closest to
+    the run before it)."""
+    # grep exits 2 when one of the counter files is missing: the output says which.
+    counters = Collector(
+        COUNTERS_KEY, ("sh", "-c", counter_command(fabric)), "fabric-counters", "any", frozenset({0, 1, 2})
+    )
+    return (*COLLECTORS, counters)
+
+
+def job_files_command(directory: str) -> list[str]:
+    """argv printing every snapshot file of the job directory, each after a ``MARK <name>`` line."""
+    script = (
+        'cd -- "$1" || exit 0; for f in topology-before-*.txt topology-after-*.txt; do '
+        f'[ -f "$f" ] && printf "\\n%s %s\\n" {_FILE_MARK} "$f" && cat -- "$f"; done; exit 0'
+    )
+    return ["sh", "-c", script, "snapshots", directory]
+
+
+def split_job_files(output: str) -> dict[str, str]:
+    """The files ``job_files_command`` printed, by name."""
+    parts = _FRAME.split(output)
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
+
+
+@dataclass(frozen=True)
+class JobSnapshots:
+    """The job's snapshots as bundles (by run-directory folder, then node) and its counter readings."""
+
+    bundles: dict[str, dict[str, NodeBundle]]
+    counters: CounterReadings | None
+
+
+def read_job_snapshots(files: Mapping[str, str], fabric: FabricSpec, collected_at: str) -> JobSnapshots:
+    """Bundles and counter readings from the job's snapshot files (other names are ignored).
+
+    A node with a snapshot at one moment and none (or no counters) at the other gets a reading with
+    the reason, so the proof calls its traffic unknown; no snapshot at all: no readings.
+    """
+    by_moment: dict[str, dict[str, str]] = {"before": {}, "after": {}}
+    for name, text in files.items():
+        if m := SNAPSHOT_FILE.match(name):
+            by_moment[m["moment"]][m["node"]] = text
+    collectors = job_collectors(fabric)
+    bundles = {
+        MOMENT_DIRS[moment]: {
+            node: node_bundle(
+                CommandResult(node, f"snapshot {moment} the run", 0, text), collected_at, collectors
+            )
+            for node, text in sorted(texts.items())
+        }
+        for moment, texts in by_moment.items()
+        if texts
+    }
+    nodes = sorted(by_moment["before"].keys() | by_moment["after"].keys())
+    if not nodes:
+        return JobSnapshots(bundles, None)
+    before, after = (
+        {node: _reading(texts.get(node), moment, node) for node in nodes}
+        for moment, texts in by_moment.items()
+    )
+    return JobSnapshots(bundles, (before, after))
+
+
+def _reading(text: str | None, moment: str, node: str) -> NodeCounters:
+    if text is None:
+        return NodeCounters(error=f"{node}: the job left no snapshot {moment} the run")
+    section = split_sections(text).get(COUNTERS_KEY)
+    if section is None:
+        return NodeCounters(error=f"{node}: the snapshot {moment} the run has no fabric counters")
+    return parse_counter_output(section.stdout)
