@@ -11,6 +11,7 @@ skip and verify around it unchanged.
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from typing import Literal, Protocol
 
 import docker
 import docker.errors
+import paramiko
 
 from clusterctl.errors import ClusterctlError, InputError
 from clusterctl.hosts.docker_remote import docker_client
@@ -29,6 +31,9 @@ from clusterctl.inventory import Inventory, Node
 LOAD_TIMEOUT_S = 1800
 # Bytes per chunk read from the builder's `docker save` stream.
 CHUNK_BYTES = 1 << 20
+# `docker save` streams the builder's engine serves at once. Each one re-reads and re-tars every layer on
+# the builder (CPU and disk bound): more at once only split its throughput, so every node finishes later.
+SOURCE_STREAMS = 4
 
 
 @dataclass
@@ -47,38 +52,65 @@ class DeliveryResult:
         """The node holds the builder's image ID."""
         return self.status != "failed"
 
+    def to_json(self) -> dict[str, object]:
+        """The node's status, bytes moved, seconds and error, for ``image push --json``."""
+        return {
+            "status": self.status,
+            "image_id": self.image_id,
+            "bytes_moved": self.bytes_sent,
+            "seconds": round(self.duration_s, 3),
+            "error": self.error,
+        }
+
+
+def summary(results: dict[str, DeliveryResult]) -> str:
+    """One line that agrees with the per-node results: failures first, then the bytes moved."""
+    moved = sum(r.bytes_sent for r in results.values())
+    failed = [name for name, r in results.items() if not r.ok]
+    if failed:
+        return f"{len(failed)} of {len(results)} node(s) failed ({', '.join(failed)}); {moved:,} bytes moved"
+    if moved or any(r.status == "delivered" for r in results.values()):
+        return f"{moved:,} bytes moved"
+    return "nothing moved: every node already holds the image"
+
 
 class Transport(Protocol):
     """A way to put the image on one node's engine; skip and verify are done around it."""
 
-    def deliver(self, node: Node, client: docker.DockerClient, on_bytes: Callable[[int], None]) -> int:
-        """Put the image on ``node`` (reached through ``client``); return the bytes moved."""
+    def deliver(self, node: Node, client: docker.DockerClient, on_bytes: Callable[[int], None]) -> None:
+        """Put the image on ``node`` (reached through ``client``), telling ``on_bytes`` of every byte moved."""
         ...
 
 
 @dataclass
 class StreamTransport:
-    """``docker save`` on the builder streamed into ``docker load`` on the node, counted as it goes."""
+    """``docker save`` on the builder streamed into ``docker load`` on the node, counted as it goes.
+
+    At most ``streams`` nodes are served at once; the others wait their turn.
+    """
 
     source: docker.DockerClient
     reference: str
+    streams: int = SOURCE_STREAMS
 
-    def deliver(self, node: Node, client: docker.DockerClient, on_bytes: Callable[[int], None]) -> int:
+    def __post_init__(self) -> None:
+        self._slots = threading.BoundedSemaphore(self.streams)
+
+    def deliver(self, node: Node, client: docker.DockerClient, on_bytes: Callable[[int], None]) -> None:
         """Stream the image tar to the node's engine; ``on_bytes`` gets every chunk's size."""
-        sent = 0
 
         def counted(chunks: Iterable[bytes]) -> Iterator[bytes]:
-            nonlocal sent
             for chunk in chunks:
-                sent += len(chunk)
                 on_bytes(len(chunk))
                 yield chunk
 
-        for event in client.api.load_image(counted(self.source.api.get_image(self.reference, CHUNK_BYTES))):
-            error = event.get("error") or (event.get("errorDetail") or {}).get("message")
-            if error:
-                raise docker.errors.APIError(f"docker load on {node.name}: {error}")
-        return sent
+        with self._slots:
+            for event in client.api.load_image(
+                counted(self.source.api.get_image(self.reference, CHUNK_BYTES))
+            ):
+                error = event.get("error") or (event.get("errorDetail") or {}).get("message")
+                if error:
+                    raise docker.errors.APIError(f"docker load on {node.name}: {error}")
 
 
 def _image_id(client: docker.DockerClient, reference: str) -> str | None:
@@ -96,17 +128,27 @@ def deliver_to(
     transport: Transport,
     on_bytes: Callable[[int], None],
 ) -> DeliveryResult:
-    """Skip when ``node`` holds ``image_id`` already; else deliver and verify the ID on the node."""
+    """Skip when ``node`` holds ``image_id`` already; else deliver and verify the ID on the node.
+
+    A failure is returned with its error and the bytes that had moved by then.
+    """
     start = time.monotonic()
+    moved = 0
+
+    def counted(n: int) -> None:
+        nonlocal moved
+        moved += n
+        on_bytes(n)
+
     try:
         with contextlib.closing(docker_client(inventory, node, timeout_s=LOAD_TIMEOUT_S)) as client:
             if _image_id(client, reference) == image_id:
                 return DeliveryResult(node.name, "skipped", image_id, duration_s=time.monotonic() - start)
-            sent = transport.deliver(node, client, on_bytes)
+            transport.deliver(node, client, counted)
             found = _image_id(client, reference)
-    except (ClusterctlError, docker.errors.DockerException, OSError) as exc:
-        return DeliveryResult(node.name, "failed", duration_s=time.monotonic() - start, error=str(exc))
-    result = DeliveryResult(node.name, "delivered", found, sent, time.monotonic() - start)
+    except (ClusterctlError, docker.errors.DockerException, OSError, paramiko.SSHException) as exc:
+        return DeliveryResult(node.name, "failed", None, moved, time.monotonic() - start, error=str(exc))
+    result = DeliveryResult(node.name, "delivered", found, moved, time.monotonic() - start)
     if found != image_id:
         result.status = "failed"
         result.error = (
