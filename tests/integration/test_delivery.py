@@ -42,7 +42,7 @@ def _on_node(sandbox: Sandbox, node: Node, *argv: str) -> None:
 
 def _pooled(client: docker.DockerClient) -> list:
     adapter = client.api._custom_adapter
-    pools = [adapter.pools[url] for url in adapter.pools.keys()]
+    pools = [adapter.pools[url] for url in adapter.pools.keys()]  # noqa: SIM118 (no __iter__)
     return [conn for pool in pools for conn in list(pool.pool.queue) if conn is not None]
 
 
