@@ -14,8 +14,10 @@ The SDK's ``SSHConnectionPool._get_conn`` leaves out urllib3's dropped-connectio
 ``fileno()`` on the paramiko channel, which costs a pipe per call), so a pooled HTTP connection whose
 ``dial-stdio`` channel the node has closed is handed out again, and the next request fails with
 ``('Connection aborted.', OSError('Socket is closed'))``. The node's engine closes an HTTP connection
-after it has been idle for a while (minutes), so any client that waits longer than that between two
-requests meets it: the check after an image load that took minutes, the call after a long exec stream.
+idle for 300 s (measured on the sandbox's Docker 20.10), so any client that waits longer than that
+between two requests on one connection meets it: the check after an image load of more than 5 minutes
+(eight nodes at once took 436-480 s and all failed; four took 257 s and went through), the call after
+a long exec stream.
 ``_CheckedSSHConnectionPool`` puts the check back, reading the channel's own state (no fd); a dead SSH
 transport (a node rebooted, a keepalive lost) is replaced before the next request opens a channel on it.
 """
