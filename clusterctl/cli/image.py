@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import time
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,6 +17,14 @@ if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
     from clusterctl.image.distribute import DeliveryResult
+
+
+class Transport(StrEnum):
+    """How `image push` delivers (see clusterctl.image.distribute)."""
+
+    registry = "registry"
+    stream = "stream"
+
 
 app = typer.Typer(help="Build the benchmark image and deliver it to every node.", no_args_is_help=True)
 
@@ -72,6 +81,12 @@ def build(
 @app.command()
 def push(
     inventory: Path | None = InventoryOption,
+    transport: Transport | None = typer.Option(
+        None,
+        "--transport",
+        help="registry: push once to the cluster's TLS registry, nodes pull only the layers they lack; "
+        "stream: docker save | docker load over SSH. Default: the inventory's delivery.transport.",
+    ),
     as_json: bool = typer.Option(
         False,
         "--json",
@@ -86,7 +101,9 @@ def push(
 
     inv = load(inventory)
     with DeliveryProgress() as on_bytes:
-        image_id, results = distribute(inv, on_bytes=on_bytes)
+        image_id, results = distribute(
+            inv, transport=transport.value if transport else None, on_bytes=on_bytes
+        )
     if as_json:
         print_json(
             {

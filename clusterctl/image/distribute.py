@@ -1,11 +1,15 @@
 """Bring the built image to every node, in parallel, and prove each node holds the same image ID.
 
 A node that already holds the image ID is skipped. Otherwise a ``Transport`` delivers it; afterwards
-the ID on the node is compared with the builder's. The one transport today, ``StreamTransport``,
-streams ``docker save`` from the builder's engine into ``docker load`` on the node's engine (over SSH,
-no registry, the whole image each time). A registry transport (push once from the builder, ``pull``
-on each node: layer reuse, many nodes) fits the same ``deliver(node, on_bytes)`` seam and leaves the
-skip and verify around it unchanged.
+the ID on the node is compared with the builder's. Two transports:
+
+- ``RegistryTransport`` (``delivery.transport: registry``): the builder's engine pushes the image once
+  to the cluster's TLS registry on the controller (``clusterctl.image.registry``, started for this
+  push only, and only when some node lacks the image); every node pulls in parallel, only the layers
+  it lacks. A payload-only rebuild moves only the last, small layers.
+- ``StreamTransport`` (``stream``): ``docker save`` on the builder streamed into ``docker load`` on the
+  node over SSH, the whole image each time, at most ``SOURCE_STREAMS`` at once; for nodes that cannot
+  reach the controller.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from clusterctl.errors import ClusterctlError, InputError
 from clusterctl.hosts.docker_remote import docker_client
 from clusterctl.hosts.ssh import fan_out
 from clusterctl.image.build import builder_client, read_record
+from clusterctl.image.registry import layer_sizes, running_registry, trust_on_controller
 from clusterctl.inventory import Inventory, Node
 
 # Seconds a node's engine may stay silent while it loads a streamed image (it unpacks layers at the end).
@@ -113,6 +118,80 @@ class StreamTransport:
                     raise docker.errors.APIError(f"docker load on {node.name}: {error}")
 
 
+class RegistryTransport:
+    """Push once to the cluster's registry (when the first node turns out to lack the image), then pull.
+
+    The registry runs inside ``stack`` (closed by the caller after the fan-out). A push that fails
+    fails every node that needed it, each with the push's error.
+    """
+
+    def __init__(
+        self, inventory: Inventory, source: docker.DockerClient, reference: str, stack: contextlib.ExitStack
+    ):
+        self.inventory, self.source, self.reference, self.stack = inventory, source, reference, stack
+        self._lock = threading.Lock()
+        self._pushed: tuple[str, dict[str, int]] | None = None
+        self._failure: Exception | None = None
+
+    def _push(self) -> tuple[str, dict[str, int]]:
+        endpoint = self.stack.enter_context(running_registry(self.inventory))
+        repository, tag = self.reference.rsplit(":", 1)
+        remote = f"{endpoint}/{repository}"
+        self.source.api.tag(self.reference, remote, tag)
+        try:
+            for event in self.source.api.push(remote, tag, stream=True, decode=True):
+                error = event.get("error") or (event.get("errorDetail") or {}).get("message")
+                if error:
+                    raise docker.errors.APIError(f"push to the cluster registry {endpoint}: {error}")
+        finally:
+            with contextlib.suppress(docker.errors.DockerException):
+                self.source.api.remove_image(f"{remote}:{tag}")  # the tag only: the image keeps its own
+        return f"{remote}:{tag}", layer_sizes(self.inventory, repository, tag)
+
+    def pushed(self) -> tuple[str, dict[str, int]]:
+        """The registry's reference of the image and its layer sizes, pushing on the first call."""
+        with self._lock:
+            if self._failure is not None:
+                raise self._failure
+            if self._pushed is None:
+                try:
+                    self._pushed = self._push()
+                except Exception as exc:
+                    self._failure = exc
+                    raise
+            return self._pushed
+
+    def deliver(self, node: Node, client: docker.DockerClient, on_bytes: Callable[[int], None]) -> None:
+        """Pull the image from the registry onto the node; ``on_bytes`` gets the layer bytes downloaded."""
+        remote, sizes = self.pushed()
+        repository, tag = remote.rsplit(":", 1)
+        counted: dict[str, int] = {}
+
+        def report(layer: str, upto: int) -> None:
+            if upto > counted.get(layer, 0):
+                on_bytes(upto - counted.get(layer, 0))
+                counted[layer] = upto
+
+        for event in client.api.pull(repository, tag, stream=True, decode=True):
+            error = event.get("error") or (event.get("errorDetail") or {}).get("message")
+            if error:
+                hint = (
+                    " Fix: run `clusterctl provision` (its registry-ca step installs the cluster's CA in "
+                    f"/etc/docker/certs.d/{self.inventory.delivery.registry.endpoint}/ on the node)."
+                    if "certificate" in error or "x509" in error
+                    else ""
+                )
+                raise docker.errors.APIError(f"docker pull on {node.name}: {error}.{hint}")
+            layer, status = event.get("id", ""), event.get("status", "")
+            if status == "Downloading":
+                report(layer, int((event.get("progressDetail") or {}).get("current") or 0))
+            elif status in ("Download complete", "Pull complete") and layer in sizes:
+                report(layer, sizes[layer])
+        local_repository, local_tag = self.reference.rsplit(":", 1)
+        client.api.tag(remote, local_repository, local_tag)
+        client.api.remove_image(remote)  # the registry's name only; the image keeps the cluster's tag
+
+
 def _image_id(client: docker.DockerClient, reference: str) -> str | None:
     try:
         return client.images.get(reference).id
@@ -160,6 +239,7 @@ def deliver_to(
 def distribute(
     inventory: Inventory,
     *,
+    transport: Literal["registry", "stream"] | None = None,
     on_bytes: Callable[[str, int], None] = lambda node, n: None,
     deadline_s: float = LOAD_TIMEOUT_S,
 ) -> tuple[str, dict[str, DeliveryResult]]:
@@ -167,6 +247,7 @@ def distribute(
 
     Args:
         inventory: the cluster.
+        transport: how to deliver; default: the inventory's ``delivery.transport``.
         on_bytes: called with (node, bytes) for every chunk sent (for per-node progress).
         deadline_s: deadline for the whole fan-out.
 
@@ -174,21 +255,34 @@ def distribute(
         The image ID delivered, and each node's result.
 
     Raises:
-        InputError: nothing was built yet, or the recorded image is no longer on the builder.
+        InputError: nothing was built yet, or the recorded image is no longer on the builder, or (registry,
+            local builder) the registry's CA cannot be installed for the local engine.
     """
     record = read_record(inventory)
     if record is None:
         raise InputError(
             f"cluster {inventory.cluster.name}: no image built yet. Fix: run `clusterctl image build` first."
         )
+    kind = transport or inventory.delivery.transport
+    if kind == "registry" and inventory.delivery.registry.address is None:
+        raise InputError(
+            f"--transport registry: cluster {inventory.cluster.name} has no delivery.registry.address. Fix: set "
+            "it in the inventory to the controller's address as the nodes reach it, or use --transport stream."
+        )
     source = builder_client(inventory, record.builder)
-    with contextlib.closing(source):
+    with contextlib.closing(source), contextlib.ExitStack() as stack:
         if _image_id(source, record.reference) != record.image_id:
             raise InputError(
                 f"{record.reference} ({record.image_id[:19]}) is no longer on the builder "
                 f"{record.builder or 'local engine'}. Fix: run `clusterctl image build` again."
             )
-        transport = StreamTransport(source, record.reference)
+        chosen: Transport
+        if kind == "registry":
+            if record.builder is None:
+                trust_on_controller(inventory)
+            chosen = RegistryTransport(inventory, source, record.reference, stack)
+        else:
+            chosen = StreamTransport(source, record.reference)
         results = fan_out(
             inventory.nodes,
             lambda node: deliver_to(
@@ -196,7 +290,7 @@ def distribute(
                 node,
                 record.reference,
                 record.image_id,
-                transport,
+                chosen,
                 lambda n: on_bytes(node.name, n),
             ),
             deadline_s=deadline_s,

@@ -21,6 +21,7 @@ from docker.errors import NotFound
 from docker.models.containers import Container
 
 from clusterctl.errors import EnvironmentProblem, InputError
+from clusterctl.image.registry import ensure_tls
 from clusterctl.inventory import parse_cpu_list
 from clusterctl.paths import cluster_state_dir
 from clusterctl.sandbox import nodes as node_ops
@@ -262,7 +263,12 @@ def up(name: str, nodes: int, subnet: str | None = None, log: Log = lambda _: No
     try:
         write_state(files, SandboxState(name=name, nodes=nodes, subnet=str(plan.subnet)))
         changes, isolation, image, cpus = _converge(client, plan, files, undo, log)
-        write_inventory(plan, files, cpus)
+        inventory = write_inventory(plan, files, cpus)
+        ca = ensure_tls(inventory).ca_cert.read_bytes()
+        for node in plan.nodes:
+            node_ops.trust_registry_ca(
+                client.containers.get(node.container), inventory.delivery.registry.endpoint, ca
+            )
         previous_isolation = existing.isolation if existing else None
         write_state(
             files,
