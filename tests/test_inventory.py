@@ -335,7 +335,15 @@ def test_schema_lists_every_top_level_key(capsys: pytest.CaptureFixture[str]) ->
 
     assert main(["inventory", "schema"]) == 0
     schema = json.loads(capsys.readouterr().out)
-    assert set(schema["properties"]) == {"cluster", "nodes", "container", "image", "run", "provision", "delivery"}
+    assert set(schema["properties"]) == {
+        "cluster",
+        "nodes",
+        "container",
+        "image",
+        "run",
+        "provision",
+        "delivery",
+    }
     assert schema["additionalProperties"] is False
 
 

@@ -54,9 +54,11 @@ def test_a_payload_only_rebuild_moves_only_the_small_layers(
     finally:
         record_path(cluster).write_text(saved_record)
         for node in cluster.nodes:
-            with contextlib.closing(docker_client(cluster, node)) as client:
-                with contextlib.suppress(docker.errors.DockerException):
-                    client.images.remove(rebuilt.image_id, force=True)
+            with (
+                contextlib.closing(docker_client(cluster, node)) as client,
+                contextlib.suppress(docker.errors.DockerException),
+            ):
+                client.images.remove(rebuilt.image_id, force=True)
         with contextlib.suppress(docker.errors.DockerException):
             local.images.remove(rebuilt.image_id, force=True)
         local.close()
