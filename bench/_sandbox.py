@@ -103,9 +103,8 @@ def sandbox(nodes: int, prefix: str) -> Iterator[Bench]:
     with tempfile.TemporaryDirectory(prefix="clusterctl-bench-") as state:
         bench = Bench(f"{prefix}-{uuid.uuid4().hex[:6]}", nodes, Path(state))
         try:
-            bench.clusterctl(
-                "sandbox", "up", "--nodes", str(nodes), "--name", bench.name, "--subnet", free_subnet()
-            )
+            subnet = free_subnet(docker.from_env(timeout=30))
+            bench.clusterctl("sandbox", "up", "--nodes", str(nodes), "--name", bench.name, "--subnet", subnet)
             yield bench
         finally:
             with contextlib.suppress(Exception):
