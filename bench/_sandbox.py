@@ -111,7 +111,9 @@ def sandbox(nodes: int, prefix: str) -> Iterator[Bench]:
                 bench.clusterctl("sandbox", "down", "--name", bench.name)
             engine = docker.from_env(timeout=60)
             for image in engine.images.list(name=f"clusterctl/{bench.name}"):
-                for tag in image.tags:  # the tags only: the layers stay cached for the next build
+                # This sandbox's tags only (a fully cached build shares its image ID with other clusters);
+                # the layers stay cached for the next build.
+                for tag in (t for t in image.tags if t.startswith(f"clusterctl/{bench.name}:")):
                     with contextlib.suppress(docker.errors.DockerException):
                         engine.images.remove(tag, noprune=True)
 

@@ -128,7 +128,10 @@ def main() -> None:
     args = parser.parse_args()
     counts = [int(n) for n in args.nodes.split(",")]
     transports = args.transports.split(",")
-    figures = {n: measure(n, transports, baselines=(i == 0)) for i, n in enumerate(counts)}
+    figures: dict[int, dict[str, object]] = {}
+    for i, n in enumerate(counts):  # the JSON is rewritten after each count: a later failure keeps it
+        figures[n] = measure(n, transports, baselines=(i == 0))
+        write_json(args.json, {"figures": {str(k): f for k, f in figures.items()}})
     first = figures[counts[0]]
     mb = first["image_bytes"] / 1e6
     if "openssh_load_s" in first:

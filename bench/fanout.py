@@ -38,7 +38,10 @@ def main() -> None:
     parser = arguments(__doc__, "1,2,4,8")
     args = parser.parse_args()
     counts = [int(n) for n in args.nodes.split(",")]
-    figures = {n: measure(n, args.repeats, args.transport) for n in counts}
+    figures: dict[int, dict[str, float]] = {}
+    for n in counts:  # the JSON is rewritten after each count: a later failure keeps it
+        figures[n] = measure(n, args.repeats, args.transport)
+        write_json(args.json, {"repeats": args.repeats, "median_s": {str(k): f for k, f in figures.items()}})
     base = figures[counts[0]]
     rows = [
         [n, *(f"{figures[n][c]:.2f} s ({figures[n][c] / base[c]:.2f})" for c in COMMANDS)] for n in counts

@@ -113,10 +113,15 @@ def benchmark_containers(inv: Inventory) -> dict[str, list[tuple[str, str]]]:
 
 
 def _untag_cluster_images(cluster_name: str) -> None:
-    """Drop the session's image tags; the layers stay cached for the next session's build."""
+    """Drop the session's image tags; the layers stay cached for the next session's build.
+
+    Only this cluster's own tags: a build whose every step is cached yields the same image ID for
+    every cluster, so the image also carries other sessions' tags, which must stay.
+    """
     engine = _engine()
     if engine is None:
         return
     for image in engine.images.list(name=f"clusterctl/{cluster_name}"):
         for tag in image.tags:
-            engine.images.remove(tag, noprune=True)
+            if tag.startswith(f"clusterctl/{cluster_name}:"):
+                engine.images.remove(tag, noprune=True)

@@ -60,5 +60,6 @@ def test_a_payload_only_rebuild_moves_only_the_small_layers(
             ):
                 client.images.remove(rebuilt.image_id, force=True)
         with contextlib.suppress(docker.errors.DockerException):
-            local.images.remove(rebuilt.image_id, force=True)
+            # By its tag, never by ID with force: a concurrent session's identical rebuild shares the ID.
+            local.images.remove(rebuilt.reference, noprune=True)
         local.close()
