@@ -12,7 +12,7 @@ image built first (untimed):
   (library call, in this process): bytes moved per node and seconds.
 Nothing is asserted: targets are reported, not enforced.
 
-Usage: .venv/bin/python bench/delivery.py [--nodes 1,2,4] [--transports registry,stream] [--json FILE]
+Usage: .venv/bin/python bench/delivery.py [--nodes 1,2,4] [--transports registry,stream] [--no-payload-only] [--json FILE]
 """
 
 from __future__ import annotations
@@ -91,7 +91,9 @@ def _payload_only(bench: Bench, transport: str) -> dict[str, float]:
     return {"seconds": took, "bytes_per_node": max(r.bytes_sent for r in results.values())}
 
 
-def measure(nodes: int, transports: list[str], baselines: bool) -> dict[str, object]:
+def measure(
+    nodes: int, transports: list[str], baselines: bool, payload_only: bool = True
+) -> dict[str, object]:
     """Every figure for one node count, on a fresh sandbox."""
     with sandbox(nodes, "bench-dlv") as bench:
         bench.clusterctl("image", "build")
@@ -115,7 +117,8 @@ def measure(nodes: int, transports: list[str], baselines: bool) -> dict[str, obj
             figures[f"{transport}_first_bytes_per_node"] = max(r["bytes_moved"] for r in nodes_json.values())
             figures[f"{transport}_first_failed"] = failed
             figures[f"{transport}_noop_s"], _ = bench.json("image", "push", "--transport", transport)
-            figures[f"{transport}_payload_only"] = _payload_only(bench, transport)
+            if payload_only:
+                figures[f"{transport}_payload_only"] = _payload_only(bench, transport)
         return figures
 
 
@@ -130,7 +133,7 @@ def main() -> None:
     transports = args.transports.split(",")
     figures: dict[int, dict[str, object]] = {}
     for i, n in enumerate(counts):  # the JSON is rewritten after each count: a later failure keeps it
-        figures[n] = measure(n, transports, baselines=(i == 0))
+        figures[n] = measure(n, transports, baselines=(i == 0), payload_only=not args.no_payload_only)
         write_json(args.json, {"figures": {str(k): f for k, f in figures.items()}})
     first = figures[counts[0]]
     mb = first["image_bytes"] / 1e6
@@ -161,7 +164,11 @@ def main() -> None:
                     f"{f[f'{t}_first_bytes_per_node'] / 1e6:,.0f} MB",
                     f"{len(failed)} failed" if failed else "all verified",
                     f[f"{t}_noop_s"],
-                    f"{f[f'{t}_payload_only']['bytes_per_node'] / 1e6:,.2f} MB in {f[f'{t}_payload_only']['seconds']:.1f} s",
+                    (
+                        f"{f[f'{t}_payload_only']['bytes_per_node'] / 1e6:,.2f} MB in {f[f'{t}_payload_only']['seconds']:.1f} s"
+                        if f"{t}_payload_only" in f
+                        else "not measured"
+                    ),
                 ]
             )
     print_table(
