@@ -128,6 +128,11 @@ def main() -> None:
     parser.add_argument(
         "--transports", default="registry,stream", help="Transports (default registry,stream)."
     )
+    parser.add_argument(
+        "--no-payload-only",
+        action="store_true",
+        help="Skip the payload-only re-delivery (long on many nodes).",
+    )
     args = parser.parse_args()
     counts = [int(n) for n in args.nodes.split(",")]
     transports = args.transports.split(",")
