@@ -2,7 +2,7 @@
 
 On a fresh sandbox (image built and delivered, containers up; untimed), for each node count N:
 `clusterctl run resnet50 --nodes N` as a fresh process (wall time), and the very mpirun command it runs
-(`run --dry-run` prints it) executed by hand in the primary container (`exec_in_container`, the
+and environment (`run --dry-run --json` prints them) executed by hand in the primary container (`exec_in_container`, the
 payload's own time). The overhead is the difference: CLI start-up, the launch plan, the readiness
 checks, streaming and recording. Medians of --repeats runs. Nothing is asserted.
 
@@ -12,38 +12,29 @@ Usage: .venv/bin/python bench/run_overhead.py [--nodes 1,2] [--repeats 3] [--tra
 from __future__ import annotations
 
 import os
-import shlex
 import statistics
-import subprocess
-import sys
 import time
 
-from _sandbox import REPO, Bench, arguments, print_table, sandbox, write_json
+from _sandbox import Bench, arguments, print_table, sandbox, write_json
 
 
 def _payload_s(bench: Bench, nodes: int) -> float:
-    """Wall time of the run's own mpirun command, run in the primary container without clusterctl run."""
+    """Wall time of the run's own mpirun command and environment (`run --dry-run --json`), run in the
+    primary container without `clusterctl run`."""
     from clusterctl.containers import exec_in_container
     from clusterctl.inventory import load_inventory
 
-    printed = subprocess.run(
-        [sys.executable, "-m", "clusterctl", "run", "resnet50", "--nodes", str(nodes), "--dry-run"],
-        env=bench.env,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
+    _, plans = bench.json("run", "resnet50", "--nodes", str(nodes), "--dry-run")
     os.environ["CLUSTERCTL_STATE_DIR"] = str(bench.state_dir)
     inventory = load_inventory(bench.inventory_path)
     primary = next(node for node in inventory.nodes if node.role == "primary")
     start = time.perf_counter()
     code = exec_in_container(
-        inventory, primary, ["bash", "-c", printed], env=None, timeout_s=1800, on_line=lambda line: None
+        inventory, primary, plans[0]["argv"], env=plans[0]["env"], timeout_s=1800, on_line=lambda line: None
     )
     took = time.perf_counter() - start
     if code != 0:
-        raise RuntimeError(f"the run's command exited {code} when run by hand: {shlex.quote(printed)}")
+        raise RuntimeError(f"the run's command exited {code} when run by hand: {plans[0]['command']}")
     return took
 
 
@@ -54,15 +45,15 @@ def measure(counts: list[int], repeats: int, transport: str | None) -> dict[int,
         bench.clusterctl("image", "push", *(["--transport", transport] if transport else []))
         bench.clusterctl("up")
         out = {}
+        runs_dir = bench.state_dir / "runs"
         try:
             for n in counts:
-                runs = [
-                    bench.clusterctl(
-                        "run", "resnet50", "--nodes", str(n), "--runs-dir", str(bench.state_dir / "runs")
+                runs, payloads = [], []
+                for _ in range(repeats):  # interleaved, so that a change in the machine's load hits both
+                    runs.append(
+                        bench.clusterctl("run", "resnet50", "--nodes", str(n), "--runs-dir", str(runs_dir))
                     )
-                    for _ in range(repeats)
-                ]
-                payloads = [_payload_s(bench, n) for _ in range(repeats)]
+                    payloads.append(_payload_s(bench, n))
                 run_s, payload_s = statistics.median(runs), statistics.median(payloads)
                 out[n] = {"run_s": run_s, "payload_s": payload_s, "overhead_s": run_s - payload_s}
         finally:
