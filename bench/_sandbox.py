@@ -134,6 +134,7 @@ def print_table(title: str, header: Sequence[str], rows: Sequence[Sequence[objec
     cells = [[str(h) for h in header]] + [
         [f"{c:.2f}" if isinstance(c, float) else str(c) for c in r] for r in rows
     ]
+    cells = [[c.replace("|", "\\|") for c in row] for row in cells]  # a literal | inside a Markdown cell
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
     print(f"\n{title}")
     for n, row in enumerate(cells):
