@@ -10,6 +10,7 @@ import pytest
 from cryptography import x509
 
 from clusterctl.errors import InventoryError
+from clusterctl.image import registry
 from clusterctl.image.registry import certs_d_path, ensure_tls
 from clusterctl.inventory import Inventory, validate_document
 
@@ -55,3 +56,19 @@ def test_server_certificate_names_the_address_and_chains_to_the_cluster_ca(
     names = server.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert names.get_values_for_type(x509.DNSName) == ["registry.cluster.example"]
     server.verify_directly_issued_by(ca)
+
+
+def test_the_controller_trusts_the_ca_for_the_registry_only_until_untrusted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CLUSTERCTL_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setattr(registry, "CERTS_D", tmp_path / "certs.d")
+    inv = _inventory("10.0.0.1")
+    registry.trust_on_controller(inv)
+    installed = tmp_path / "certs.d" / "10.0.0.1:5443" / "ca.crt"
+    assert installed.read_bytes() == registry.registry_files(inv).ca_cert.read_bytes()
+    installed.write_bytes(b"another cluster's CA\n")  # replaced since: not ours to remove
+    assert not registry.untrust_on_controller(inv) and installed.exists()
+    registry.trust_on_controller(inv)
+    assert registry.untrust_on_controller(inv)
+    assert not installed.parent.exists()

@@ -200,6 +200,21 @@ def trust_on_controller(inventory: Inventory) -> None:
         ) from None
 
 
+def untrust_on_controller(inventory: Inventory) -> bool:
+    """Remove what ``trust_on_controller`` installed for this cluster (only if it is still this cluster's
+    CA); True when something was removed."""
+    files = registry_files(inventory)
+    if inventory.delivery.registry.address is None or not files.ca_cert.is_file():
+        return False
+    target = certs_d_path(inventory.delivery.registry.endpoint)
+    if not target.is_file() or target.read_bytes() != files.ca_cert.read_bytes():
+        return False
+    target.unlink()
+    with contextlib.suppress(OSError):
+        target.parent.rmdir()
+    return True
+
+
 def _config(files: RegistryFiles, inventory: Inventory) -> str:
     registry = inventory.delivery.registry
     return (
