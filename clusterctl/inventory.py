@@ -697,6 +697,43 @@ class SlurmSpec(Strict):
         return self
 
 
+class RegistrySpec(Strict):
+    """The image registry clusterctl runs on the controller for the length of one `image push`."""
+
+    address: HostAddress | None = Field(
+        None,
+        description="Address (IPv4 or DNS name) at which the nodes reach the controller; the registry listens "
+        "there, and its TLS certificate names it. Required with transport: registry.",
+    )
+    port: Port = Field(5443, description="TCP port of the registry (TLS).")
+
+    @property
+    def endpoint(self) -> str:
+        """``address:port``, the registry's name in image references and in /etc/docker/certs.d."""
+        return f"{self.address}:{self.port}"
+
+
+class DeliverySpec(Strict):
+    """How `image push` brings the built image to the nodes."""
+
+    transport: Literal["registry", "stream"] = Field(
+        "stream",
+        description="registry: push once to a TLS registry on the controller, every node pulls only the layers "
+        "it lacks (provision installs the registry's CA on each node). stream: docker save into docker "
+        "load over SSH, the whole image to each node (for nodes that cannot reach the controller).",
+    )
+    registry: RegistrySpec = Field(default_factory=RegistrySpec)
+
+    @model_validator(mode="after")
+    def _registry_has_an_address(self) -> DeliverySpec:
+        if self.transport == "registry" and self.registry.address is None:
+            raise ValueError(
+                "transport registry needs registry.address; set it to the controller's address as the nodes "
+                "reach it (e.g. registry: {address: 10.0.0.1}), or set transport: stream"
+            )
+        return self
+
+
 class Cluster(Strict):
     """The cluster's name and the defaults its nodes inherit."""
 
@@ -717,6 +754,7 @@ class Inventory(Strict):
     slurm: SlurmSpec | None = Field(
         None, description="Run through Slurm (the slurm launcher); None: ssh only."
     )
+    delivery: DeliverySpec = Field(default_factory=DeliverySpec)
 
     _source: Path | None = PrivateAttr(None)
 

@@ -127,10 +127,20 @@ build_horovod() {
   rm -rf "$src"
 }
 
+# The image registry `image push --transport registry` starts for the length of one push (CNCF
+# Distribution 2.8). The package also installs a system service on :5000 without TLS: it stays off.
+ensure_registry() {
+  apt_install docker-registry
+  if [ -d /run/systemd/system ] && systemctl is-enabled docker-registry >/dev/null 2>&1; then
+    as_root systemctl disable --now docker-registry >/dev/null 2>&1 || true
+  fi
+}
+
 ensure_docker
 ensure_base_image
 apt_install openmpi-bin openssh-client
 # shellcheck: tests lint the Slurm batch scripts clusterctl renders (tests/test_slurm_script.py).
 apt_install shellcheck
+ensure_registry
 [ "${CLUSTERCTL_SKIP_WHEELHOUSE:-0}" = 1 ] || ensure_wheelhouse
 log "ready"

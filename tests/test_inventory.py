@@ -351,6 +351,7 @@ def test_schema_lists_every_top_level_key(capsys: pytest.CaptureFixture[str]) ->
         "provision",
         "preflight",
         "slurm",
+        "delivery",
     }
     assert schema["additionalProperties"] is False
 

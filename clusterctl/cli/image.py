@@ -4,18 +4,27 @@ from __future__ import annotations
 
 import re
 import time
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
 
-from clusterctl.cli.common import InventoryOption, console, err_console, load
+from clusterctl.cli.common import InventoryOption, console, err_console, load, print_json
 from clusterctl.errors import InputError
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
     from clusterctl.image.distribute import DeliveryResult
+
+
+class Transport(StrEnum):
+    """How `image push` delivers (see clusterctl.image.distribute)."""
+
+    registry = "registry"
+    stream = "stream"
+
 
 app = typer.Typer(help="Build the benchmark image and deliver it to every node.", no_args_is_help=True)
 
@@ -70,14 +79,41 @@ def build(
 
 
 @app.command()
-def push(inventory: Path | None = InventoryOption) -> int:
-    """Deliver the built image to every node in parallel; skip nodes that hold the same image ID."""
-    from clusterctl.image.distribute import distribute
+def push(
+    inventory: Path | None = InventoryOption,
+    transport: Transport | None = typer.Option(
+        None,
+        "--transport",
+        help="registry: push once to the cluster's TLS registry, nodes pull only the layers they lack; "
+        "stream: docker save | docker load over SSH. Default: the inventory's delivery.transport.",
+    ),
+    as_json: bool = typer.Option(
+        False,
+        "--json",
+        help="Print {image_id, summary, nodes: {name: {status, bytes_moved, seconds, error}}}.",
+    ),
+) -> int:
+    """Deliver the built image to every node in parallel; skip nodes that hold the same image ID.
+
+    Exits 1 when any node failed (each failure is listed with its error and the bytes it had moved).
+    """
+    from clusterctl.image.distribute import distribute, summary
 
     inv = load(inventory)
     with DeliveryProgress() as on_bytes:
-        image_id, results = distribute(inv, on_bytes=on_bytes)
-    print_deliveries(image_id, results)
+        image_id, results = distribute(
+            inv, transport=transport.value if transport else None, on_bytes=on_bytes
+        )
+    if as_json:
+        print_json(
+            {
+                "image_id": image_id,
+                "summary": summary(results),
+                "nodes": {name: r.to_json() for name, r in results.items()},
+            }
+        )
+    else:
+        print_deliveries(image_id, results)
     return 0 if all(r.ok for r in results.values()) else 1
 
 
@@ -129,6 +165,9 @@ class DeliveryProgress:
 def print_deliveries(image_id: str, results: dict[str, DeliveryResult]) -> None:
     """Print the per-node delivery table and the bytes moved."""
     from rich.table import Table
+    from rich.text import Text
+
+    from clusterctl.image.distribute import summary
 
     table = Table("node", "result", "bytes", "seconds", "detail", title=f"image {image_id[:19]}")
     for name, r in results.items():
@@ -136,7 +175,8 @@ def print_deliveries(image_id: str, results: dict[str, DeliveryResult]) -> None:
         detail = r.error or (
             "already there" if r.status == "skipped" else f"verified {r.image_id and r.image_id[:19]}"
         )
-        table.add_row(name, f"[{colour}]{r.status}[/]", f"{r.bytes_sent:,}", f"{r.duration_s:.1f}", detail)
+        table.add_row(
+            Text(name), Text(r.status, style=colour), f"{r.bytes_sent:,}", f"{r.duration_s:.1f}", Text(detail)
+        )
     console.print(table)
-    moved = sum(r.bytes_sent for r in results.values())
-    console.print(f"{moved:,} bytes moved" if moved else "nothing moved: every node already holds the image")
+    console.print(Text(summary(results)))

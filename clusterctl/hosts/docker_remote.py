@@ -9,6 +9,17 @@ cluster trusts, and unknown keys refused.
 Large request bodies (``images.load``) must be a file object or an iterator, never one ``bytes``
 value: paramiko's ``Channel.sendall`` copies the rest of the buffer after every packet, so a 120 MB
 image sent as bytes takes hours; sent from a file object it takes about 4 s (found by the sandbox tests).
+
+The SDK's ``SSHConnectionPool._get_conn`` leaves out urllib3's dropped-connection check (it would call
+``fileno()`` on the paramiko channel, which costs a pipe per call), so a pooled HTTP connection whose
+``dial-stdio`` channel the node has closed is handed out again, and the next request fails with
+``('Connection aborted.', OSError('Socket is closed'))``. The node's engine closes an HTTP connection
+idle for 300 s (measured on the sandbox's Docker 20.10), so any client that waits longer than that
+between two requests on one connection meets it: the check after an image load of more than 5 minutes
+(eight nodes at once took 436-480 s and all failed; four took 257 s and went through), the call after
+a long exec stream.
+``_CheckedSSHConnectionPool`` puts the check back, reading the channel's own state (no fd); a dead SSH
+transport (a node rebooted, a keepalive lost) is replaced before the next request opens a channel on it.
 """
 
 from __future__ import annotations
@@ -18,6 +29,7 @@ from pathlib import Path
 import docker
 import paramiko
 from docker.transport import SSHHTTPAdapter
+from docker.transport.sshconn import SSHConnection, SSHConnectionPool
 
 from clusterctl.errors import ConnectError
 from clusterctl.hosts.ssh import known_hosts_files
@@ -25,6 +37,24 @@ from clusterctl.inventory import Inventory, Node
 
 # The oldest engine API clusterctl talks to (Docker 20.10, Debian bookworm's docker.io).
 API_VERSION = "1.41"
+# Seconds between SSH keepalives: a peer that vanished is noticed, and idle NAT entries stay open.
+KEEPALIVE_S = 30
+
+
+def channel_dropped(conn: SSHConnection) -> bool:
+    """The connection's ``dial-stdio`` channel was closed or ended by the node (never opened: False)."""
+    channel = conn.sock
+    return channel is not None and bool(channel.closed or channel.eof_received)
+
+
+class _CheckedSSHConnectionPool(SSHConnectionPool):
+    """The SDK's pool with the dropped-connection check its ``_get_conn`` leaves out."""
+
+    def _get_conn(self, timeout: float | None = None) -> SSHConnection:
+        conn = super()._get_conn(timeout)
+        if channel_dropped(conn):
+            conn.close()  # drops the channel; the next request opens a fresh one on the transport
+        return conn
 
 
 class _VerifiedSSHAdapter(SSHHTTPAdapter):
@@ -41,6 +71,30 @@ class _VerifiedSSHAdapter(SSHHTTPAdapter):
             self.ssh_client.get_host_keys().load(str(path))
         self.ssh_client.set_missing_host_key_policy(paramiko.RejectPolicy())
         self.ssh_params = dict(self._clusterctl_params)
+
+    def _connect(self) -> None:
+        super()._connect()
+        transport = self.ssh_client.get_transport()
+        if transport is not None:
+            transport.set_keepalive(KEEPALIVE_S)
+
+    def get_connection(self, url: str, proxies: object = None) -> _CheckedSSHConnectionPool:
+        """The pool for ``url`` on a live SSH transport (reconnected first when it died)."""
+        with self.pools.lock:
+            transport = self.ssh_client.get_transport()
+            if transport is None or not transport.is_active():
+                self.pools.clear()  # their connections hold the dead transport
+                self._connect()
+            pool = self.pools.get(url)
+            if pool is None:
+                pool = _CheckedSSHConnectionPool(
+                    ssh_client=self.ssh_client,
+                    timeout=self.timeout,
+                    maxsize=self.max_pool_size,
+                    host=self.ssh_host,
+                )
+                self.pools[url] = pool
+            return pool
 
 
 def docker_client(inventory: Inventory, node: Node, *, timeout_s: int = 120) -> docker.DockerClient:

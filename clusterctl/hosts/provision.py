@@ -8,6 +8,7 @@ skipped there. A dry run runs every read-only probe and changes nothing.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -32,6 +33,7 @@ from clusterctl.hosts.playbook import (
 )
 from clusterctl.hosts.sftp import Source, write_file
 from clusterctl.hosts.ssh import CommandResult, connect, fan_out, run
+from clusterctl.image.registry import certs_d_path, ensure_tls
 from clusterctl.inventory import Inventory, Node
 from clusterctl.paths import data_dir
 from clusterctl.sshkeys import known_hosts_line
@@ -109,20 +111,35 @@ def step_context(inventory: Inventory, host_keys: dict[str, str]) -> dict[str, A
             "key_path": key_path,
             "ssh_config": f"Host {' '.join(names)}\n    IdentityFile {key_path}\n    IdentitiesOnly yes\n",
             "public_key": ensure_cluster_keys(inventory).client_key.with_suffix(".pub").read_text().strip(),
+            **_registry_context(inventory),
         },
+    }
+
+
+def _registry_context(inventory: Inventory) -> dict[str, str]:
+    """Where the registry-ca step puts the cluster registry's CA, and its SHA-256 (none without a registry)."""
+    if inventory.delivery.registry.address is None:
+        return {}
+    ca = ensure_tls(inventory).ca_cert.read_bytes()
+    return {
+        "registry_ca_path": str(certs_d_path(inventory.delivery.registry.endpoint)),
+        "registry_ca_sha256": hashlib.sha256(ca).hexdigest(),
     }
 
 
 def step_files(inventory: Inventory) -> dict[str, StepFile]:
     """Files steps may upload, by the name their ``upload.source`` uses. Never logged.
 
-    ``cluster_key``: the cluster's private key. ``mofed_tarball``: ``provision.mofed_tarball_path``,
+    ``cluster_key``: the cluster's private key. ``registry_ca``: the cluster registry's CA certificate,
+    when the inventory names a registry. ``mofed_tarball``: ``provision.mofed_tarball_path``,
     present only when set, as a path (read from disk in chunks while it is uploaded).
     """
     keys = ensure_cluster_keys(inventory)
     files: dict[str, StepFile] = {"cluster_key": keys.client_key.read_bytes()}
     if inventory.provision.mofed_tarball_path:
         files["mofed_tarball"] = inventory.provision.mofed_tarball_path
+    if inventory.delivery.registry.address is not None:
+        files["registry_ca"] = ensure_tls(inventory).ca_cert.read_bytes()
     return files
 
 

@@ -20,8 +20,9 @@ import docker
 from docker.errors import NotFound
 from docker.models.containers import Container
 
-from clusterctl.errors import EnvironmentProblem, InputError
-from clusterctl.inventory import parse_cpu_list
+from clusterctl.errors import ClusterctlError, EnvironmentProblem, InputError
+from clusterctl.image.registry import ensure_tls, untrust_on_controller
+from clusterctl.inventory import load_inventory, parse_cpu_list
 from clusterctl.paths import cluster_state_dir
 from clusterctl.sandbox import nodes as node_ops
 from clusterctl.sandbox import slurm as sandbox_slurm
@@ -294,7 +295,12 @@ def up(
     try:
         write_state(files, SandboxState(name=name, nodes=nodes, subnet=str(plan.subnet), slurm=slurm))
         changes, isolation, image, cpus = _converge(client, plan, files, undo, log, slurm)
-        write_inventory(plan, files, cpus, slurm=slurm)
+        inventory = write_inventory(plan, files, cpus, slurm=slurm)
+        ca = ensure_tls(inventory).ca_cert.read_bytes()
+        for node in plan.nodes:
+            node_ops.trust_registry_ca(
+                client.containers.get(node.container), inventory.delivery.registry.endpoint, ca
+            )
         previous_isolation = existing.isolation if existing else None
         write_state(
             files,
@@ -401,6 +407,9 @@ def down(name: str | None = None) -> list[str]:
         volume.remove(force=True)
         removed.append(f"volume {volume.name}")
     if state is None or state.name == name:
+        with contextlib.suppress(ClusterctlError, OSError):  # an unreadable inventory: nothing to undo
+            if files.inventory.is_file() and untrust_on_controller(load_inventory(files.inventory)):
+                removed.append("the registry's CA in /etc/docker/certs.d")
         if any(p.exists() for p in files.all()):
             removed.append(f"files in {files.directory}")
         _remove_files(files)

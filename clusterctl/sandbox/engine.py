@@ -9,7 +9,9 @@ probe container, in that order, and never assumes which one this machine allows.
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -165,4 +167,27 @@ def detect_isolation(client: docker.DockerClient, image: str, labels: dict[str, 
         f"this Docker engine runs no container able to host a nested engine ({detail}). Fix: run the "
         "sandbox where containers may be privileged, or where --cap-add=ALL with seccomp/AppArmor "
         "unconfined is allowed."
+    )
+
+
+def free_subnet(client: docker.DockerClient) -> str:
+    """A 10.213.X.0/24 (X from 100 to 249, from a random start) that no network on the engine overlaps,
+    for sandboxes that must not collide with others on the same engine (tests, bench/).
+
+    Raises:
+        EnvironmentProblem: every one of those subnets is taken.
+    """
+    used = [
+        ipaddress.IPv4Network(config["Subnet"], strict=False)
+        for network in client.networks.list()
+        for config in (network.attrs.get("IPAM") or {}).get("Config") or []
+        if config.get("Subnet") and ":" not in config["Subnet"]
+    ]
+    start = uuid.uuid4().int % 150
+    for offset in range(150):
+        candidate = ipaddress.IPv4Network(f"10.213.{100 + (start + offset) % 150}.0/24")
+        if not any(candidate.overlaps(u) for u in used):
+            return str(candidate)
+    raise EnvironmentProblem(
+        "no free 10.213.X.0/24 subnet on the local engine. Fix: remove unused networks (docker network ls)."
     )

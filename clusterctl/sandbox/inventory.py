@@ -69,6 +69,8 @@ def inventory_document(
         "container": {"sshd_port": CONTAINER_SSHD_PORT},
         "image": {"profile": "cpu", "wheelhouse": wheels},
         "run": dict(RUN_DEFAULTS),
+        # The nodes reach the machine at the bridge's gateway; `up` installs the registry's CA on them.
+        "delivery": {"transport": "registry", "registry": {"address": str(plan.subnet.network_address + 1)}},
     }
     if slurm:
         # node1 is the login node and the controller; the run directory is on the volume every node

@@ -108,6 +108,23 @@ def authorise_key(container: Container, public_key: str) -> None:
     container.put_archive("/root", buf.getvalue())
 
 
+def trust_registry_ca(container: Container, endpoint: str, ca_pem: bytes) -> None:
+    """Install the cluster registry's CA for the node's engine, as provision's registry-ca step does on a
+    real host: ``/etc/docker/certs.d/<endpoint>/ca.crt`` (the engine reads it per request, no restart)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for directory in ("etc/docker", "etc/docker/certs.d", f"etc/docker/certs.d/{endpoint}"):
+            entry = tarfile.TarInfo(directory)
+            entry.type = tarfile.DIRTYPE
+            entry.mode = 0o755
+            tar.addfile(entry)
+        ca = tarfile.TarInfo(f"etc/docker/certs.d/{endpoint}/ca.crt")
+        ca.size = len(ca_pem)
+        ca.mode = 0o644
+        tar.addfile(ca, io.BytesIO(ca_pem))
+    container.put_archive("/", buf.getvalue())
+
+
 def sshd_answers(address: str, port: int = 22) -> bool:
     """Whether an SSH server greets on ``address:port`` within 2 s."""
     try:

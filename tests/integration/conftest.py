@@ -10,7 +10,6 @@ benchmark container is left after the test.
 
 from __future__ import annotations
 
-import ipaddress
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from clusterctl.image.build import build_image
 from clusterctl.image.distribute import distribute
 from clusterctl.inventory import Inventory, load_inventory
 from clusterctl.sandbox import cluster as sandbox_cluster
+from clusterctl.sandbox import engine as sandbox_engine
 
 
 def _engine() -> docker.DockerClient | None:
@@ -51,19 +51,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def free_subnet() -> str:
     """A 10.213.X.0/24 that no network on the local engine overlaps (X from 100 to 249)."""
-    client = docker.from_env(timeout=30)
-    used = [
-        ipaddress.IPv4Network(config["Subnet"], strict=False)
-        for network in client.networks.list()
-        for config in (network.attrs.get("IPAM") or {}).get("Config") or []
-        if config.get("Subnet") and ":" not in config["Subnet"]
-    ]
-    start = uuid.uuid4().int % 150
-    for offset in range(150):
-        candidate = ipaddress.IPv4Network(f"10.213.{100 + (start + offset) % 150}.0/24")
-        if not any(candidate.overlaps(u) for u in used):
-            return str(candidate)
-    raise RuntimeError("no free 10.213.X.0/24 subnet on the local engine")
+    return sandbox_engine.free_subnet(docker.from_env(timeout=30))
 
 
 def unique_name(prefix: str) -> str:
@@ -127,10 +115,15 @@ def benchmark_containers(inv: Inventory) -> dict[str, list[tuple[str, str]]]:
 
 
 def _untag_cluster_images(cluster_name: str) -> None:
-    """Drop the session's image tags; the layers stay cached for the next session's build."""
+    """Drop the session's image tags; the layers stay cached for the next session's build.
+
+    Only this cluster's own tags: a build whose every step is cached yields the same image ID for
+    every cluster, so the image also carries other sessions' tags, which must stay.
+    """
     engine = _engine()
     if engine is None:
         return
     for image in engine.images.list(name=f"clusterctl/{cluster_name}"):
         for tag in image.tags:
-            engine.images.remove(tag, noprune=True)
+            if tag.startswith(f"clusterctl/{cluster_name}:"):
+                engine.images.remove(tag, noprune=True)

@@ -35,7 +35,7 @@ _NETWORK = re.compile(r"^Using network (\S.*)")
 _NET_PLUGIN = re.compile(r"Loaded (net|collnet) plugin (\S.*)")
 _PLUGIN_VERSION = re.compile(r"\(v\d+\)$")
 _PLUGIN_ENV = re.compile(r"NCCL_NET_PLUGIN set by environment to (\S+)")
-_DMABUF = re.compile(r"DMA-BUF is available on GPU device (\d+)")
+_DMABUF = re.compile(r"DMA-BUF is available on GPU device (\d{1,9})\b")
 # net_ib.cc / the plugin's p2p_plugin.c (its net named "IB" or "NCCL RDMA Plugin v10"): "(DMABUF)
 # enabled", "(nvidia-peermem) enabled", "Disabled ... (no module)"; the enabled lines lack the closing quote.
 _GDR_HCA = re.compile(

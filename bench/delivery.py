@@ -1,0 +1,197 @@
+"""How fast `clusterctl image push` delivers the cpu image, per transport, against OpenSSH in the same run.
+
+For each node count N (default 1, 2, 4), on a fresh sandbox (fresh registry storage too), with the
+image built first (untimed):
+- OpenSSH baselines to node1 (first count only): `docker save IMAGE | ssh node docker load` and
+  `docker save IMAGE | ssh node 'cat >/dev/null'` (the sandbox's key and known_hosts);
+- the first delivery with each transport (`image push --transport T --json`, nodes emptied first;
+  the registry's includes its one push, compression and all): seconds, MB/s (image size / seconds),
+  bytes moved per node, every node verified;
+- the no-op delivery (every node holds the image);
+- the payload-only re-delivery: one file added to the payload, rebuilt, delivered with each transport
+  (library call, in this process): bytes moved per node and seconds.
+Nothing is asserted: targets are reported, not enforced.
+
+Usage: .venv/bin/python bench/delivery.py [--nodes 1,2,4] [--transports registry,stream] [--no-payload-only] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import docker
+from _sandbox import Bench, arguments, print_table, sandbox, write_json
+
+
+def _empty_nodes(bench: Bench, reference: str) -> None:
+    """Remove ``reference`` and every unused layer from each node's engine (a first delivery again)."""
+    for i in range(1, bench.nodes + 1):
+        container = f"clusterctl-{bench.name}-node{i}"
+        subprocess.run(
+            ["docker", "exec", container, "docker", "rmi", "-f", reference], capture_output=True, check=False
+        )
+        subprocess.run(
+            ["docker", "exec", container, "docker", "image", "prune", "-af"], capture_output=True, check=True
+        )
+
+
+def _openssh(bench: Bench, reference: str, remote: str) -> float:
+    """Seconds of `docker save REFERENCE | ssh node1 REMOTE` with the sandbox's key and known_hosts."""
+    from clusterctl.inventory import load_inventory
+
+    node = load_inventory(bench.inventory_path).nodes[0]
+    ssh = [
+        "ssh", "-i", str(node.ssh.identity_file), "-o", f"UserKnownHostsFile={node.ssh.known_hosts}",
+        "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", f"root@{node.address}", remote,
+    ]  # fmt: skip
+    start = time.perf_counter()
+    save = subprocess.Popen(["docker", "save", reference], stdout=subprocess.PIPE)
+    subprocess.run(ssh, stdin=save.stdout, check=True, capture_output=True)
+    save.stdout.close()
+    if save.wait() != 0:
+        raise RuntimeError("docker save failed")
+    return time.perf_counter() - start
+
+
+def _payload_only(bench: Bench, transport: str) -> dict[str, float]:
+    """Rebuild with one file added to the payload and deliver that image with ``transport`` (in this
+    process); the image record is put back to the original image afterwards."""
+    from clusterctl.image import render
+    from clusterctl.image.build import build_image, record_path
+    from clusterctl.image.distribute import distribute
+    from clusterctl.inventory import load_inventory
+    from clusterctl.paths import payload_dir
+
+    os.environ["CLUSTERCTL_STATE_DIR"] = str(bench.state_dir)
+    inventory = load_inventory(bench.inventory_path)
+    saved = record_path(inventory).read_text()
+    with tempfile.TemporaryDirectory() as tmp:
+        changed = Path(tmp) / "payload"
+        shutil.copytree(payload_dir(), changed)
+        (changed / "CHANGED.txt").write_text("one changed line\n")
+        original, render.payload_dir = render.payload_dir, lambda: changed
+        try:
+            build_image(inventory)
+        finally:
+            render.payload_dir = original
+    try:
+        start = time.perf_counter()
+        _, results = distribute(inventory, transport=transport)
+        took = time.perf_counter() - start
+    finally:
+        record_path(inventory).write_text(saved)
+    failed = {n: r.error for n, r in results.items() if not r.ok}
+    if failed:
+        raise RuntimeError(f"payload-only delivery ({transport}) failed: {failed}")
+    return {"seconds": took, "bytes_per_node": max(r.bytes_sent for r in results.values())}
+
+
+def measure(
+    nodes: int, transports: list[str], baselines: bool, payload_only: bool = True
+) -> dict[str, object]:
+    """Every figure for one node count, on a fresh sandbox."""
+    with sandbox(nodes, "bench-dlv") as bench:
+        bench.clusterctl("image", "build")
+        from clusterctl.image.build import read_record
+        from clusterctl.inventory import load_inventory
+
+        os.environ["CLUSTERCTL_STATE_DIR"] = str(bench.state_dir)
+        record = read_record(load_inventory(bench.inventory_path))
+        size = docker.from_env().images.get(record.image_id).attrs["Size"]
+        figures: dict[str, object] = {"image_bytes": size}
+        if baselines:
+            figures["openssh_cat_s"] = _openssh(bench, record.reference, "cat >/dev/null")
+            _empty_nodes(bench, record.reference)
+            figures["openssh_load_s"] = _openssh(bench, record.reference, "docker load")
+        for transport in transports:
+            _empty_nodes(bench, record.reference)
+            took, result = bench.json("image", "push", "--transport", transport)
+            nodes_json = result["nodes"]
+            failed = {n: r["error"] for n, r in nodes_json.items() if r["status"] == "failed"}
+            figures[f"{transport}_first_s"] = took
+            figures[f"{transport}_first_bytes_per_node"] = max(r["bytes_moved"] for r in nodes_json.values())
+            figures[f"{transport}_first_failed"] = failed
+            figures[f"{transport}_noop_s"], _ = bench.json("image", "push", "--transport", transport)
+            if payload_only:
+                figures[f"{transport}_payload_only"] = _payload_only(bench, transport)
+        return figures
+
+
+def main() -> None:
+    """Measure every node count, print the tables, write the JSON."""
+    parser = arguments(__doc__, "1,2,4", repeats=False)
+    parser.add_argument(
+        "--transports", default="registry,stream", help="Transports (default registry,stream)."
+    )
+    parser.add_argument(
+        "--no-payload-only",
+        action="store_true",
+        help="Skip the payload-only re-delivery (long on many nodes).",
+    )
+    args = parser.parse_args()
+    counts = [int(n) for n in args.nodes.split(",")]
+    transports = args.transports.split(",")
+    figures: dict[int, dict[str, object]] = {}
+    for i, n in enumerate(counts):  # the JSON is rewritten after each count: a later failure keeps it
+        figures[n] = measure(n, transports, baselines=(i == 0), payload_only=not args.no_payload_only)
+        write_json(args.json, {"figures": {str(k): f for k, f in figures.items()}})
+    first = figures[counts[0]]
+    mb = first["image_bytes"] / 1e6
+    if "openssh_load_s" in first:
+        print_table(
+            f"OpenSSH to node1, image {mb:,.0f} MB",
+            ["what", "seconds", "MB/s"],
+            [
+                [
+                    "docker save | ssh node 'cat >/dev/null'",
+                    first["openssh_cat_s"],
+                    mb / first["openssh_cat_s"],
+                ],
+                ["docker save | ssh node docker load", first["openssh_load_s"], mb / first["openssh_load_s"]],
+            ],
+        )
+    rows = []
+    for n in counts:
+        for t in transports:
+            f = figures[n]
+            failed = f[f"{t}_first_failed"]
+            rows.append(
+                [
+                    n,
+                    t,
+                    f[f"{t}_first_s"],
+                    mb / f[f"{t}_first_s"],
+                    f"{f[f'{t}_first_bytes_per_node'] / 1e6:,.0f} MB",
+                    f"{len(failed)} failed" if failed else "all verified",
+                    f[f"{t}_noop_s"],
+                    (
+                        f"{f[f'{t}_payload_only']['bytes_per_node'] / 1e6:,.2f} MB in {f[f'{t}_payload_only']['seconds']:.1f} s"
+                        if f"{t}_payload_only" in f
+                        else "not measured"
+                    ),
+                ]
+            )
+    print_table(
+        "clusterctl image push (CLI, start-up included; payload-only: library call)",
+        [
+            "nodes",
+            "transport",
+            "first s",
+            "MB/s",
+            "moved/node",
+            "nodes",
+            "no-op s",
+            "payload-only re-delivery/node",
+        ],
+        rows,
+    )
+    write_json(args.json, {"figures": {str(n): f for n, f in figures.items()}})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,295 @@
+"""The cluster's image registry: CNCF Distribution (Debian's ``docker-registry``) on the controller, with TLS.
+
+It runs only for the length of one ``image push``: started, pushed to once by the builder's engine,
+pulled from by every node in parallel, stopped. Its blobs stay in the cluster's state directory, so a
+later push uploads only the layers the registry lacks, and each node pulls only the layers it lacks.
+
+TLS comes from a per-cluster CA made here (``registry/ca.crt``, key 0600) and a server certificate for
+``delivery.registry.address``. Every Docker engine that talks to the registry trusts that CA for that
+one endpoint through ``/etc/docker/certs.d/<address:port>/ca.crt`` (``provision``'s registry-ca step
+on the nodes; ``trust_on_controller`` for the local engine); nothing is made an insecure registry.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import ipaddress
+import json
+import shutil
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from clusterctl.errors import EnvironmentProblem
+from clusterctl.inventory import Inventory
+from clusterctl.paths import cluster_state_dir
+
+# Seconds the registry may take to answer its first request after it starts.
+START_TIMEOUT_S = 20
+# Seconds it may take to stop on SIGTERM before it is killed.
+STOP_TIMEOUT_S = 10
+# Where Docker engines look for a registry's CA.
+CERTS_D = Path("/etc/docker/certs.d")
+
+
+@dataclass(frozen=True)
+class RegistryFiles:
+    """The registry's files in the cluster's state directory."""
+
+    directory: Path
+
+    @property
+    def ca_cert(self) -> Path:
+        """The per-cluster CA certificate (PEM) that every engine trusts for this registry."""
+        return self.directory / "ca.crt"
+
+    @property
+    def ca_key(self) -> Path:
+        return self.directory / "ca.key"
+
+    @property
+    def server_cert(self) -> Path:
+        return self.directory / "server.crt"
+
+    @property
+    def server_key(self) -> Path:
+        return self.directory / "server.key"
+
+    @property
+    def config(self) -> Path:
+        return self.directory / "config.yml"
+
+    @property
+    def storage(self) -> Path:
+        """The registry's blobs, kept between pushes."""
+        return self.directory / "storage"
+
+    @property
+    def log(self) -> Path:
+        return self.directory / "registry.log"
+
+
+def registry_files(inventory: Inventory) -> RegistryFiles:
+    """Where the cluster's registry keeps its certificates, configuration and blobs."""
+    return RegistryFiles(cluster_state_dir(inventory.cluster.name) / "registry")
+
+
+def certs_d_path(endpoint: str) -> Path:
+    """Where an engine looks for the CA of the registry at ``endpoint`` (``address:port``)."""
+    return CERTS_D / endpoint / "ca.crt"
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(b"")
+    tmp.chmod(0o600)
+    tmp.write_bytes(data)
+    tmp.replace(path)
+
+
+def _subject_names(address: str) -> list:
+    from cryptography import x509
+
+    try:
+        return [x509.IPAddress(ipaddress.ip_address(address))]
+    except ValueError:
+        return [x509.DNSName(address)]
+
+
+def _certificate_names(pem: bytes) -> list:
+    from cryptography import x509
+
+    cert = x509.load_pem_x509_certificate(pem)
+    return list(cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value)
+
+
+def ensure_tls(inventory: Inventory) -> RegistryFiles:
+    """The cluster's registry CA (made once) and a server certificate that names the registry's address.
+
+    The server certificate is made again when the address changed; the CA never changes once made (the
+    nodes trust it).
+    """
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    files = registry_files(inventory)
+    address = inventory.delivery.registry.address
+    if address is None:
+        raise EnvironmentProblem(
+            f"cluster {inventory.cluster.name}: delivery.registry.address is not set. Fix: set it to the "
+            "controller's address as the nodes reach it, or use the stream transport."
+        )
+    now = datetime.datetime.now(datetime.UTC)
+    pem = serialization.Encoding.PEM
+    private = serialization.PrivateFormat.PKCS8
+    if not (files.ca_cert.is_file() and files.ca_key.is_file()):
+        ca_key = ec.generate_private_key(ec.SECP256R1())
+        name = x509.Name(
+            [x509.NameAttribute(NameOID.COMMON_NAME, f"clusterctl {inventory.cluster.name} registry CA")]
+        )
+        ca = (
+            x509.CertificateBuilder()
+            .subject_name(name)
+            .issuer_name(name)
+            .public_key(ca_key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=3650))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .add_extension(
+                x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True
+            )
+            .sign(ca_key, hashes.SHA256())
+        )
+        _write_private(files.ca_key, ca_key.private_bytes(pem, private, serialization.NoEncryption()))
+        files.ca_cert.write_bytes(ca.public_bytes(pem))
+        files.server_cert.unlink(missing_ok=True)
+    names = _subject_names(address)
+    current = files.server_cert.is_file() and files.server_key.is_file()
+    if current and _certificate_names(files.server_cert.read_bytes()) == names:
+        return files
+    ca = x509.load_pem_x509_certificate(files.ca_cert.read_bytes())
+    ca_key = serialization.load_pem_private_key(files.ca_key.read_bytes(), password=None)
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, address)]))
+        .issuer_name(ca.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=825))
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    _write_private(files.server_key, key.private_bytes(pem, private, serialization.NoEncryption()))
+    files.server_cert.write_bytes(cert.public_bytes(pem))
+    return files
+
+
+def trust_on_controller(inventory: Inventory) -> None:
+    """Install the registry's CA for the local engine (the builder when no ``--builder`` node is named).
+
+    Raises:
+        EnvironmentProblem: ``/etc/docker/certs.d`` cannot be written here.
+    """
+    files = ensure_tls(inventory)
+    target = certs_d_path(inventory.delivery.registry.endpoint)
+    ca = files.ca_cert.read_bytes()
+    if target.is_file() and target.read_bytes() == ca:
+        return
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(ca)
+    except OSError as exc:
+        raise EnvironmentProblem(
+            f"cannot install the registry's CA at {target} for the local Docker engine ({exc.strerror}). "
+            f"Fix: copy {files.ca_cert} there as root, or build on a node (`image build --builder NODE`), "
+            "or use `--transport stream`."
+        ) from None
+
+
+def untrust_on_controller(inventory: Inventory) -> bool:
+    """Remove what ``trust_on_controller`` installed for this cluster (only if it is still this cluster's
+    CA); True when something was removed."""
+    files = registry_files(inventory)
+    if inventory.delivery.registry.address is None or not files.ca_cert.is_file():
+        return False
+    target = certs_d_path(inventory.delivery.registry.endpoint)
+    if not target.is_file() or target.read_bytes() != files.ca_cert.read_bytes():
+        return False
+    target.unlink()
+    with contextlib.suppress(OSError):
+        target.parent.rmdir()
+    return True
+
+
+def _config(files: RegistryFiles, inventory: Inventory) -> str:
+    registry = inventory.delivery.registry
+    return (
+        "version: 0.1\n"
+        "log:\n  level: warn\n  accesslog:\n    disabled: true\n"
+        f"storage:\n  filesystem:\n    rootdirectory: {files.storage}\n"
+        f"http:\n  addr: {registry.address}:{registry.port}\n"
+        f"  tls:\n    certificate: {files.server_cert}\n    key: {files.server_key}\n"
+    )
+
+
+def _answers(url: str, context: ssl.SSLContext) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2, context=context) as response:
+            return response.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+@contextlib.contextmanager
+def running_registry(inventory: Inventory) -> Iterator[str]:
+    """The cluster's registry, started for the ``with`` block and stopped after it; yields its endpoint.
+
+    Raises:
+        EnvironmentProblem: ``docker-registry`` is not installed, or the registry does not answer in time
+            (its log's tail is in the message).
+    """
+    binary = shutil.which("docker-registry")
+    if binary is None:
+        raise EnvironmentProblem(
+            "docker-registry (CNCF Distribution) is not installed on the controller. Fix: run "
+            "scripts/setup-env.sh (apt-get install docker-registry), or use `--transport stream`."
+        )
+    files = ensure_tls(inventory)
+    files.storage.mkdir(parents=True, exist_ok=True)
+    files.config.write_text(_config(files, inventory))
+    endpoint = inventory.delivery.registry.endpoint
+    context = ssl.create_default_context(cafile=str(files.ca_cert))
+    with files.log.open("wb") as log:
+        process = subprocess.Popen(
+            [binary, "serve", str(files.config)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not _answers(f"https://{endpoint}/v2/", context):
+            if process.poll() is not None or time.monotonic() > deadline:
+                tail = " | ".join(files.log.read_text(errors="replace").strip().splitlines()[-4:])
+                raise EnvironmentProblem(
+                    f"the registry at {endpoint} did not answer within {START_TIMEOUT_S} s ({tail or 'no output'}). "
+                    f"Fix: check that {inventory.delivery.registry.address} is an address of this machine and "
+                    f"port {inventory.delivery.registry.port} is free; log: {files.log}."
+                )
+            time.sleep(0.2)
+        yield endpoint
+    finally:
+        process.terminate()
+        try:
+            process.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(STOP_TIMEOUT_S)
+
+
+def layer_sizes(inventory: Inventory, repository: str, tag: str) -> dict[str, int]:
+    """The compressed size of each layer of ``repository:tag`` in the registry, by the short ID the
+    engine's pull progress names it with (the digest's first 12 hex digits)."""
+    files = registry_files(inventory)
+    request = urllib.request.Request(
+        f"https://{inventory.delivery.registry.endpoint}/v2/{repository}/manifests/{tag}",
+        headers={"Accept": "application/vnd.docker.distribution.manifest.v2+json"},
+    )
+    context = ssl.create_default_context(cafile=str(files.ca_cert))
+    with urllib.request.urlopen(request, timeout=30, context=context) as response:
+        manifest = json.load(response)
+    return {layer["digest"].split(":")[1][:12]: int(layer["size"]) for layer in manifest.get("layers", [])}

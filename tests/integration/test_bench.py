@@ -1,0 +1,62 @@
+"""The bench/ scripts' short forms (one node, one repeat) run end to end, so they cannot rot.
+
+Each runs as a user runs it (a fresh process, its own sandbox, removed at the end) and must print its
+table and write its JSON with every figure present and positive. No time is asserted: the figures are
+reported by the scripts, never enforced.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+def _run(script: str, tmp_path: Path, *args: str) -> tuple[str, dict]:
+    out = tmp_path / f"{script}.json"
+    done = subprocess.run(
+        [sys.executable, str(BENCH / script), *args, "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    figures = json.loads(out.read_text())
+    assert figures["machine"]["cpus"] >= 1 and figures["machine"]["date"]
+    return done.stdout, figures
+
+
+def test_fanout_short_form(tmp_path: Path) -> None:
+    stdout, figures = _run("fanout.py", tmp_path, "--nodes", "1", "--repeats", "1", "--transport", "stream")
+    medians = figures["median_s"]["1"]
+    assert set(medians) == {"check topology", "provision (no-op)", "status", "up + down"}
+    assert all(seconds > 0 for seconds in medians.values())
+    assert "| nodes |" in stdout
+
+
+def test_delivery_short_form(tmp_path: Path) -> None:
+    stdout, figures = _run("delivery.py", tmp_path, "--nodes", "1", "--transports", "stream")
+    one = figures["figures"]["1"]
+    assert one["stream_first_failed"] == {}
+    assert one["stream_first_bytes_per_node"] > 0.5 * one["image_bytes"]  # the stream moves the whole image
+    assert one["openssh_load_s"] > 0 and one["openssh_cat_s"] > 0 and one["stream_noop_s"] > 0
+    assert one["stream_payload_only"]["bytes_per_node"] > 0
+    assert "all verified" in stdout
+
+
+def test_run_overhead_short_form(tmp_path: Path) -> None:
+    stdout, figures = _run(
+        "run_overhead.py", tmp_path, "--nodes", "1", "--repeats", "1", "--transport", "stream"
+    )
+    one = figures["figures"]["1"]
+    assert one["run_s"] > 0 and one["payload_s"] > 0
+    assert one["overhead_s"] == pytest.approx(one["run_s"] - one["payload_s"])
+    assert "overhead" in stdout

@@ -1,0 +1,141 @@
+"""Delivery failure modes on the 2-node sandbox, real engines and sshd, without needing eight nodes.
+
+Eight concurrent 1.66 GB deliveries failed with ``('Connection aborted.', OSError('Socket is closed'))``
+and 0 bytes in the table although the image had arrived: a load that takes minutes leaves the node's
+other pooled HTTP connection idle until its engine closes it, and the docker SDK's SSH pool handed out
+that dead ``dial-stdio`` channel for the check after the load. These tests close the channel (and the
+whole SSH session) on the node, the way the engine and a lost peer do, and check the product's client
+recovers; and that a node dropping the connection mid-delivery is reported failed with its bytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import tarfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import docker
+import docker.errors
+import pytest
+
+from clusterctl.hosts.docker_remote import channel_dropped, docker_client
+from clusterctl.image.distribute import StreamTransport, deliver_to, summary
+from clusterctl.inventory import Inventory, Node
+from tests.integration.conftest import Sandbox
+
+pytestmark = pytest.mark.integration
+
+# Enough bytes that the load is still streaming when the node drops the connection.
+_BLOB_BYTES = 24 << 20
+
+
+def _on_node(sandbox: Sandbox, node: Node, *argv: str) -> None:
+    """Run ``argv`` in the sandbox's node container through the local engine (the node's console)."""
+    subprocess.run(
+        ["docker", "exec", f"clusterctl-{sandbox.name}-{node.name}", *argv], check=False, timeout=60
+    )
+
+
+def _pooled(client: docker.DockerClient) -> list:
+    adapter = client.api._custom_adapter
+    pools = [adapter.pools[url] for url in adapter.pools.keys()]  # noqa: SIM118 (no __iter__)
+    return [conn for pool in pools for conn in list(pool.pool.queue) if conn is not None]
+
+
+@pytest.fixture
+def blob_image(tmp_path: Path) -> Iterator[str]:
+    """A one-layer image of random bytes on the local engine; removed afterwards."""
+    blob = tmp_path / "blob"
+    with blob.open("wb") as out:
+        out.write(uuid.uuid4().bytes * (_BLOB_BYTES // 16))  # the same 16 bytes: distinct per test run
+    with tarfile.open(tmp_path / "blob.tar", "w") as tar:
+        tar.add(blob, arcname="blob")
+    reference = f"clusterctl-test/delivery:{uuid.uuid4().hex[:8]}"
+    local = docker.from_env(timeout=120)
+    with (tmp_path / "blob.tar").open("rb") as data:
+        local.api.import_image_from_data(
+            data.read(), repository=reference.split(":")[0], tag=reference.split(":")[1]
+        )
+    try:
+        yield reference
+    finally:
+        with contextlib.suppress(docker.errors.ImageNotFound):
+            local.images.remove(reference)
+        local.close()
+
+
+def test_a_pooled_connection_whose_channel_the_node_closed_is_replaced(sandbox2: Sandbox) -> None:
+    inv, node = sandbox2.inventory, sandbox2.inventory.nodes[0]
+    with contextlib.closing(docker_client(inv, node)) as client:
+        version = client.version()["Version"]
+        _on_node(sandbox2, node, "pkill", "-f", "docker system dial-stdio")
+        # The failure mode is there: the pool holds a connection whose channel the node closed...
+        deadline = time.monotonic() + 10
+        while not any(channel_dropped(conn) for conn in _pooled(client)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert any(channel_dropped(conn) for conn in _pooled(client))
+        # ...and the next request gets a fresh channel instead of "Socket is closed".
+        assert client.version()["Version"] == version
+
+
+def test_a_dead_ssh_session_is_reconnected(sandbox2: Sandbox) -> None:
+    inv, node = sandbox2.inventory, sandbox2.inventory.nodes[0]
+    with contextlib.closing(docker_client(inv, node)) as client:
+        client.ping()
+        _on_node(sandbox2, node, "pkill", "-f", "^sshd: root@")  # every session, never the listener
+        transport = client.api._custom_adapter.ssh_client.get_transport()
+        for _ in range(50):
+            if not transport.is_active():
+                break
+            transport.join(0.1)
+        assert not transport.is_active()
+        assert client.ping()
+
+
+class _DroppingTransport:
+    """The stream transport, with the node dropping the connection once ``after`` bytes have moved."""
+
+    def __init__(self, inner: StreamTransport, after: int, drop: Callable[[], None]):
+        self.inner, self.after, self.drop, self.moved = inner, after, drop, 0
+
+    def deliver(self, node: Node, client: docker.DockerClient, on_bytes: Callable[[int], None]) -> None:
+        def counting(n: int) -> None:
+            self.moved += n
+            on_bytes(n)
+            if self.moved >= self.after and self.drop is not None:
+                self.drop()
+                self.drop = None
+
+        self.inner.deliver(node, client, counting)
+
+
+def test_a_node_that_drops_mid_delivery_is_failed_with_its_error_and_bytes(
+    sandbox2: Sandbox, blob_image: str
+) -> None:
+    inv: Inventory = sandbox2.inventory
+    node = inv.nodes[1]
+    local = docker.from_env(timeout=120)
+    image_id = local.images.get(blob_image).id
+    transport = _DroppingTransport(
+        StreamTransport(local, blob_image),
+        after=4 << 20,
+        drop=lambda: _on_node(sandbox2, node, "pkill", "-f", "^sshd: root@"),
+    )
+    result = deliver_to(inv, node, blob_image, image_id, transport, lambda n: None)
+    local.close()
+    assert result.status == "failed"
+    assert result.error  # the real error, whatever the engine or the channel said
+    assert result.bytes_sent >= 4 << 20  # what moved before the drop is reported, not 0
+    line = summary({node.name: result})
+    assert line.startswith("1 of 1 node(s) failed") and "nothing moved" not in line
+    # A second delivery on a fresh client goes through and is verified.
+    again = deliver_to(
+        inv, node, blob_image, image_id, StreamTransport(docker.from_env(), blob_image), lambda n: None
+    )
+    assert again.status == "delivered" and again.image_id == image_id
+    with contextlib.closing(docker_client(inv, node)) as client:
+        client.images.remove(blob_image)
