@@ -160,6 +160,7 @@ def test_nccl_log_warnings_are_errors() -> None:
             "openib-no-active-ports",
         ),
         ("mpi_errors/ompi-issue7413-prrte-not-enough-slots-7-partial.txt", "not-enough-slots"),
+        ("mpi_errors/clusterctl-sandbox-orte-lost-remote-daemon-container-killed.txt", "daemon-lost"),
     ],
 )
 def test_mpi_error_categories(relative: str, category: str) -> None:
@@ -177,6 +178,15 @@ def test_mpi_error_details() -> None:
     assert nonzero.exit_code == 3
     slots = parse_mpi_error(fixture_text("mpi_errors/ompi-issue7413-prrte-not-enough-slots-7-partial.txt"))
     assert slots.requested_slots == 7
+
+
+def test_mpi_error_lost_daemon_names_the_remote_host_not_mpiruns() -> None:
+    lost = parse_mpi_error(
+        fixture_text("mpi_errors/clusterctl-sandbox-orte-lost-remote-daemon-container-killed.txt")
+    )
+    assert lost.lost_host == "10.213.218.12"
+    assert lost.summary.startswith("mpirun lost its daemon on 10.213.218.12:")
+    assert lost.unparsed_lines == ["Connection to 10.213.218.12 closed by remote host."]
 
 
 def test_mpi_error_ssh_and_unknown() -> None:

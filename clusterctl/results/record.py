@@ -14,6 +14,7 @@ A run directory (``runs/<UTC time>_<workload>_<nodes>n/``) is a contract:
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from datetime import UTC, datetime
 from pathlib import Path
@@ -104,7 +105,11 @@ def judge_run(
         ranks_per_node=min(h.slots for h in plan.hosts),
         gdr_level=s.gdr_level,
     )
-    findings = [*_exit_findings(output, exit_code), *workload.sanity(output, plan), *fabric_findings(fabric)]
+    findings = [
+        *_exit_findings(output, exit_code, plan),
+        *workload.sanity(output, plan),
+        *fabric_findings(fabric),
+    ]
     return RunRecord(
         run_id=run_id,
         started_at=started_at,
@@ -120,11 +125,15 @@ def judge_run(
     )
 
 
-def _exit_findings(output: str, exit_code: int) -> list[Finding]:
+def _exit_findings(output: str, exit_code: int, plan: LaunchPlan) -> list[Finding]:
     if exit_code == 0:
         return []
     error = parse_mpi_error(output)
     summary = error.summary or "no MPI error block in the output"
+    for host in plan.hosts:  # mpirun names hosts by the address in -H: say which node that is
+        summary = re.sub(
+            rf"(?<![\w.]){re.escape(host.address)}(?![\w.])", f"{host.node} ({host.address})", summary
+        )
     return [
         Finding(
             severity="error",

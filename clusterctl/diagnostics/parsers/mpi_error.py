@@ -1,7 +1,8 @@
 """Open MPI / PRRTE failure text: what kind of failure it is, on which hosts, and a one-line summary.
 
 Categories, checked in this order (the first match wins, most specific cause first):
-ssh-connect-failed, daemons-failed-to-start, not-enough-slots, rank-crashed, nonzero-exit,
+ssh-connect-failed, daemon-lost (a node, its container or the network went away mid-run),
+daemons-failed-to-start, not-enough-slots, rank-crashed, nonzero-exit,
 openib-no-active-ports (a warning Open MPI prints before running anyway), unknown.
 """
 
@@ -16,6 +17,7 @@ from clusterctl.diagnostics.model import Parsed, split_tag, to_int
 
 MpiCategory = Literal[
     "ssh-connect-failed",
+    "daemon-lost",
     "not-enough-slots",
     "daemons-failed-to-start",
     "rank-crashed",
@@ -31,6 +33,8 @@ _SSH = re.compile(
 _DAEMONS = re.compile(
     r"(?:ORTE|PRRTE|PRTE) was unable to reliably start|orted: command not found|prted: command not found"
 )
+_LOST = re.compile(r"(?:ORTE|PRRTE|PRTE) has lost communication with a remote daemon")
+_REMOTE_DAEMON = re.compile(r"Remote daemon\s*:.*? on node ([\w.-]+)")
 _SLOTS = re.compile(r"There are not enough slots available in the system to satisfy the (\d+)")
 _OPENIB = re.compile(r"there are no active ports detected")
 _CRASH = re.compile(
@@ -55,6 +59,7 @@ class MpiError(Parsed):
     category: MpiCategory = Field("unknown", description="What kind of failure this is.")
     summary: str = Field("", description="One line saying what happened.")
     hosts: list[str] = Field(default_factory=list, description="Hosts named in the text.")
+    lost_host: str | None = Field(None, description="The host whose daemon mpirun lost (daemon-lost).")
     rank: int | None = Field(None, description="The failing rank, when named.")
     exit_code: int | None = Field(None, description="`Exit code:` of the first failing process.")
     signal: int | None = Field(None, description="Signal that killed a rank.")
@@ -95,6 +100,8 @@ def _read_details(result: MpiError, line: str) -> None:
     for pattern in _HOST_PATTERNS:
         if (m := pattern.search(line)) and m.group(1) not in result.hosts:
             result.hosts.append(m.group(1))
+    if (m := _REMOTE_DAEMON.search(line)) and result.lost_host is None:
+        result.lost_host = m.group(1)
     if (m := _RANK.search(line)) and result.rank is None:
         result.rank = to_int(m.group(1))
     if (m := _EXIT.search(line)) and result.exit_code is None:
@@ -109,13 +116,19 @@ def _read_details(result: MpiError, line: str) -> None:
 
 
 def _any_category(line: str) -> bool:
-    return any(p.search(line) for p in (_SSH, _DAEMONS, _SLOTS, _OPENIB, _CRASH, _NONZERO))
+    return any(p.search(line) for p in (_SSH, _LOST, _DAEMONS, _SLOTS, _OPENIB, _CRASH, _NONZERO))
 
 
 def _classify(text: str, result: MpiError) -> tuple[MpiCategory, str]:
     hosts = ", ".join(result.hosts) or "unknown host"
     if _SSH.search(text):
         return "ssh-connect-failed", f"mpirun could not reach a node over SSH ({hosts})"
+    if _LOST.search(text):
+        return (
+            "daemon-lost",
+            f"mpirun lost its daemon on {result.lost_host or hosts}: that node, its container or the "
+            "network went away while the job ran",
+        )
     if _DAEMONS.search(text):
         return (
             "daemons-failed-to-start",
