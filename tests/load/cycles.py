@@ -139,6 +139,26 @@ def _clusterctl(report: LoadReport, cycle: int, name: str, *args: str) -> Step:
     return step
 
 
+def _cycle(report: LoadReport, cycle: int, inventory: list[str], runs: Path, log) -> bool:
+    """The commands of one cycle; False if one other than run failed (down ran anyway)."""
+    for step, args in (
+        ("provision", ["provision", *inventory, "--json"]),
+        ("image build", ["image", "build", *inventory]),
+        ("image push", ["image", "push", *inventory]),
+        ("up", ["up", *inventory]),
+        ("run", ["run", "resnet50", *inventory, *RUN_ARGS, "--runs-dir", str(runs), "--json"]),
+        ("down", ["down", *inventory]),
+    ):
+        done = _clusterctl(report, cycle, step, *args)
+        log(f"cycle {cycle} {step}: exit {done.exit_code} in {done.seconds:.1f} s")
+        if done.exit_code != 0 and step != "run":
+            log((done.stdout + done.stderr)[-3000:])
+            if step != "down":
+                _clusterctl(report, cycle, "down (cleanup)", "down", *inventory)
+            return False
+    return True
+
+
 def run_cycles(state: Path, *, nodes: int = 8, cycles: int = 3, log=print) -> LoadReport:
     """Bring up an ``nodes``-node sandbox in ``state``, run ``cycles`` cycles, remove the sandbox.
 
@@ -156,22 +176,10 @@ def run_cycles(state: Path, *, nodes: int = 8, cycles: int = 3, log=print) -> Lo
         runs = state.parent / f"{state.name}-runs"
         report.snapshots.append(snapshot(name, state))
         for cycle in range(1, cycles + 1):
-            for step, args in (
-                ("provision", ["provision", *inventory, "--json"]),
-                ("image build", ["image", "build", *inventory]),
-                ("image push", ["image", "push", *inventory]),
-                ("up", ["up", *inventory]),
-                ("run", ["run", "resnet50", *inventory, *RUN_ARGS, "--runs-dir", str(runs), "--json"]),
-                ("down", ["down", *inventory]),
-            ):
-                done = _clusterctl(report, cycle, step, *args)
-                log(f"cycle {cycle} {step}: exit {done.exit_code} in {done.seconds:.1f} s")
-                if done.exit_code != 0 and step != "run":
-                    log((done.stdout + done.stderr)[-3000:])
-                    if step != "down":
-                        _clusterctl(report, cycle, "down (cleanup)", "down", *inventory)
-                    break
+            completed = _cycle(report, cycle, inventory, runs, log)
             report.snapshots.append(snapshot(name, state))
+            if not completed:
+                break  # a command other than run failed: the next cycles would only repeat it
         run_dirs = sorted(d for d in runs.iterdir() if d.is_dir()) if runs.is_dir() else []
         report.runs = [json.loads((d / "result.json").read_text()) for d in run_dirs]
         report.commands = [(d / "command.txt").read_text() for d in run_dirs]
