@@ -186,7 +186,16 @@ def test_mpi_error_lost_daemon_names_the_remote_host_not_mpiruns() -> None:
     )
     assert lost.lost_host == "10.213.218.12"
     assert lost.summary.startswith("mpirun lost its daemon on 10.213.218.12:")
-    assert lost.unparsed_lines == ["Connection to 10.213.218.12 closed by remote host."]
+    assert lost.unparsed_lines == []
+    # the same kill while node2's orted was starting: ORTE's other block, the host from ssh's line
+    starting = parse_mpi_error(
+        fixture_text("mpi_errors/clusterctl-sandbox-orte-daemon-start-container-killed.txt")
+    )
+    assert (starting.category, starting.lost_host) == ("daemons-failed-to-start", "10.213.126.12")
+    assert starting.summary.startswith("mpirun could not start its daemon on 10.213.126.12: that node closed")
+    # without ssh's line (a daemon that never started anywhere) no host is made up
+    plain = parse_mpi_error(fixture_text("mpi_errors/covizu-issue350-orte-unable-to-start-daemons-full.txt"))
+    assert plain.lost_host is None and "on the other nodes" in plain.summary
 
 
 def test_mpi_error_ssh_and_unknown() -> None:

@@ -232,7 +232,8 @@ def test_secondary_container_killed_during_run_ends_it_naming_the_node(
     assert proc.returncode == 1, out[-3000:]
     assert ended_after < 60, f"the run went on {ended_after:.0f} s after node2's container died"
     node2 = cluster.node("node2")
-    assert f"mpirun lost its daemon on node2 ({node2.fabric_ip})" in " ".join(out.split()), out[-3000:]
+    # ORTE says "lost communication" or, when the kill meets orted still starting, "unable to start"
+    assert f"daemon on node2 ({node2.fabric_ip}):" in " ".join(out.split()), out[-3000:]
     (record,) = [json.loads(p.read_text()) for p in (tmp_path / "runs").glob("*/result.json")]
     assert record["valid"] is False and record["exit_code"] not in (0, 124)
 

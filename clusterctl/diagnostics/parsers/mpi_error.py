@@ -35,6 +35,8 @@ _DAEMONS = re.compile(
 )
 _LOST = re.compile(r"(?:ORTE|PRRTE|PRTE) has lost communication with a remote daemon")
 _REMOTE_DAEMON = re.compile(r"Remote daemon\s*:.*? on node ([\w.-]+)")
+# ssh's own line when the node ends an established session: the node or its container went away.
+_CLOSED = re.compile(r"Connection to ([\w.-]+) closed by remote host")
 _SLOTS = re.compile(r"There are not enough slots available in the system to satisfy the (\d+)")
 _OPENIB = re.compile(r"there are no active ports detected")
 _CRASH = re.compile(
@@ -50,7 +52,7 @@ _HOST_PATTERNS = (
     re.compile(r"connect to host ([\w.-]+)"),
 )
 _RECOGNISED = re.compile(r"^-{10,}$|NCCL failure|Test failure|terminate called|what\(\):|\*\*\*|Signal code|"
-                         r"total processes killed|PRRTE ERROR|ORTE_ERROR|Process name:")  # fmt: skip
+                         r"total processes killed|PRRTE ERROR|ORTE_ERROR|Process name:|closed by remote host")  # fmt: skip
 
 
 class MpiError(Parsed):
@@ -59,7 +61,9 @@ class MpiError(Parsed):
     category: MpiCategory = Field("unknown", description="What kind of failure this is.")
     summary: str = Field("", description="One line saying what happened.")
     hosts: list[str] = Field(default_factory=list, description="Hosts named in the text.")
-    lost_host: str | None = Field(None, description="The host whose daemon mpirun lost (daemon-lost).")
+    lost_host: str | None = Field(
+        None, description="The host whose daemon mpirun lost, or whose end closed mpirun's SSH session."
+    )
     rank: int | None = Field(None, description="The failing rank, when named.")
     exit_code: int | None = Field(None, description="`Exit code:` of the first failing process.")
     signal: int | None = Field(None, description="Signal that killed a rank.")
@@ -100,7 +104,7 @@ def _read_details(result: MpiError, line: str) -> None:
     for pattern in _HOST_PATTERNS:
         if (m := pattern.search(line)) and m.group(1) not in result.hosts:
             result.hosts.append(m.group(1))
-    if (m := _REMOTE_DAEMON.search(line)) and result.lost_host is None:
+    if (m := _REMOTE_DAEMON.search(line) or _CLOSED.search(line)) and result.lost_host is None:
         result.lost_host = m.group(1)
     if (m := _RANK.search(line)) and result.rank is None:
         result.rank = to_int(m.group(1))
@@ -128,6 +132,12 @@ def _classify(text: str, result: MpiError) -> tuple[MpiCategory, str]:
             "daemon-lost",
             f"mpirun lost its daemon on {result.lost_host or hosts}: that node, its container or the "
             "network went away while the job ran",
+        )
+    if _DAEMONS.search(text) and result.lost_host:  # the node went away while its daemon started
+        return (
+            "daemons-failed-to-start",
+            f"mpirun could not start its daemon on {result.lost_host}: that node closed the SSH session "
+            "(the node or its container went away)",
         )
     if _DAEMONS.search(text):
         return (
