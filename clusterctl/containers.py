@@ -586,14 +586,25 @@ def _exec_wrapper(argv: Sequence[str], pid_file: str, timeout_s: float) -> list[
     return ["setsid", "--wait", "bash", "-c", script, pid_file, f"{timeout_s + BACKSTOP_GRACE_S:g}", *argv]
 
 
-def _kill_session(container: Container, pid_file: str) -> None:
-    """TERM, then KILL after 5 s, the process group whose leader's pid is in ``pid_file``."""
+def _kill_session(inventory: Inventory, node: Node, container_id: str, pid_file: str) -> str | None:
+    """TERM, then KILL after 5 s, the process group whose leader's pid is in ``pid_file``.
+
+    Over a fresh connection: the one that carried a long exec stream may be dead (see
+    ``exec_in_container``), and a kill sent on it was lost without a word: a run past its timeout
+    was reported killed while mpirun and every rank went on. Returns why the kill failed, or None.
+    """
     script = (
         f'p=$(cat {shlex.quote(pid_file)} 2>/dev/null) || exit 0; kill -TERM -- -"$p" 2>/dev/null; '
         f'for _ in 1 2 3 4 5; do kill -0 -- -"$p" 2>/dev/null || exit 0; sleep 1; done; kill -KILL -- -"$p"'
     )
-    with contextlib.suppress(docker.errors.DockerException, OSError):
-        container.exec_run(["bash", "-c", script])
+    try:
+        with _node_client(inventory, node) as client:
+            exec_id = client.api.exec_create(container_id, ["bash", "-c", script])["Id"]
+            client.api.exec_start(exec_id)
+            code = client.api.exec_inspect(exec_id)["ExitCode"]
+    except (ClusterctlError, docker.errors.DockerException, OSError) as exc:
+        return str(exc)
+    return None if code == 0 else f"the kill exited {code}"
 
 
 def exec_in_container(
@@ -656,11 +667,12 @@ def exec_in_container(
             while reader.is_alive() and time.monotonic() < deadline:
                 reader.join(min(0.5, max(deadline - time.monotonic(), 0)))
         except KeyboardInterrupt:
-            _kill_session(container, pid_file)
+            _kill_session(inventory, node, container.id, pid_file)
             raise
         if reader.is_alive():
-            _kill_session(container, pid_file)
-            raise ExecTimedOut(f"{node.name}: {shlex.join(argv)} ran past {timeout_s:g} s and was killed.")
+            failed = _kill_session(inventory, node, container.id, pid_file)
+            outcome = "was killed" if failed is None else f"could NOT be killed ({failed}); it may still run"
+            raise ExecTimedOut(f"{node.name}: {shlex.join(argv)} ran past {timeout_s:g} s and {outcome}.")
         if failure:
             raise StepError(f"{node.name}: output stream of {shlex.join(argv)} broke: {failure[0]}")
     # A fresh connection for the calls after the stream: on the one that carried a long exec, the

@@ -25,12 +25,15 @@ from cryptography.hazmat.primitives.serialization import (
 def ensure_keypair(private_path: Path, comment: str) -> str:
     """Create an ed25519 key pair at ``private_path`` (+ ``.pub``) unless one exists; return the public line.
 
-    The private key file is created with mode 0600 before any byte is written to it.
+    The private key file is created with mode 0600 before any byte is written to it, in a directory
+    made 0700 (also when it existed: a key readable by nobody else in a directory anyone can list,
+    rename in or, with group write, replace in would not stay private).
     """
     pub_path = private_path.with_name(private_path.name + ".pub")
+    private_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    private_path.parent.chmod(0o700)
     if private_path.exists():
         return public_key_of(private_path, comment)
-    private_path.parent.mkdir(parents=True, exist_ok=True)
     key = Ed25519PrivateKey.generate()
     pem = key.private_bytes(Encoding.PEM, PrivateFormat.OpenSSH, NoEncryption())
     fd = os.open(private_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

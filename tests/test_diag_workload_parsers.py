@@ -160,6 +160,7 @@ def test_nccl_log_warnings_are_errors() -> None:
             "openib-no-active-ports",
         ),
         ("mpi_errors/ompi-issue7413-prrte-not-enough-slots-7-partial.txt", "not-enough-slots"),
+        ("mpi_errors/clusterctl-sandbox-orte-lost-remote-daemon-container-killed.txt", "daemon-lost"),
     ],
 )
 def test_mpi_error_categories(relative: str, category: str) -> None:
@@ -177,6 +178,24 @@ def test_mpi_error_details() -> None:
     assert nonzero.exit_code == 3
     slots = parse_mpi_error(fixture_text("mpi_errors/ompi-issue7413-prrte-not-enough-slots-7-partial.txt"))
     assert slots.requested_slots == 7
+
+
+def test_mpi_error_lost_daemon_names_the_remote_host_not_mpiruns() -> None:
+    lost = parse_mpi_error(
+        fixture_text("mpi_errors/clusterctl-sandbox-orte-lost-remote-daemon-container-killed.txt")
+    )
+    assert lost.lost_host == "10.213.218.12"
+    assert lost.summary.startswith("mpirun lost its daemon on 10.213.218.12:")
+    assert lost.unparsed_lines == []
+    # the same kill while node2's orted was starting: ORTE's other block, the host from ssh's line
+    starting = parse_mpi_error(
+        fixture_text("mpi_errors/clusterctl-sandbox-orte-daemon-start-container-killed.txt")
+    )
+    assert (starting.category, starting.lost_host) == ("daemons-failed-to-start", "10.213.126.12")
+    assert starting.summary.startswith("mpirun could not start its daemon on 10.213.126.12: that node closed")
+    # without ssh's line (a daemon that never started anywhere) no host is made up
+    plain = parse_mpi_error(fixture_text("mpi_errors/covizu-issue350-orte-unable-to-start-daemons-full.txt"))
+    assert plain.lost_host is None and "on the other nodes" in plain.summary
 
 
 def test_mpi_error_ssh_and_unknown() -> None:

@@ -106,6 +106,20 @@ def test_failed_mpirun_is_invalid_with_the_mpi_error() -> None:
     assert "run-failed" in [f.code for f in record.findings]
 
 
+def test_a_lost_secondary_is_named_by_node_and_address() -> None:
+    # the sandbox's own log of a secondary's container killed mid-run, moved to this plan's addresses
+    inventory = load_inventory(ROOT / "inventories" / "sandbox-example.yml")
+    workload = get_workload("resnet50")
+    plan = build_plan(inventory, run_options(inventory, workload.name, nodes=2), workload)
+    lost = plan.hosts[1]
+    log = fixture("mpi_errors/clusterctl-sandbox-orte-lost-remote-daemon-container-killed.txt")
+    log = log.replace("10.213.218.12", lost.address)
+    started = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    record = judge_run(inventory, plan, workload, log, 205, run_id="r", started_at=started)
+    (failed,) = [f for f in record.findings if f.code == "run-failed"]
+    assert f"(daemon-lost): mpirun lost its daemon on {lost.node} ({lost.address}):" in failed.message
+
+
 def test_run_directory_round_trips_and_never_overwrites(tmp_path: Path) -> None:
     log = fixture("tf_cnn_benchmarks/lambda-1x1080ti-tf2.2-resnet50-fp32.txt")
     inventory, plan, record = _paper_record(log)

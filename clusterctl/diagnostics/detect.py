@@ -79,7 +79,8 @@ _SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "mpi-error",
         re.compile(
-            r"(?:ORTE|PRRTE|PRTE) was unable to reliably start|not enough slots available|"
+            r"(?:ORTE|PRRTE|PRTE) (?:was unable to reliably start|has lost communication)|"
+            r"not enough slots available|"
             r"mpirun (?:noticed|detected|was unable)|Primary job[ \t\r]+terminated|"
             r"no active ports detected|orted: command not found",
             re.M,

@@ -32,7 +32,7 @@ from docker.transport import SSHHTTPAdapter
 from docker.transport.sshconn import SSHConnection, SSHConnectionPool
 
 from clusterctl.errors import ConnectError
-from clusterctl.hosts.ssh import known_hosts_files
+from clusterctl.hosts.ssh import host_key_changed, known_hosts_files
 from clusterctl.inventory import Inventory, Node
 
 # The oldest engine API clusterctl talks to (Docker 20.10, Debian bookworm's docker.io).
@@ -119,6 +119,8 @@ def docker_client(inventory: Inventory, node: Node, *, timeout_s: int = 120) -> 
     base_url = f"ssh://{node.ssh.user}@{node.address}:{node.ssh.port}"
     try:
         adapter = _VerifiedSSHAdapter(base_url, params, known_hosts_files(inventory, node), timeout_s)
+    except paramiko.BadHostKeyException as exc:
+        raise host_key_changed(f"{node.name} ({node.address}:{node.ssh.port})", node, exc) from None
     except paramiko.SSHException as exc:
         raise ConnectError(
             f"{node.name} ({node.address}:{node.ssh.port}): cannot reach its Docker engine over SSH ({exc}). "
@@ -132,4 +134,13 @@ def docker_client(inventory: Inventory, node: Node, *, timeout_s: int = 120) -> 
     client.api.mount("http+docker://ssh", adapter)
     client.api._custom_adapter = adapter
     client.api.base_url = "http+docker://ssh"
+    try:  # SSH answered; the engine behind `docker system dial-stdio` may not (stopped, crashed)
+        client.ping()
+    except (docker.errors.DockerException, paramiko.SSHException, OSError) as exc:
+        client.close()
+        raise ConnectError(
+            f"{node.name} ({node.address}): SSH answers but its Docker engine does not ({exc}). Fix: start "
+            f"the engine on {node.name} (`systemctl start docker`), check that `docker info` answers there, "
+            "then re-run."
+        ) from None
     return client

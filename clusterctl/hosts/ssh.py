@@ -88,6 +88,17 @@ class _UnknownHostKey(paramiko.MissingHostKeyPolicy):
         client.get_host_keys().add(hostname, key.get_name(), key)
 
 
+def host_key_changed(where: str, node: Node, exc: paramiko.BadHostKeyException) -> ConnectError:
+    """The refusal of a host key that differs from the recorded one, both fingerprints shown."""
+    gateway = f" (ProxyJump gateway {exc.hostname})" if exc.hostname != node.address else ""
+    got = fingerprint(f"{exc.key.get_name()} {exc.key.get_base64()}")
+    known = fingerprint(f"{exc.expected_key.get_name()} {exc.expected_key.get_base64()}")
+    return ConnectError(
+        f"{where}: host key{gateway} CHANGED: got {got}, known {known}. Fix: if the node was reinstalled, "
+        "remove its old line from known_hosts; otherwise treat this as an attack."
+    )
+
+
 def connect(inventory: Inventory, node: Node, *, accept_new: bool = False) -> fabric.Connection:
     """An open Fabric connection to ``node`` with its host key verified.
 
@@ -123,12 +134,7 @@ def connect(inventory: Inventory, node: Node, *, accept_new: bool = False) -> fa
     except ConnectError:
         raise
     except paramiko.BadHostKeyException as exc:
-        gateway = f" (ProxyJump gateway {exc.hostname})" if exc.hostname != node.address else ""
-        raise ConnectError(
-            f"{where}: host key{gateway} CHANGED: got {fingerprint(f'{exc.key.get_name()} {exc.key.get_base64()}')}, "
-            f"known {fingerprint(f'{exc.expected_key.get_name()} {exc.expected_key.get_base64()}')}. Fix: if the "
-            "node was reinstalled, remove its old line from known_hosts; otherwise treat this as an attack."
-        ) from None
+        raise host_key_changed(where, node, exc) from None
     except paramiko.AuthenticationException as exc:
         raise ConnectError(
             f"{where}: authentication failed ({exc}). Fix: check ssh.user and ssh.identity_file."

@@ -15,6 +15,7 @@ A run directory (``runs/<UTC time>_<workload>_<nodes>n/``) is a contract:
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -140,7 +141,7 @@ def judge_run(
         expected = None if gradient is None else expected_bytes_per_node(gradient, steps, len(plan.hosts))
         proof = prove_counters(*counters, fabric=primary.fabric, expected_bytes_per_node=expected)
     findings = [
-        *_exit_findings(output, exit_code),
+        *_exit_findings(output, exit_code, plan),
         *workload.sanity(output, plan),
         *fabric_findings(fabric),
         *settle_snapshot(snapshot, fabric),
@@ -164,11 +165,15 @@ def judge_run(
     )
 
 
-def _exit_findings(output: str, exit_code: int) -> list[Finding]:
+def _exit_findings(output: str, exit_code: int, plan: LaunchPlan) -> list[Finding]:
     if exit_code == 0:
         return []
     error = parse_mpi_error(output)
     summary = error.summary or "no MPI error block in the output"
+    for host in plan.hosts:  # mpirun names hosts by the address in -H: say which node that is
+        summary = re.sub(
+            rf"(?<![\w.]){re.escape(host.address)}(?![\w.])", f"{host.node} ({host.address})", summary
+        )
     return [
         Finding(
             severity="error",

@@ -1,4 +1,4 @@
-"""SIGTERM during `clusterctl up` leaves nothing running that the up started, on any node."""
+"""SIGTERM or SIGINT (Ctrl-C) during `clusterctl up` leaves nothing running that the up started, on any node."""
 
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ def _benchmark_containers(sandbox, node: str, *, running_only: bool) -> list[str
     return result.output.decode().split()
 
 
-def test_sigterm_during_up_removes_what_it_started(sandbox2) -> None:
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_signal_during_up_removes_what_it_started(sandbox2, signum: signal.Signals) -> None:
     inv = ["-i", str(sandbox2.inventory_path)]
     assert main(["image", "build", *inv]) == 0
     assert main(["image", "push", *inv]) == 0
@@ -42,7 +43,7 @@ def test_sigterm_during_up_removes_what_it_started(sandbox2) -> None:
                 assert proc.poll() is None, proc.communicate()
                 assert time.monotonic() < deadline, "up never started the secondary's container"
                 time.sleep(0.1)
-            proc.send_signal(signal.SIGTERM)
+            proc.send_signal(signum)
             _out, err = proc.communicate(timeout=120)
         finally:
             proc.kill()
@@ -50,7 +51,7 @@ def test_sigterm_during_up_removes_what_it_started(sandbox2) -> None:
             break
         assert main(["down", *inv]) == 0  # up won the race and finished: try again
     else:
-        pytest.fail("up finished before SIGTERM could reach it, three times")
+        pytest.fail(f"up finished before {signum.name} could reach it, three times")
     assert proc.returncode != 0, err
     for node in sandbox2.inventory.nodes:
         assert _benchmark_containers(sandbox2, node.name, running_only=False) == [], (

@@ -1,7 +1,8 @@
 """Open MPI / PRRTE failure text: what kind of failure it is, on which hosts, and a one-line summary.
 
 Categories, checked in this order (the first match wins, most specific cause first):
-ssh-connect-failed, daemons-failed-to-start, not-enough-slots, rank-crashed, nonzero-exit,
+ssh-connect-failed, daemon-lost (a node, its container or the network went away mid-run),
+daemons-failed-to-start, not-enough-slots, rank-crashed, nonzero-exit,
 openib-no-active-ports (a warning Open MPI prints before running anyway), unknown.
 """
 
@@ -16,6 +17,7 @@ from clusterctl.diagnostics.model import Parsed, split_tag, to_int
 
 MpiCategory = Literal[
     "ssh-connect-failed",
+    "daemon-lost",
     "not-enough-slots",
     "daemons-failed-to-start",
     "rank-crashed",
@@ -31,6 +33,10 @@ _SSH = re.compile(
 _DAEMONS = re.compile(
     r"(?:ORTE|PRRTE|PRTE) was unable to reliably start|orted: command not found|prted: command not found"
 )
+_LOST = re.compile(r"(?:ORTE|PRRTE|PRTE) has lost communication with a remote daemon")
+_REMOTE_DAEMON = re.compile(r"Remote daemon\s*:.*? on node ([\w.-]+)")
+# ssh's own line when the node ends an established session: the node or its container went away.
+_CLOSED = re.compile(r"Connection to ([\w.-]+) closed by remote host")
 _SLOTS = re.compile(r"There are not enough slots available in the system to satisfy the (\d+)")
 _OPENIB = re.compile(r"there are no active ports detected")
 _CRASH = re.compile(
@@ -46,7 +52,7 @@ _HOST_PATTERNS = (
     re.compile(r"connect to host ([\w.-]+)"),
 )
 _RECOGNISED = re.compile(r"^-{10,}$|NCCL failure|Test failure|terminate called|what\(\):|\*\*\*|Signal code|"
-                         r"total processes killed|PRRTE ERROR|ORTE_ERROR|Process name:")  # fmt: skip
+                         r"total processes killed|PRRTE ERROR|ORTE_ERROR|Process name:|closed by remote host")  # fmt: skip
 
 
 class MpiError(Parsed):
@@ -55,6 +61,9 @@ class MpiError(Parsed):
     category: MpiCategory = Field("unknown", description="What kind of failure this is.")
     summary: str = Field("", description="One line saying what happened.")
     hosts: list[str] = Field(default_factory=list, description="Hosts named in the text.")
+    lost_host: str | None = Field(
+        None, description="The host whose daemon mpirun lost, or whose end closed mpirun's SSH session."
+    )
     rank: int | None = Field(None, description="The failing rank, when named.")
     exit_code: int | None = Field(None, description="`Exit code:` of the first failing process.")
     signal: int | None = Field(None, description="Signal that killed a rank.")
@@ -95,6 +104,8 @@ def _read_details(result: MpiError, line: str) -> None:
     for pattern in _HOST_PATTERNS:
         if (m := pattern.search(line)) and m.group(1) not in result.hosts:
             result.hosts.append(m.group(1))
+    if (m := _REMOTE_DAEMON.search(line) or _CLOSED.search(line)) and result.lost_host is None:
+        result.lost_host = m.group(1)
     if (m := _RANK.search(line)) and result.rank is None:
         result.rank = to_int(m.group(1))
     if (m := _EXIT.search(line)) and result.exit_code is None:
@@ -109,13 +120,25 @@ def _read_details(result: MpiError, line: str) -> None:
 
 
 def _any_category(line: str) -> bool:
-    return any(p.search(line) for p in (_SSH, _DAEMONS, _SLOTS, _OPENIB, _CRASH, _NONZERO))
+    return any(p.search(line) for p in (_SSH, _LOST, _DAEMONS, _SLOTS, _OPENIB, _CRASH, _NONZERO))
 
 
 def _classify(text: str, result: MpiError) -> tuple[MpiCategory, str]:
     hosts = ", ".join(result.hosts) or "unknown host"
     if _SSH.search(text):
         return "ssh-connect-failed", f"mpirun could not reach a node over SSH ({hosts})"
+    if _LOST.search(text):
+        return (
+            "daemon-lost",
+            f"mpirun lost its daemon on {result.lost_host or hosts}: that node, its container or the "
+            "network went away while the job ran",
+        )
+    if _DAEMONS.search(text) and result.lost_host:  # the node went away while its daemon started
+        return (
+            "daemons-failed-to-start",
+            f"mpirun could not start its daemon on {result.lost_host}: that node closed the SSH session "
+            "(the node or its container went away)",
+        )
     if _DAEMONS.search(text):
         return (
             "daemons-failed-to-start",
