@@ -87,6 +87,11 @@ class Transport(Protocol):
         ...
 
 
+def _event_error(event: dict) -> str | None:
+    """The error an engine's progress event (load, push, pull) carries, if any."""
+    return event.get("error") or (event.get("errorDetail") or {}).get("message")
+
+
 @dataclass
 class StreamTransport:
     """``docker save`` on the builder streamed into ``docker load`` on the node, counted as it goes.
@@ -113,7 +118,7 @@ class StreamTransport:
             for event in client.api.load_image(
                 counted(self.source.api.get_image(self.reference, CHUNK_BYTES))
             ):
-                error = event.get("error") or (event.get("errorDetail") or {}).get("message")
+                error = _event_error(event)
                 if error:
                     raise docker.errors.APIError(f"docker load on {node.name}: {error}")
 
@@ -140,7 +145,7 @@ class RegistryTransport:
         self.source.api.tag(self.reference, remote, tag)
         try:
             for event in self.source.api.push(remote, tag, stream=True, decode=True):
-                error = event.get("error") or (event.get("errorDetail") or {}).get("message")
+                error = _event_error(event)
                 if error:
                     raise docker.errors.APIError(f"push to the cluster registry {endpoint}: {error}")
         finally:
@@ -173,7 +178,7 @@ class RegistryTransport:
                 counted[layer] = upto
 
         for event in client.api.pull(repository, tag, stream=True, decode=True):
-            error = event.get("error") or (event.get("errorDetail") or {}).get("message")
+            error = _event_error(event)
             if error:
                 hint = (
                     " Fix: run `clusterctl provision` (its registry-ca step installs the cluster's CA in "
