@@ -417,4 +417,6 @@ def down(name: str | None = None) -> list[str]:
         if cluster_dir.is_dir():
             shutil.rmtree(cluster_dir)
             removed.append(f"cluster state {cluster_dir}")
+        with contextlib.suppress(OSError):  # the clusters/ directory goes with its last cluster
+            cluster_dir.parent.rmdir()
     return removed
