@@ -82,6 +82,9 @@ def inventory_document(
             "partition": PARTITION,
             # The sandbox's own flow stays mpirun over SSH; `run --launcher slurm` goes through Slurm.
             "default": False,
+            # The sandbox's nodes serve nobody else: a job still pending after 5 minutes waits on a
+            # node whose slurmd is gone (a restarted node container), not on other users' jobs.
+            "pending_limit_s": 300,
         }
     return document
 

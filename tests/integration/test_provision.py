@@ -14,6 +14,7 @@ import docker
 import pytest
 
 from clusterctl.cli import main
+from clusterctl.sandbox import cluster as sandbox_cluster
 
 pytestmark = pytest.mark.integration
 
@@ -130,6 +131,9 @@ def test_node_stopped_mid_run_is_unreachable_and_a_rerun_converges(sandbox2, tmp
         node2.reload()
         if node2.status != "running":
             node2.start()
+            # A restarted node container runs sshd and dockerd, not munge and slurmd: `sandbox up` again
+            # brings them back (the session's other tests submit Slurm jobs to node2).
+            sandbox_cluster.up(sandbox2.name, 2, slurm=True)
     assert proc.returncode == 1, err
     report = json.loads(out)
     status = {(s["node"], s["step"]): s["status"] for s in report["steps"]}
