@@ -118,6 +118,12 @@ def test_a_lost_secondary_is_named_by_node_and_address() -> None:
     record = judge_run(inventory, plan, workload, log, 205, run_id="r", started_at=started)
     (failed,) = [f for f in record.findings if f.code == "run-failed"]
     assert f"(daemon-lost): mpirun lost its daemon on {lost.node} ({lost.address}):" in failed.message
+    assert failed.message.startswith("mpirun exited 205 ")
+    through_slurm = judge_run(
+        inventory, plan, workload, log, 205, run_id="r", started_at=started, launcher="slurm"
+    )
+    (failed,) = [f for f in through_slurm.findings if f.code == "run-failed"]
+    assert failed.message.startswith("the Slurm job exited 205 (daemon-lost): ")
 
 
 def test_run_directory_round_trips_and_never_overwrites(tmp_path: Path) -> None:

@@ -141,7 +141,7 @@ def judge_run(
         expected = None if gradient is None else expected_bytes_per_node(gradient, steps, len(plan.hosts))
         proof = prove_counters(*counters, fabric=primary.fabric, expected_bytes_per_node=expected)
     findings = [
-        *_exit_findings(output, exit_code, plan),
+        *_exit_findings(output, exit_code, plan, launcher),
         *workload.sanity(output, plan),
         *fabric_findings(fabric),
         *settle_snapshot(snapshot, fabric),
@@ -165,7 +165,11 @@ def judge_run(
     )
 
 
-def _exit_findings(output: str, exit_code: int, plan: LaunchPlan) -> list[Finding]:
+# What the run's exit code is the exit code of, per launcher.
+_STARTER: dict[LauncherName, str] = {"ssh": "mpirun", "slurm": "the Slurm job"}
+
+
+def _exit_findings(output: str, exit_code: int, plan: LaunchPlan, launcher: LauncherName) -> list[Finding]:
     if exit_code == 0:
         return []
     error = parse_mpi_error(output)
@@ -178,7 +182,7 @@ def _exit_findings(output: str, exit_code: int, plan: LaunchPlan) -> list[Findin
         Finding(
             severity="error",
             code="run-failed",
-            message=f"mpirun exited {exit_code} ({error.category}): {summary}",
+            message=f"{_STARTER[launcher]} exited {exit_code} ({error.category}): {summary}",
             advice="read output.log in the run directory; `clusterctl check` probes the nodes",
         )
     ]
