@@ -2,8 +2,8 @@
 
 Input is bounded before anything is built from it: only a regular file is read, and at most
 ``MAX_BYTES`` of it; lines, nesting depth, collection lengths and alias expansion have limits
-(``YamlLimits``), checked on the parser's event stream, which is linear in the text, before the
-document is constructed. Every refusal is an ``InputError`` naming the file, the line, the limit and
+(``YamlLimits``), checked on the parser's event stream as the document is parsed (once), before
+anything is constructed from it. Every refusal is an ``InputError`` naming the file, the line, the limit and
 the fix.
 """
 
@@ -25,6 +25,7 @@ from ruamel.yaml.events import (
     MappingStartEvent,
     ScalarEvent,
 )
+from ruamel.yaml.parser import RoundTripParser
 
 from clusterctl.errors import InputError
 from clusterctl.readfile import read_capped
@@ -78,67 +79,94 @@ def _limit_error(path: Path, line: int, what: str, fix: str) -> InputError:
     return InputError(f"{path}, line {line + 1}: {what}. Fix: {fix}.")
 
 
-def _check_events(path: Path, text: str, limits: YamlLimits) -> None:
-    """Walk the parser's events and refuse a document over any of ``limits``; never builds the document.
+class _EventLimits:
+    """Refuses a document over any of ``limits`` as its parser's events go by; never builds anything.
 
     Tracks nesting depth, items per open collection, aliases, and the size of every anchored node so
     that an alias adds what it would expand to (billion-laughs documents are refused before they grow).
     An alias to an anchor whose node is still open (a node that contains itself) is refused too.
     """
-    stack: list[list[Any]] = []  # per open collection: [anchor, items, expanded size, line, start event]
-    sizes: dict[str, int] = {}
-    aliases = 0
-    total = 0
 
-    def add(size: int, line: int) -> None:
-        nonlocal total
-        total += size
-        if total > limits.max_nodes:
+    def __init__(self, path: Path, limits: YamlLimits):
+        self.path, self.limits = path, limits
+        self.stack: list[
+            list[Any]
+        ] = []  # per open collection: [anchor, items, expanded size, line, start event]
+        self.sizes: dict[str, int] = {}
+        self.aliases = 0
+        self.total = 0
+
+    def _add(self, size: int, line: int) -> None:
+        limits = self.limits
+        self.total += size
+        if self.total > limits.max_nodes:
             raise _limit_error(
-                path, line, f"the document expands to more than {limits.max_nodes} values (alias expansion "
-                "limit)", "write the values out instead of nesting aliases of aliases",
+                self.path, line, f"the document expands to more than {limits.max_nodes} values (alias "
+                "expansion limit)", "write the values out instead of nesting aliases of aliases",
             )  # fmt: skip
-        if stack:
-            top = stack[-1]
+        if self.stack:
+            top = self.stack[-1]
             top[1] += 1
             top[2] += size
             if top[1] > limits.max_collection_items * (2 if isinstance(top[4], MappingStartEvent) else 1):
                 raise _limit_error(
-                    path, top[3], f"a collection has more than {limits.max_collection_items} entries "
+                    self.path, top[3], f"a collection has more than {limits.max_collection_items} entries "
                     "(collection length limit)", "no inventory list or mapping needs that many; remove entries",
                 )  # fmt: skip
 
-    for event in YAML(typ="rt").parse(text):
+    def feed(self, event: Any) -> None:
+        """Account for one parser event; raises ``InputError`` when it takes the document over a limit."""
+        path, limits = self.path, self.limits
         line = event.start_mark.line if event.start_mark is not None else 0
         if isinstance(event, AliasEvent):
-            aliases += 1
-            if aliases > limits.max_aliases:
+            self.aliases += 1
+            if self.aliases > limits.max_aliases:
                 raise _limit_error(
                     path, line, f"more than {limits.max_aliases} aliases (alias limit)",
                     "write the values out instead of referring to anchors",
                 )  # fmt: skip
-            if event.anchor not in sizes:
+            if event.anchor not in self.sizes:
                 raise _limit_error(
                     path, line, f"alias *{event.anchor} refers to a node that contains it (or to no anchor)",
                     f"refer to &{event.anchor} only after its value has ended",
                 )  # fmt: skip
-            add(sizes[event.anchor], line)
+            self._add(self.sizes[event.anchor], line)
         elif isinstance(event, ScalarEvent):
-            add(1, line)
+            self._add(1, line)
             if event.anchor:
-                sizes[event.anchor] = 1
+                self.sizes[event.anchor] = 1
         elif isinstance(event, CollectionStartEvent):
-            if len(stack) >= limits.max_depth:
+            if len(self.stack) >= limits.max_depth:
                 raise _limit_error(
                     path, line, f"nested more than {limits.max_depth} levels deep (nesting limit)",
                     "an inventory is a few levels deep; flatten the structure",
                 )  # fmt: skip
-            stack.append([event.anchor, 0, 1, line, event])
-        elif isinstance(event, CollectionEndEvent) and stack:
-            anchor, _, size, _, _ = stack.pop()
+            self.stack.append([event.anchor, 0, 1, line, event])
+        elif isinstance(event, CollectionEndEvent) and self.stack:
+            anchor, _, size, _, _ = self.stack.pop()
             if anchor:
-                sizes[anchor] = size
-            add(size, line)
+                self.sizes[anchor] = size
+            self._add(size, line)
+
+
+def _limited_loader(path: Path, limits: YamlLimits) -> YAML:
+    """ruamel's round-trip loader whose parser hands every event to an ``_EventLimits`` first.
+
+    The composer takes each event through ``get_event`` and builds the whole node graph (an alias is
+    a reference, not a copy) before anything is constructed, so a document over a limit is refused
+    after at most one event too many, in the same single pass that parses it.
+    """
+    checker = _EventLimits(path, limits)
+
+    class LimitedParser(RoundTripParser):
+        def get_event(self) -> Any:
+            event = super().get_event()
+            checker.feed(event)
+            return event
+
+    yaml = YAML(typ="rt")
+    yaml.Parser = LimitedParser
+    return yaml
 
 
 def parse_yaml_text(path: Path, text: str, limits: YamlLimits = LIMITS) -> Any:
@@ -154,8 +182,7 @@ def parse_yaml_text(path: Path, text: str, limits: YamlLimits = LIMITS) -> Any:
                 f"{limits.max_line_chars} (line length limit)", "break the value or comment over several lines",
             )  # fmt: skip
     try:
-        _check_events(path, text, limits)
-        return YAML(typ="rt").load(text)
+        return _limited_loader(path, limits).load(text)
     except YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f", line {mark.line + 1}" if mark is not None else ""
