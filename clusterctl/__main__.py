@@ -1,7 +1,5 @@
 """`python -m clusterctl` runs the command line."""
 
-import sys
+from clusterctl.cli import entry
 
-from clusterctl.cli import main
-
-sys.exit(main())
+entry()
