@@ -6,7 +6,7 @@ whole output. Two launchers exist:
 
 - ``ssh``: mpirun in the primary node's benchmark container (``clusterctl.launchers.ssh``);
 - ``slurm``: ``sbatch`` of a rendered batch script on the login node, ranks started by
-  ``srun --mpi=pmix`` (``clusterctl.launchers.slurm``).
+  ``srun --mpi=<the inventory's slurm.mpi>`` (``clusterctl.launchers.slurm``).
 """
 
 from __future__ import annotations
