@@ -6,7 +6,8 @@ image built first (untimed):
   `docker save IMAGE | ssh node 'cat >/dev/null'` (the sandbox's key and known_hosts);
 - the first delivery with each transport (`image push --transport T --json`, nodes emptied first;
   the registry's includes its one push, compression and all): seconds, MB/s (image size / seconds),
-  bytes moved per node, every node verified;
+  bytes moved per node (what went over the wire: zstd-compressed where the stream compressed) and how
+  each node got it (`compression`), every node verified;
 - the no-op delivery (every node holds the image);
 - the payload-only re-delivery: one file added to the payload, rebuilt, delivered with each transport
   (library call, in this process): bytes moved per node and seconds.
@@ -91,6 +92,12 @@ def _payload_only(bench: Bench, transport: str) -> dict[str, float]:
     return {"seconds": took, "bytes_per_node": max(r.bytes_sent for r in results.values())}
 
 
+def _ways(nodes: dict[str, dict[str, object]]) -> str:
+    """How the nodes got the image, e.g. ``zstd x2`` or ``zstd x1, none x1`` (``-``: not said)."""
+    ways = [str(r["compression"] or "-") for r in nodes.values()]
+    return ", ".join(f"{way} x{ways.count(way)}" for way in sorted(set(ways)))
+
+
 def measure(
     nodes: int, transports: list[str], baselines: bool, payload_only: bool = True
 ) -> dict[str, object]:
@@ -116,6 +123,10 @@ def measure(
             figures[f"{transport}_first_s"] = took
             figures[f"{transport}_first_bytes_per_node"] = max(r["bytes_moved"] for r in nodes_json.values())
             figures[f"{transport}_first_failed"] = failed
+            figures[f"{transport}_first_nodes"] = {
+                n: {"bytes_moved": r["bytes_moved"], "compression": r.get("compression")}
+                for n, r in nodes_json.items()
+            }
             figures[f"{transport}_noop_s"], _ = bench.json("image", "push", "--transport", transport)
             if payload_only:
                 figures[f"{transport}_payload_only"] = _payload_only(bench, transport)
@@ -167,6 +178,7 @@ def main() -> None:
                     f[f"{t}_first_s"],
                     mb / f[f"{t}_first_s"],
                     f"{f[f'{t}_first_bytes_per_node'] / 1e6:,.0f} MB",
+                    _ways(f[f"{t}_first_nodes"]),
                     f"{len(failed)} failed" if failed else "all verified",
                     f[f"{t}_noop_s"],
                     (
@@ -184,6 +196,7 @@ def main() -> None:
             "first s",
             "MB/s",
             "moved/node",
+            "compression",
             "nodes",
             "no-op s",
             "payload-only re-delivery/node",
