@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import subprocess
 import tarfile
 import time
@@ -217,3 +218,26 @@ def test_an_interrupted_compressed_delivery_leaves_nothing_running_on_the_node(
 def _blob_missing(sandbox: Sandbox, node: Node, reference: str) -> bool:
     """``reference`` is not on the node's engine (a cut load leaves no image behind)."""
     return _on_node(sandbox, node, "docker", "images", "-q", reference).strip() == ""
+
+
+def test_a_failing_node_pipeline_is_reported_with_what_the_node_said(
+    sandbox2: Sandbox, random_image: str
+) -> None:
+    inv = sandbox2.inventory
+    node = inv.nodes[1]
+    fake = "#!/bin/sh\necho 'zstd: simulated failure on this node' >&2\nexit 3\n"
+    _on_node(sandbox2, node, "mv", "/usr/bin/zstd", "/usr/bin/zstd.real", check=True)
+    try:
+        _on_node(sandbox2, node, "sh", "-c", f"printf %s {shlex.quote(fake)} > /usr/bin/zstd", check=True)
+        _on_node(sandbox2, node, "chmod", "0755", "/usr/bin/zstd", check=True)
+        local = docker.from_env(timeout=120)
+        image_id = local.images.get(random_image).id
+        transport = StreamTransport(local, random_image, inv)
+        result = deliver_to(inv, node, random_image, image_id, transport, lambda n: None)
+        local.close()
+    finally:
+        _on_node(sandbox2, node, "mv", "/usr/bin/zstd.real", "/usr/bin/zstd", check=True)
+    assert result.status == "failed"
+    assert "zstd -dc | docker load' on node2 exited" in (result.error or "")
+    assert "simulated failure on this node" in (result.error or "")
+    assert _blob_missing(sandbox2, node, random_image)
