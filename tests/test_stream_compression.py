@@ -3,6 +3,7 @@ failed compressed load, the per-node JSON, and the inventory switch."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -73,3 +74,21 @@ def test_the_inventory_switch_defaults_to_auto_and_refuses_what_it_does_not_know
         _inventory({"stream": {"compression": "gzip"}})
     with pytest.raises(InventoryError, match=r"delivery\.stream\.level"):
         _inventory({"stream": {"level": 3}})
+
+
+def test_the_push_table_shows_how_each_node_got_it(capsys: pytest.CaptureFixture[str]) -> None:
+    from clusterctl.cli.image import print_deliveries
+
+    results = {
+        "node1": DeliveryResult("node1", "delivered", "sha256:a", 460_000_000, 30.0, compression="zstd"),
+        "node2": DeliveryResult("node2", "delivered", "sha256:a", 1_396_000_000, 70.0, compression="none"),
+        "node3": DeliveryResult("node3", "skipped", "sha256:a"),
+    }
+    print_deliveries("sha256:a", results)
+    lines = capsys.readouterr().out.splitlines()
+    cells = [[c.strip() for c in re.split("[│┃]", line)] for line in lines]  # rows, header
+    rows = {row[1]: row[2:6] for row in cells if len(row) > 6}
+    assert rows["node"] == ["result", "bytes", "compression", "seconds"]
+    assert rows["node1"] == ["delivered", "460,000,000", "zstd", "30.0"]
+    assert rows["node2"] == ["delivered", "1,396,000,000", "none", "70.0"]
+    assert rows["node3"] == ["skipped", "0", "", "0.0"]  # nothing was sent: no compression to show

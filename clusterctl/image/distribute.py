@@ -257,7 +257,9 @@ def deliver_to(
             found = _image_id(client, reference)
     except (ClusterctlError, docker.errors.DockerException, OSError, paramiko.SSHException) as exc:
         return DeliveryResult(node.name, "failed", None, moved, time.monotonic() - start, error=str(exc))
-    result = DeliveryResult(node.name, "delivered", found, moved, time.monotonic() - start, None, compression)
+    result = DeliveryResult(
+        node.name, "delivered", found, moved, time.monotonic() - start, compression=compression
+    )
     if found != image_id:
         result.status = "failed"
         result.error = (
