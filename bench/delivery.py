@@ -7,13 +7,15 @@ image built first (untimed):
 - the first delivery with each transport (`image push --transport T --json`, nodes emptied first;
   the registry's includes its one push, compression and all): seconds, MB/s (image size / seconds),
   bytes moved per node (what went over the wire: zstd-compressed where the stream compressed) and how
-  each node got it (`compression`), every node verified;
+  each node got it (`compression`), every node verified; `stream-plain` is the stream transport with
+  `delivery.stream.compression: none` (the docker API's plain stream), to compare in the same run;
 - the no-op delivery (every node holds the image);
 - the payload-only re-delivery: one file added to the payload, rebuilt, delivered with each transport
   (library call, in this process): bytes moved per node and seconds.
 Nothing is asserted: targets are reported, not enforced.
 
-Usage: .venv/bin/python bench/delivery.py [--nodes 1,2,4] [--transports registry,stream] [--no-payload-only] [--json FILE]
+Usage: .venv/bin/python bench/delivery.py [--nodes 1,2,4] [--transports registry,stream[,stream-plain]]
+       [--no-payload-only] [--json FILE]
 """
 
 from __future__ import annotations
@@ -57,6 +59,22 @@ def _openssh(bench: Bench, reference: str, remote: str) -> float:
     if save.wait() != 0:
         raise RuntimeError("docker save failed")
     return time.perf_counter() - start
+
+
+def _push_args(bench: Bench, transport: str) -> list[str]:
+    """`image push` arguments for ``transport``; ``stream-plain``: the stream, zstd off in a copy of the
+    sandbox's inventory (next to it, so its relative paths still hold)."""
+    if transport != "stream-plain":
+        return ["--transport", transport]
+    from ruamel.yaml import YAML
+
+    yaml = YAML(typ="rt")
+    document = yaml.load(bench.inventory_path.read_text())
+    document.setdefault("delivery", {})["stream"] = {"compression": "none"}
+    plain = bench.inventory_path.with_name("inventory-stream-plain.yml")
+    with plain.open("w") as out:
+        yaml.dump(document, out)
+    return ["-i", str(plain), "--transport", "stream"]
 
 
 def _payload_only(bench: Bench, transport: str) -> dict[str, float]:
@@ -117,7 +135,7 @@ def measure(
             figures["openssh_load_s"] = _openssh(bench, record.reference, "docker load")
         for transport in transports:
             _empty_nodes(bench, record.reference)
-            took, result = bench.json("image", "push", "--transport", transport)
+            took, result = bench.json("image", "push", *_push_args(bench, transport))
             nodes_json = result["nodes"]
             failed = {n: r["error"] for n, r in nodes_json.items() if r["status"] == "failed"}
             figures[f"{transport}_first_s"] = took
@@ -127,8 +145,8 @@ def measure(
                 n: {"bytes_moved": r["bytes_moved"], "compression": r.get("compression")}
                 for n, r in nodes_json.items()
             }
-            figures[f"{transport}_noop_s"], _ = bench.json("image", "push", "--transport", transport)
-            if payload_only:
+            figures[f"{transport}_noop_s"], _ = bench.json("image", "push", *_push_args(bench, transport))
+            if payload_only and transport != "stream-plain":  # the stream moves the whole image either way
                 figures[f"{transport}_payload_only"] = _payload_only(bench, transport)
         return figures
 
