@@ -6,13 +6,16 @@ image built first (untimed):
   `docker save IMAGE | ssh node 'cat >/dev/null'` (the sandbox's key and known_hosts);
 - the first delivery with each transport (`image push --transport T --json`, nodes emptied first;
   the registry's includes its one push, compression and all): seconds, MB/s (image size / seconds),
-  bytes moved per node, every node verified;
+  bytes moved per node (what went over the wire: zstd-compressed where the stream compressed) and how
+  each node got it (`compression`), every node verified; `stream-plain` is the stream transport with
+  `delivery.stream.compression: none` (the docker API's plain stream), to compare in the same run;
 - the no-op delivery (every node holds the image);
 - the payload-only re-delivery: one file added to the payload, rebuilt, delivered with each transport
   (library call, in this process): bytes moved per node and seconds.
 Nothing is asserted: targets are reported, not enforced.
 
-Usage: .venv/bin/python bench/delivery.py [--nodes 1,2,4] [--transports registry,stream] [--no-payload-only] [--json FILE]
+Usage: .venv/bin/python bench/delivery.py [--nodes 1,2,4] [--transports registry,stream[,stream-plain]]
+       [--no-payload-only] [--json FILE]
 """
 
 from __future__ import annotations
@@ -58,6 +61,22 @@ def _openssh(bench: Bench, reference: str, remote: str) -> float:
     return time.perf_counter() - start
 
 
+def _push_args(bench: Bench, transport: str) -> list[str]:
+    """`image push` arguments for ``transport``; ``stream-plain``: the stream, zstd off in a copy of the
+    sandbox's inventory (next to it, so its relative paths still hold)."""
+    if transport != "stream-plain":
+        return ["--transport", transport]
+    from ruamel.yaml import YAML
+
+    yaml = YAML(typ="rt")
+    document = yaml.load(bench.inventory_path.read_text())
+    document.setdefault("delivery", {})["stream"] = {"compression": "none"}
+    plain = bench.inventory_path.with_name("inventory-stream-plain.yml")
+    with plain.open("w") as out:
+        yaml.dump(document, out)
+    return ["-i", str(plain), "--transport", "stream"]
+
+
 def _payload_only(bench: Bench, transport: str) -> dict[str, float]:
     """Rebuild with one file added to the payload and deliver that image with ``transport`` (in this
     process); the image record is put back to the original image afterwards."""
@@ -91,6 +110,12 @@ def _payload_only(bench: Bench, transport: str) -> dict[str, float]:
     return {"seconds": took, "bytes_per_node": max(r.bytes_sent for r in results.values())}
 
 
+def _ways(nodes: dict[str, dict[str, object]]) -> str:
+    """How the nodes got the image, e.g. ``zstd x2`` or ``zstd x1, none x1`` (``-``: not said)."""
+    ways = [str(r["compression"] or "-") for r in nodes.values()]
+    return ", ".join(f"{way} x{ways.count(way)}" for way in sorted(set(ways)))
+
+
 def measure(
     nodes: int, transports: list[str], baselines: bool, payload_only: bool = True
 ) -> dict[str, object]:
@@ -110,14 +135,18 @@ def measure(
             figures["openssh_load_s"] = _openssh(bench, record.reference, "docker load")
         for transport in transports:
             _empty_nodes(bench, record.reference)
-            took, result = bench.json("image", "push", "--transport", transport)
+            took, result = bench.json("image", "push", *_push_args(bench, transport))
             nodes_json = result["nodes"]
             failed = {n: r["error"] for n, r in nodes_json.items() if r["status"] == "failed"}
             figures[f"{transport}_first_s"] = took
             figures[f"{transport}_first_bytes_per_node"] = max(r["bytes_moved"] for r in nodes_json.values())
             figures[f"{transport}_first_failed"] = failed
-            figures[f"{transport}_noop_s"], _ = bench.json("image", "push", "--transport", transport)
-            if payload_only:
+            figures[f"{transport}_first_nodes"] = {
+                n: {"bytes_moved": r["bytes_moved"], "compression": r.get("compression")}
+                for n, r in nodes_json.items()
+            }
+            figures[f"{transport}_noop_s"], _ = bench.json("image", "push", *_push_args(bench, transport))
+            if payload_only and transport != "stream-plain":  # the stream moves the whole image either way
                 figures[f"{transport}_payload_only"] = _payload_only(bench, transport)
         return figures
 
@@ -167,6 +196,7 @@ def main() -> None:
                     f[f"{t}_first_s"],
                     mb / f[f"{t}_first_s"],
                     f"{f[f'{t}_first_bytes_per_node'] / 1e6:,.0f} MB",
+                    _ways(f[f"{t}_first_nodes"]),
                     f"{len(failed)} failed" if failed else "all verified",
                     f[f"{t}_noop_s"],
                     (
@@ -184,6 +214,7 @@ def main() -> None:
             "first s",
             "MB/s",
             "moved/node",
+            "compression",
             "nodes",
             "no-op s",
             "payload-only re-delivery/node",

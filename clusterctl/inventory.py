@@ -713,6 +713,16 @@ class RegistrySpec(Strict):
         return f"{self.address}:{self.port}"
 
 
+class StreamSpec(Strict):
+    """How the stream transport sends the image."""
+
+    compression: Literal["auto", "none"] = Field(
+        "auto",
+        description="auto: zstd-compress the stream to every node that has zstd (the others get it plain); "
+        "none: always plain.",
+    )
+
+
 class DeliverySpec(Strict):
     """How `image push` brings the built image to the nodes."""
 
@@ -723,6 +733,7 @@ class DeliverySpec(Strict):
         "load over SSH, the whole image to each node (for nodes that cannot reach the controller).",
     )
     registry: RegistrySpec = Field(default_factory=RegistrySpec)
+    stream: StreamSpec = Field(default_factory=StreamSpec)
 
     @model_validator(mode="after")
     def _registry_has_an_address(self) -> DeliverySpec:

@@ -28,6 +28,7 @@ def test_a_failure_keeps_the_bytes_it_moved() -> None:
         "bytes_moved": 1_500_000,
         "seconds": 3.0,
         "error": "load aborted",
+        "compression": None,
     }
 
 

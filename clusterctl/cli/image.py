@@ -90,7 +90,7 @@ def push(
     as_json: bool = typer.Option(
         False,
         "--json",
-        help="Print {image_id, summary, nodes: {name: {status, bytes_moved, seconds, error}}}.",
+        help="Print {image_id, summary, nodes: {name: {status, bytes_moved, seconds, error, compression}}}.",
     ),
 ) -> int:
     """Deliver the built image to every node in parallel; skip nodes that hold the same image ID.
@@ -169,14 +169,21 @@ def print_deliveries(image_id: str, results: dict[str, DeliveryResult]) -> None:
 
     from clusterctl.image.distribute import summary
 
-    table = Table("node", "result", "bytes", "seconds", "detail", title=f"image {image_id[:19]}")
+    table = Table(
+        "node", "result", "bytes", "compression", "seconds", "detail", title=f"image {image_id[:19]}"
+    )
     for name, r in results.items():
         colour = {"skipped": "green", "delivered": "cyan", "failed": "red"}[r.status]
         detail = r.error or (
             "already there" if r.status == "skipped" else f"verified {r.image_id and r.image_id[:19]}"
         )
         table.add_row(
-            Text(name), Text(r.status, style=colour), f"{r.bytes_sent:,}", f"{r.duration_s:.1f}", Text(detail)
+            Text(name),
+            Text(r.status, style=colour),
+            f"{r.bytes_sent:,}",
+            r.compression or "",
+            f"{r.duration_s:.1f}",
+            Text(detail),
         )
     console.print(table)
     console.print(Text(summary(results)))

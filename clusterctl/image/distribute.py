@@ -9,7 +9,8 @@ the ID on the node is compared with the builder's. Two transports:
   it lacks. A payload-only rebuild moves only the last, small layers.
 - ``StreamTransport`` (``stream``): ``docker save`` on the builder streamed into ``docker load`` on the
   node over SSH, the whole image each time, at most ``SOURCE_STREAMS`` at once; for nodes that cannot
-  reach the controller.
+  reach the controller. Compressed with zstd where the node has ``zstd`` (``clusterctl.image.zstd_load``;
+  ``delivery.stream.compression: none`` turns it off), the docker API's plain stream elsewhere.
 """
 
 from __future__ import annotations
@@ -27,9 +28,10 @@ import paramiko
 
 from clusterctl.errors import ClusterctlError, InputError
 from clusterctl.hosts.docker_remote import docker_client
-from clusterctl.hosts.ssh import fan_out
+from clusterctl.hosts.ssh import connect, fan_out
 from clusterctl.image.build import builder_client, read_record
 from clusterctl.image.registry import layer_sizes, running_registry, trust_on_controller
+from clusterctl.image.zstd_load import Compression, choose, load_compressed, probe_node_tools
 from clusterctl.inventory import Inventory, Node
 
 # Seconds a node's engine may stay silent while it loads a streamed image (it unpacks layers at the end).
@@ -51,6 +53,7 @@ class DeliveryResult:
     bytes_sent: int = 0
     duration_s: float = 0.0
     error: str | None = None
+    compression: Compression | None = None  # how the stream transport sent it; None: no stream sent
 
     @property
     def ok(self) -> bool:
@@ -65,6 +68,7 @@ class DeliveryResult:
             "bytes_moved": self.bytes_sent,
             "seconds": round(self.duration_s, 3),
             "error": self.error,
+            "compression": self.compression,
         }
 
 
@@ -82,8 +86,13 @@ def summary(results: dict[str, DeliveryResult]) -> str:
 class Transport(Protocol):
     """A way to put the image on one node's engine; skip and verify are done around it."""
 
-    def deliver(self, node: Node, client: docker.DockerClient, on_bytes: Callable[[int], None]) -> None:
-        """Put the image on ``node`` (reached through ``client``), telling ``on_bytes`` of every byte moved."""
+    def deliver(
+        self, node: Node, client: docker.DockerClient, on_bytes: Callable[[int], None]
+    ) -> Compression | None:
+        """Put the image on ``node`` (reached through ``client``), telling ``on_bytes`` of every byte moved.
+
+        Returns how the bytes were compressed, for a transport that chooses (None: it does not).
+        """
         ...
 
 
@@ -96,18 +105,33 @@ def _event_error(event: dict) -> str | None:
 class StreamTransport:
     """``docker save`` on the builder streamed into ``docker load`` on the node, counted as it goes.
 
-    At most ``streams`` nodes are served at once; the others wait their turn.
+    With ``inventory`` (and its ``delivery.stream.compression`` auto), a node that has zstd gets the stream
+    compressed over an SSH exec channel; any other node gets the docker API's plain stream. At most
+    ``streams`` nodes are served at once; the others wait their turn.
     """
 
     source: docker.DockerClient
     reference: str
+    inventory: Inventory | None = None
     streams: int = SOURCE_STREAMS
 
     def __post_init__(self) -> None:
         self._slots = threading.BoundedSemaphore(self.streams)
 
-    def deliver(self, node: Node, client: docker.DockerClient, on_bytes: Callable[[int], None]) -> None:
-        """Stream the image tar to the node's engine; ``on_bytes`` gets every chunk's size."""
+    def deliver(
+        self, node: Node, client: docker.DockerClient, on_bytes: Callable[[int], None]
+    ) -> Compression:
+        """Stream the image tar to the node; ``on_bytes`` gets the size of every piece sent.
+
+        Returns ``zstd`` when it went compressed, ``none`` when it went plain.
+        """
+        if self.inventory is not None and self.inventory.delivery.stream.compression == "auto":
+            with connect(self.inventory, node) as conn:
+                if choose("auto", probe_node_tools(conn, node)) == "zstd":
+                    with self._slots:
+                        chunks = self.source.api.get_image(self.reference, CHUNK_BYTES)
+                        load_compressed(conn, node, chunks, on_bytes, timeout_s=LOAD_TIMEOUT_S)
+                    return "zstd"
 
         def counted(chunks: Iterable[bytes]) -> Iterator[bytes]:
             for chunk in chunks:
@@ -121,6 +145,7 @@ class StreamTransport:
                 error = _event_error(event)
                 if error:
                     raise docker.errors.APIError(f"docker load on {node.name}: {error}")
+        return "none"
 
 
 class RegistryTransport:
@@ -228,11 +253,13 @@ def deliver_to(
         with contextlib.closing(docker_client(inventory, node, timeout_s=LOAD_TIMEOUT_S)) as client:
             if _image_id(client, reference) == image_id:
                 return DeliveryResult(node.name, "skipped", image_id, duration_s=time.monotonic() - start)
-            transport.deliver(node, client, counted)
+            compression = transport.deliver(node, client, counted)
             found = _image_id(client, reference)
     except (ClusterctlError, docker.errors.DockerException, OSError, paramiko.SSHException) as exc:
         return DeliveryResult(node.name, "failed", None, moved, time.monotonic() - start, error=str(exc))
-    result = DeliveryResult(node.name, "delivered", found, moved, time.monotonic() - start)
+    result = DeliveryResult(
+        node.name, "delivered", found, moved, time.monotonic() - start, compression=compression
+    )
     if found != image_id:
         result.status = "failed"
         result.error = (
@@ -287,20 +314,28 @@ def distribute(
                 trust_on_controller(inventory)
             chosen = RegistryTransport(inventory, source, record.reference, stack)
         else:
-            chosen = StreamTransport(source, record.reference)
-        results = fan_out(
-            inventory.nodes,
-            lambda node: deliver_to(
-                inventory,
-                node,
-                record.reference,
-                record.image_id,
-                chosen,
-                lambda n: on_bytes(node.name, n),
-            ),
-            deadline_s=deadline_s,
-        )
-    return record.image_id, {
+            chosen = StreamTransport(source, record.reference, inventory)
+        results = deliver_all(inventory, record.reference, record.image_id, chosen, on_bytes, deadline_s)
+    return record.image_id, results
+
+
+def deliver_all(
+    inventory: Inventory,
+    reference: str,
+    image_id: str,
+    transport: Transport,
+    on_bytes: Callable[[str, int], None],
+    deadline_s: float,
+) -> dict[str, DeliveryResult]:
+    """``deliver_to`` on every node in parallel under one deadline; a node past it is failed."""
+    results = fan_out(
+        inventory.nodes,
+        lambda node: deliver_to(
+            inventory, node, reference, image_id, transport, lambda n: on_bytes(node.name, n)
+        ),
+        deadline_s=deadline_s,
+    )
+    return {
         name: r if isinstance(r, DeliveryResult) else DeliveryResult(name, "failed", error=r.error)
         for name, r in results.items()
     }

@@ -6,11 +6,15 @@ other pooled HTTP connection idle until its engine closes it, and the docker SDK
 that dead ``dial-stdio`` channel for the check after the load. These tests close the channel (and the
 whole SSH session) on the node, the way the engine and a lost peer do, and check the product's client
 recovers; and that a node dropping the connection mid-delivery is reported failed with its bytes.
+The stream transport's zstd way: compressed where the node has zstd, plain where it does not, in one
+push, and nothing left running on the node when the controller side is interrupted.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import shlex
 import subprocess
 import tarfile
 import time
@@ -23,7 +27,7 @@ import docker.errors
 import pytest
 
 from clusterctl.hosts.docker_remote import channel_dropped, docker_client
-from clusterctl.image.distribute import StreamTransport, deliver_to, summary
+from clusterctl.image.distribute import StreamTransport, deliver_all, deliver_to, summary
 from clusterctl.inventory import Inventory, Node
 from tests.integration.conftest import Sandbox
 
@@ -33,11 +37,18 @@ pytestmark = pytest.mark.integration
 _BLOB_BYTES = 24 << 20
 
 
-def _on_node(sandbox: Sandbox, node: Node, *argv: str) -> None:
-    """Run ``argv`` in the sandbox's node container through the local engine (the node's console)."""
-    subprocess.run(
-        ["docker", "exec", f"clusterctl-{sandbox.name}-{node.name}", *argv], check=False, timeout=60
-    )
+def _on_node(sandbox: Sandbox, node: Node, *argv: str, check: bool = False) -> str:
+    """Run ``argv`` in the sandbox's node container through the local engine (the node's console).
+
+    Returns its output.
+    """
+    return subprocess.run(
+        ["docker", "exec", f"clusterctl-{sandbox.name}-{node.name}", *argv],
+        check=check,
+        timeout=60,
+        capture_output=True,
+        text=True,
+    ).stdout
 
 
 def _pooled(client: docker.DockerClient) -> list:
@@ -46,12 +57,11 @@ def _pooled(client: docker.DockerClient) -> list:
     return [conn for pool in pools for conn in list(pool.pool.queue) if conn is not None]
 
 
-@pytest.fixture
-def blob_image(tmp_path: Path) -> Iterator[str]:
-    """A one-layer image of random bytes on the local engine; removed afterwards."""
+@contextlib.contextmanager
+def _one_layer_image(tmp_path: Path, content: bytes) -> Iterator[str]:
+    """A one-layer image of ``content`` on the local engine; removed afterwards."""
     blob = tmp_path / "blob"
-    with blob.open("wb") as out:
-        out.write(uuid.uuid4().bytes * (_BLOB_BYTES // 16))  # the same 16 bytes: distinct per test run
+    blob.write_bytes(content)
     with tarfile.open(tmp_path / "blob.tar", "w") as tar:
         tar.add(blob, arcname="blob")
     reference = f"clusterctl-test/delivery:{uuid.uuid4().hex[:8]}"
@@ -66,6 +76,20 @@ def blob_image(tmp_path: Path) -> Iterator[str]:
         with contextlib.suppress(docker.errors.ImageNotFound):
             local.images.remove(reference)
         local.close()
+
+
+@pytest.fixture
+def blob_image(tmp_path: Path) -> Iterator[str]:
+    """A one-layer image of one 16-byte pattern repeated (distinct per run; zstd makes it tiny)."""
+    with _one_layer_image(tmp_path, uuid.uuid4().bytes * (_BLOB_BYTES // 16)) as reference:
+        yield reference
+
+
+@pytest.fixture
+def random_image(tmp_path: Path) -> Iterator[str]:
+    """A one-layer image of random bytes (zstd cannot shrink it: the compressed stream flows steadily)."""
+    with _one_layer_image(tmp_path, os.urandom(_BLOB_BYTES)) as reference:
+        yield reference
 
 
 def test_a_pooled_connection_whose_channel_the_node_closed_is_replaced(sandbox2: Sandbox) -> None:
@@ -139,3 +163,81 @@ def test_a_node_that_drops_mid_delivery_is_failed_with_its_error_and_bytes(
     assert again.status == "delivered" and again.image_id == image_id
     with contextlib.closing(docker_client(inv, node)) as client:
         client.images.remove(blob_image)
+
+
+def test_one_stream_push_compresses_where_the_node_has_zstd_and_streams_plain_where_not(
+    sandbox2: Sandbox, blob_image: str
+) -> None:
+    inv = sandbox2.inventory
+    with_zstd, without = inv.nodes
+    local = docker.from_env(timeout=120)
+    image = local.images.get(blob_image)
+    _on_node(sandbox2, without, "mv", "/usr/bin/zstd", "/usr/bin/zstd.hidden", check=True)
+    try:
+        transport = StreamTransport(local, blob_image, inv)
+        results = deliver_all(inv, blob_image, image.id, transport, lambda node, n: None, deadline_s=600)
+    finally:
+        _on_node(sandbox2, without, "mv", "/usr/bin/zstd.hidden", "/usr/bin/zstd", check=True)
+        for node in inv.nodes:
+            _on_node(sandbox2, node, "docker", "rmi", blob_image)
+        local.close()
+    compressed, plain = results[with_zstd.name], results[without.name]
+    assert (compressed.status, compressed.image_id, compressed.compression) == ("delivered", image.id, "zstd")
+    assert 0 < compressed.bytes_sent < image.attrs["Size"] // 10  # what went over the wire, compressed
+    assert (plain.status, plain.image_id, plain.compression) == ("delivered", image.id, "none")
+    assert plain.bytes_sent >= image.attrs["Size"]
+    assert summary(results) == f"{compressed.bytes_sent + plain.bytes_sent:,} bytes moved"
+
+
+def test_an_interrupted_compressed_delivery_leaves_nothing_running_on_the_node(
+    sandbox2: Sandbox, random_image: str
+) -> None:
+    inv = sandbox2.inventory
+    node = inv.nodes[0]
+    pipeline = ("pgrep", "-af", "zstd|docker load")
+    running: list[str] = []
+
+    def interrupt(n: int) -> None:  # Ctrl-C on the controller once the first compressed bytes went
+        running.append(_on_node(sandbox2, node, *pipeline))
+        raise KeyboardInterrupt
+
+    local = docker.from_env(timeout=120)
+    with contextlib.closing(docker_client(inv, node)) as client, pytest.raises(KeyboardInterrupt):
+        StreamTransport(local, random_image, inv).deliver(node, client, interrupt)
+    local.close()
+    assert "zstd -dc" in running[0] and "docker load" in running[0]  # the node was loading
+    left = _on_node(sandbox2, node, *pipeline)
+    deadline = time.monotonic() + 30
+    while left and time.monotonic() < deadline:
+        time.sleep(0.5)
+        left = _on_node(sandbox2, node, *pipeline)
+    assert left == ""
+    assert _blob_missing(sandbox2, node, random_image)
+
+
+def _blob_missing(sandbox: Sandbox, node: Node, reference: str) -> bool:
+    """``reference`` is not on the node's engine (a cut load leaves no image behind)."""
+    return _on_node(sandbox, node, "docker", "images", "-q", reference).strip() == ""
+
+
+def test_a_failing_node_pipeline_is_reported_with_what_the_node_said(
+    sandbox2: Sandbox, random_image: str
+) -> None:
+    inv = sandbox2.inventory
+    node = inv.nodes[1]
+    fake = "#!/bin/sh\necho 'zstd: simulated failure on this node' >&2\nexit 3\n"
+    _on_node(sandbox2, node, "mv", "/usr/bin/zstd", "/usr/bin/zstd.real", check=True)
+    try:
+        _on_node(sandbox2, node, "sh", "-c", f"printf %s {shlex.quote(fake)} > /usr/bin/zstd", check=True)
+        _on_node(sandbox2, node, "chmod", "0755", "/usr/bin/zstd", check=True)
+        local = docker.from_env(timeout=120)
+        image_id = local.images.get(random_image).id
+        transport = StreamTransport(local, random_image, inv)
+        result = deliver_to(inv, node, random_image, image_id, transport, lambda n: None)
+        local.close()
+    finally:
+        _on_node(sandbox2, node, "mv", "/usr/bin/zstd.real", "/usr/bin/zstd", check=True)
+    assert result.status == "failed"
+    assert "zstd -dc | docker load' on node2 exited" in (result.error or "")
+    assert "simulated failure on this node" in (result.error or "")
+    assert _blob_missing(sandbox2, node, random_image)
