@@ -43,12 +43,12 @@ def _request(url: str, context: ssl.SSLContext, method: str, data: bytes | None 
 def test_an_unfinished_upload_is_removed_and_whole_blobs_stay(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    whole = b"a whole layer"
+    digest = hashlib.sha256(whole).hexdigest()
     monkeypatch.setenv("CLUSTERCTL_STATE_DIR", str(tmp_path))
     inventory = _inventory()
     files = registry_files(inventory)
     repository = files.storage / "docker" / "registry" / "v2" / "repositories" / "clusterctl" / "test"
-    whole = b"a whole layer"
-    digest = hashlib.sha256(whole).hexdigest()
     with running_registry(inventory) as endpoint:
         context = ssl.create_default_context(cafile=str(files.ca_cert))
         base = f"https://{endpoint}/v2/clusterctl/test/blobs/uploads/"

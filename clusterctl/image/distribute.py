@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, NoReturn, Protocol
 
 import docker
 import docker.errors
@@ -92,6 +92,16 @@ def summary(results: dict[str, DeliveryResult]) -> str:
     return "nothing moved: every node already holds the image"
 
 
+class _Refused:
+    """Stands in for a client's transport adapter once its delivery was interrupted: refuses every request."""
+
+    def send(self, *args: object, **kwargs: object) -> NoReturn:
+        raise docker.errors.DockerException("the delivery was interrupted")
+
+    def close(self) -> None:
+        """Nothing to close."""
+
+
 class InFlight:
     """The per-node work of one delivery and the engine clients it holds open, so that an interrupt can
     close them all (each engine then cancels its pull, load or push) and wait for the work to end."""
@@ -130,8 +140,12 @@ class InFlight:
             self.stopped.set()
             clients = list(self._clients)
         for client in clients:
+            # The node's SSH adapter would reconnect on the next request (a stream delivery waiting for
+            # its turn would then start its load): every request from now on is refused instead.
+            closed = client.api.get_adapter(client.api.base_url)
+            client.api.mount(client.api.base_url, _Refused())
             with contextlib.suppress(Exception):  # closing from this thread: the worker sees its stream end
-                client.close()
+                closed.close()
         with self._lock:
             return self._lock.wait_for(lambda: self._working == 0, timeout_s)
 

@@ -12,7 +12,6 @@ can be made: the timeout must say the command could NOT be killed, and it must i
 
 from __future__ import annotations
 
-import subprocess
 import threading
 import time
 import uuid
@@ -23,7 +22,7 @@ import pytest
 from clusterctl import containers
 from clusterctl.image.build import effective_image_ref
 from clusterctl.inventory import Inventory
-from tests.integration.conftest import Sandbox
+from tests.integration.conftest import Sandbox, on_node
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults]
 
@@ -33,25 +32,14 @@ TIMEOUT_S = 5
 BOUND_S = 45
 
 
-def _node(sandbox: Sandbox, node: str, *argv: str, check: bool = True) -> str:
-    done = subprocess.run(
-        ["docker", "exec", f"clusterctl-{sandbox.name}-{node}", *argv],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=check,
-    )
-    return done.stdout
-
-
 def _sessions(sandbox: Sandbox, node: str) -> set[str]:
     """Pids of the node's SSH session processes (``sshd: root@notty``; never the listener)."""
-    return set(_node(sandbox, node, "pgrep", "-f", "^sshd: root@", check=False).split())
+    return set(on_node(sandbox, node, "pgrep", "-f", "^sshd: root@", check=False).split())
 
 
 def _running(sandbox: Sandbox, node: str, marker: str) -> bool:
     """``marker`` is in a process's command line on the node (its containers' processes included)."""
-    return any(marker in line for line in _node(sandbox, node, "ps", "-eo", "args=").splitlines())
+    return any(marker in line for line in on_node(sandbox, node, "ps", "-eo", "args=").splitlines())
 
 
 def _exec(cluster: Inventory, argv: list[str], on_line) -> BaseException | None:
@@ -83,7 +71,7 @@ def test_a_timed_out_exec_is_killed_over_a_fresh_connection_and_a_failed_kill_is
     def freeze(line: str) -> None:
         if line == "ready" and not frozen:
             frozen.update(_sessions(sandbox2, node) - before)
-            _node(sandbox2, node, "kill", "-STOP", *frozen)
+            on_node(sandbox2, node, "kill", "-STOP", *frozen)
 
     start = time.monotonic()
     try:
@@ -96,7 +84,7 @@ def test_a_timed_out_exec_is_killed_over_a_fresh_connection_and_a_failed_kill_is
         assert not _running(sandbox2, node, marker), f"{marker} still runs after it was reported killed"
     finally:
         if frozen:
-            _node(sandbox2, node, "kill", "-CONT", *frozen, check=False)
+            on_node(sandbox2, node, "kill", "-CONT", *frozen, check=False)
 
     # 2. No new engine connection can be made: the kill fails, and the result says so.
     marker = f"sleep {3000 + uuid.uuid4().int % 1000}.25"
@@ -104,7 +92,7 @@ def test_a_timed_out_exec_is_killed_over_a_fresh_connection_and_a_failed_kill_is
 
     def take_docker_away(line: str) -> None:
         if line == "ready" and not moved.is_set():
-            _node(sandbox2, node, "mv", "/usr/bin/docker", "/usr/bin/docker.away")
+            on_node(sandbox2, node, "mv", "/usr/bin/docker", "/usr/bin/docker.away")
             moved.set()
 
     try:
@@ -117,5 +105,5 @@ def test_a_timed_out_exec_is_killed_over_a_fresh_connection_and_a_failed_kill_is
         assert _running(sandbox2, node, marker), "reported not killed, yet it is gone"
     finally:
         if moved.is_set():
-            _node(sandbox2, node, "mv", "/usr/bin/docker.away", "/usr/bin/docker", check=False)
-        _node(sandbox2, node, "pkill", "-f", marker, check=False)
+            on_node(sandbox2, node, "mv", "/usr/bin/docker.away", "/usr/bin/docker", check=False)
+        on_node(sandbox2, node, "pkill", "-f", marker, check=False)
