@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import shlex
-import signal
 import threading
 import time
 import uuid
@@ -59,6 +58,7 @@ from clusterctl.container_plan import (
 from clusterctl.errors import ClusterctlError, InputError, RunFailed, StepError
 from clusterctl.hosts.docker_remote import docker_client
 from clusterctl.hosts.ssh import CommandResult, connect, fan_out, run
+from clusterctl.interrupts import sigterm_interrupts
 from clusterctl.inventory import Inventory, Node
 
 # paramiko logs a traceback for every refused banner; the readiness gate reports the reason itself.
@@ -423,23 +423,6 @@ class _UpRun:
         )
 
 
-@contextlib.contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    """Turn SIGTERM into KeyboardInterrupt while inside (main thread only), so cleanup runs for both."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def up(
     inventory: Inventory,
     image_ref: str,
@@ -474,7 +457,7 @@ def up(
     run = _UpRun(
         inventory, ensure_cluster_keys(inventory), image_ref, ready_timeout_s, on_event, force_recreate
     )
-    with _sigterm_interrupts():
+    with sigterm_interrupts():
         run.plan()
         try:
             replaced = [n for n in inventory.nodes if run.found[n.name].action is Action.REPLACE]

@@ -95,15 +95,22 @@ def push(
 ) -> int:
     """Deliver the built image to every node in parallel; skip nodes that hold the same image ID.
 
-    Exits 1 when any node failed (each failure is listed with its error and the bytes it had moved).
+    Exits 1 when any node failed (each failure is listed with its error and the bytes it had moved);
+    130 when interrupted (every transfer stopped, the registry stopped, its unfinished uploads removed).
     """
+    from rich.text import Text
+
     from clusterctl.image.distribute import distribute, summary
 
     inv = load(inventory)
-    with DeliveryProgress() as on_bytes:
-        image_id, results = distribute(
-            inv, transport=transport.value if transport else None, on_bytes=on_bytes
-        )
+    try:
+        with DeliveryProgress() as on_bytes:
+            image_id, results = distribute(
+                inv, transport=transport.value if transport else None, on_bytes=on_bytes
+            )
+    except KeyboardInterrupt as exc:  # exit 130; the library's message says what was stopped
+        err_console.print(Text(str(exc) or "image push interrupted", style="bold red"))
+        raise
     if as_json:
         print_json(
             {

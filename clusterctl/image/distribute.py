@@ -11,6 +11,13 @@ the ID on the node is compared with the builder's. Two transports:
   node over SSH, the whole image each time, at most ``SOURCE_STREAMS`` at once; for nodes that cannot
   reach the controller. Compressed with zstd where the node has ``zstd`` (``clusterctl.image.zstd_load``;
   ``delivery.stream.compression: none`` turns it off), the docker API's plain stream elsewhere.
+
+Ctrl-C (or SIGTERM) stops a delivery cleanly: every node's engine connection is closed, which ends its
+stream at once and makes the engine cancel its pull or load (a compressed stream's SSH connection is
+closed too, which ends the node's ``zstd -dc | docker load``); the push to the registry stops at its
+next progress event; the registry is stopped and its unfinished uploads removed
+(``clusterctl.image.registry``); the temporary registry tag is removed from the builder. Then
+``KeyboardInterrupt`` is raised again, its message saying what was interrupted.
 """
 
 from __future__ import annotations
@@ -20,11 +27,12 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, NoReturn, Protocol
 
 import docker
 import docker.errors
 import paramiko
+from fabric import Connection
 
 from clusterctl.errors import ClusterctlError, InputError
 from clusterctl.hosts.docker_remote import docker_client
@@ -32,6 +40,7 @@ from clusterctl.hosts.ssh import connect, fan_out
 from clusterctl.image.build import builder_client, read_record
 from clusterctl.image.registry import layer_sizes, running_registry, trust_on_controller
 from clusterctl.image.zstd_load import Compression, choose, load_compressed, probe_node_tools
+from clusterctl.interrupts import sigterm_interrupts
 from clusterctl.inventory import Inventory, Node
 
 # Seconds a node's engine may stay silent while it loads a streamed image (it unpacks layers at the end).
@@ -41,6 +50,12 @@ CHUNK_BYTES = 1 << 20
 # `docker save` streams the builder's engine serves at once. Each one re-reads and re-tars every layer on
 # the builder (CPU and disk bound): more at once only split its throughput, so every node finishes later.
 SOURCE_STREAMS = 4
+# Seconds an interrupted delivery waits for its per-node work to end once every connection was closed.
+INTERRUPT_GRACE_S = 30
+
+
+class Interrupted(Exception):
+    """Raised inside a delivery's per-node work once the delivery was interrupted."""
 
 
 @dataclass
@@ -83,6 +98,87 @@ def summary(results: dict[str, DeliveryResult]) -> str:
     return "nothing moved: every node already holds the image"
 
 
+class _Refused:
+    """Stands in for a client's transport adapter once its delivery was interrupted: refuses every request."""
+
+    def send(self, *args: object, **kwargs: object) -> NoReturn:
+        raise docker.errors.DockerException("the delivery was interrupted")
+
+    def close(self) -> None:
+        """Nothing to close."""
+
+
+class InFlight:
+    """The per-node work of one delivery and the engine clients it holds open, so that an interrupt can
+    close them all (each engine then cancels its pull, load or push) and wait for the work to end."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Condition()
+        self._clients: set[docker.DockerClient] = set()
+        self._connections: set[Connection] = set()
+        self._working = 0
+        self.stopped = threading.Event()
+
+    @contextlib.contextmanager
+    def holding(self, client: docker.DockerClient) -> Iterator[docker.DockerClient]:
+        """Use ``client`` inside the block (closed after it, or by ``stop``).
+
+        Raises:
+            Interrupted: the delivery was stopped already.
+        """
+        with self._lock:
+            if self.stopped.is_set():
+                client.close()
+                raise Interrupted("the delivery was interrupted")
+            self._clients.add(client)
+            self._working += 1
+        try:
+            yield client
+        finally:
+            client.close()
+            with self._lock:
+                self._clients.discard(client)
+                self._working -= 1
+                self._lock.notify_all()
+
+    @contextlib.contextmanager
+    def closing(self, connection: Connection) -> Iterator[Connection]:
+        """Use ``connection`` (an SSH connection a transport opened) inside the block; ``stop`` closes it.
+
+        Raises:
+            Interrupted: the delivery was stopped already.
+        """
+        with self._lock:
+            if self.stopped.is_set():
+                raise Interrupted("the delivery was interrupted")
+            self._connections.add(connection)
+        try:
+            yield connection
+        finally:
+            with self._lock:
+                self._connections.discard(connection)
+
+    def stop(self, timeout_s: float = INTERRUPT_GRACE_S) -> bool:
+        """Close every client and connection in use, then wait (bounded) until no work holds one; True if
+        all ended."""
+        with self._lock:
+            self.stopped.set()
+            clients = list(self._clients)
+            connections = list(self._connections)
+        for connection in connections:
+            with contextlib.suppress(Exception):  # the worker's channel send fails, and its node's pipe ends
+                connection.close()
+        for client in clients:
+            # The node's SSH adapter would reconnect on the next request (a stream delivery waiting for
+            # its turn would then start its load): every request from now on is refused instead.
+            closed = client.api.get_adapter(client.api.base_url)
+            client.api.mount(client.api.base_url, _Refused())
+            with contextlib.suppress(Exception):  # closing from this thread: the worker sees its stream end
+                closed.close()
+        with self._lock:
+            return self._lock.wait_for(lambda: self._working == 0, timeout_s)
+
+
 class Transport(Protocol):
     """A way to put the image on one node's engine; skip and verify are done around it."""
 
@@ -113,6 +209,7 @@ class StreamTransport:
     source: docker.DockerClient
     reference: str
     inventory: Inventory | None = None
+    in_flight: InFlight | None = None  # of the whole delivery: an interrupt closes the SSH connection
     streams: int = SOURCE_STREAMS
 
     def __post_init__(self) -> None:
@@ -126,7 +223,7 @@ class StreamTransport:
         Returns ``zstd`` when it went compressed, ``none`` when it went plain.
         """
         if self.inventory is not None and self.inventory.delivery.stream.compression == "auto":
-            with connect(self.inventory, node) as conn:
+            with connect(self.inventory, node) as conn, (self.in_flight or InFlight()).closing(conn):
                 if choose("auto", probe_node_tools(conn, node)) == "zstd":
                     with self._slots:
                         chunks = self.source.api.get_image(self.reference, CHUNK_BYTES)
@@ -156,23 +253,38 @@ class RegistryTransport:
     """
 
     def __init__(
-        self, inventory: Inventory, source: docker.DockerClient, reference: str, stack: contextlib.ExitStack
+        self,
+        inventory: Inventory,
+        source: docker.DockerClient,
+        reference: str,
+        stack: contextlib.ExitStack,
+        stopped: threading.Event | None = None,
     ):
         self.inventory, self.source, self.reference, self.stack = inventory, source, reference, stack
+        self.stopped = stopped or threading.Event()
         self._lock = threading.Lock()
         self._pushed: tuple[str, dict[str, int]] | None = None
         self._failure: Exception | None = None
 
+    def _check_stopped(self) -> None:
+        if self.stopped.is_set():
+            raise Interrupted("the push to the cluster registry was interrupted")
+
     def _push(self) -> tuple[str, dict[str, int]]:
+        self._check_stopped()
         endpoint = self.stack.enter_context(running_registry(self.inventory))
         repository, tag = self.reference.rsplit(":", 1)
         remote = f"{endpoint}/{repository}"
         self.source.api.tag(self.reference, remote, tag)
         try:
-            for event in self.source.api.push(remote, tag, stream=True, decode=True):
-                error = _event_error(event)
-                if error:
-                    raise docker.errors.APIError(f"push to the cluster registry {endpoint}: {error}")
+            events = self.source.api.push(remote, tag, stream=True, decode=True)
+            # Closing the generator drops its response: the engine sees the connection end and cancels.
+            with contextlib.closing(events):
+                for event in events:
+                    self._check_stopped()  # a local engine's socket cannot be closed from another thread
+                    error = _event_error(event)
+                    if error:
+                        raise docker.errors.APIError(f"push to the cluster registry {endpoint}: {error}")
         finally:
             with contextlib.suppress(docker.errors.DockerException):
                 self.source.api.remove_image(f"{remote}:{tag}")  # the tag only: the image keeps its own
@@ -217,6 +329,7 @@ class RegistryTransport:
                 report(layer, int((event.get("progressDetail") or {}).get("current") or 0))
             elif status in ("Download complete", "Pull complete") and layer in sizes:
                 report(layer, sizes[layer])
+        self._check_stopped()  # the stream ended because an interrupt closed the client
         local_repository, local_tag = self.reference.rsplit(":", 1)
         client.api.tag(remote, local_repository, local_tag)
         client.api.remove_image(remote)  # the registry's name only; the image keeps the cluster's tag
@@ -236,10 +349,12 @@ def deliver_to(
     image_id: str,
     transport: Transport,
     on_bytes: Callable[[int], None],
+    in_flight: InFlight | None = None,
 ) -> DeliveryResult:
     """Skip when ``node`` holds ``image_id`` already; else deliver and verify the ID on the node.
 
-    A failure is returned with its error and the bytes that had moved by then.
+    A failure is returned with its error and the bytes that had moved by then. ``in_flight`` (of the
+    whole delivery) holds the node's client, so that an interrupt can close it.
     """
     start = time.monotonic()
     moved = 0
@@ -249,13 +364,16 @@ def deliver_to(
         moved += n
         on_bytes(n)
 
+    in_flight = in_flight or InFlight()
     try:
-        with contextlib.closing(docker_client(inventory, node, timeout_s=LOAD_TIMEOUT_S)) as client:
+        with in_flight.holding(docker_client(inventory, node, timeout_s=LOAD_TIMEOUT_S)) as client:
             if _image_id(client, reference) == image_id:
                 return DeliveryResult(node.name, "skipped", image_id, duration_s=time.monotonic() - start)
             compression = transport.deliver(node, client, counted)
             found = _image_id(client, reference)
-    except (ClusterctlError, docker.errors.DockerException, OSError, paramiko.SSHException) as exc:
+    except (
+        ClusterctlError, docker.errors.DockerException, OSError, paramiko.SSHException, Interrupted
+    ) as exc:  # fmt: skip
         return DeliveryResult(node.name, "failed", None, moved, time.monotonic() - start, error=str(exc))
     result = DeliveryResult(
         node.name, "delivered", found, moved, time.monotonic() - start, compression=compression
@@ -266,6 +384,20 @@ def deliver_to(
             f"after delivery {reference} is {found or 'missing'} on {node.name}, expected {image_id}"
         )
     return result
+
+
+def _interrupted_message(kind: str, ended: bool) -> str:
+    stopped = (
+        "the push to the registry and every pull were stopped, the registry stopped and its unfinished "
+        "uploads removed"
+        if kind == "registry"
+        else "every image stream was stopped"
+    )
+    late = "" if ended else f" (some node's transfer had not ended after {INTERRUPT_GRACE_S} s)"
+    return (
+        f"image push interrupted: {stopped}{late}; a node that had not finished does not hold the new "
+        "image. Fix: run `clusterctl image push` again."
+    )
 
 
 def distribute(
@@ -289,6 +421,8 @@ def distribute(
     Raises:
         InputError: nothing was built yet, or the recorded image is no longer on the builder, or (registry,
             local builder) the registry's CA cannot be installed for the local engine.
+        KeyboardInterrupt: Ctrl-C or SIGTERM; every transfer was stopped and the registry with it, and
+            the message says so.
     """
     record = read_record(inventory)
     if record is None:
@@ -308,14 +442,24 @@ def distribute(
                 f"{record.reference} ({record.image_id[:19]}) is no longer on the builder "
                 f"{record.builder or 'local engine'}. Fix: run `clusterctl image build` again."
             )
+        in_flight = InFlight()
         chosen: Transport
         if kind == "registry":
             if record.builder is None:
                 trust_on_controller(inventory)
-            chosen = RegistryTransport(inventory, source, record.reference, stack)
+            chosen = RegistryTransport(inventory, source, record.reference, stack, in_flight.stopped)
         else:
-            chosen = StreamTransport(source, record.reference, inventory)
-        results = deliver_all(inventory, record.reference, record.image_id, chosen, on_bytes, deadline_s)
+            chosen = StreamTransport(source, record.reference, inventory, in_flight)
+        try:
+            with sigterm_interrupts():
+                results = deliver_all(
+                    inventory, record.reference, record.image_id, chosen, on_bytes, deadline_s, in_flight
+                )
+        except KeyboardInterrupt:
+            source.close()  # a builder node's SSH session: its push or `docker save` streams end with it
+            ended = in_flight.stop()
+            stack.close()  # the registry: stopped, its unfinished uploads removed
+            raise KeyboardInterrupt(_interrupted_message(kind, ended)) from None
     return record.image_id, results
 
 
@@ -326,12 +470,17 @@ def deliver_all(
     transport: Transport,
     on_bytes: Callable[[str, int], None],
     deadline_s: float,
+    in_flight: InFlight | None = None,
 ) -> dict[str, DeliveryResult]:
-    """``deliver_to`` on every node in parallel under one deadline; a node past it is failed."""
+    """``deliver_to`` on every node in parallel under one deadline; a node past it is failed.
+
+    ``in_flight`` (default: a new one) holds every node's open connections, for an interrupt to close.
+    """
+    in_flight = in_flight or InFlight()
     results = fan_out(
         inventory.nodes,
         lambda node: deliver_to(
-            inventory, node, reference, image_id, transport, lambda n: on_bytes(node.name, n)
+            inventory, node, reference, image_id, transport, lambda n: on_bytes(node.name, n), in_flight
         ),
         deadline_s=deadline_s,
     )

@@ -3,6 +3,11 @@
 It runs only for the length of one ``image push``: started, pushed to once by the builder's engine,
 pulled from by every node in parallel, stopped. Its blobs stay in the cluster's state directory, so a
 later push uploads only the layers the registry lacks, and each node pulls only the layers it lacks.
+What an interrupted push left half-uploaded does not stay: Distribution keeps an upload in progress under
+``<repository>/_uploads/`` and never resumes it (a new push starts new uploads), and its own purge waits
+up to an hour after start, longer than this registry ever runs. So ``running_registry`` removes every
+``_uploads`` entry before the registry starts and after it has exited, when no upload can be in
+progress; whole blobs stay (digest-verified, the next push skips them).
 
 TLS comes from a per-cluster CA made here (``registry/ca.crt``, key 0600) and a server certificate for
 ``delivery.registry.address``. Every Docker engine that talks to the registry trusts that CA for that
@@ -234,9 +239,22 @@ def _answers(url: str, context: ssl.SSLContext) -> bool:
         return False
 
 
+def purge_uploads(files: RegistryFiles) -> list[Path]:
+    """Remove the unfinished uploads under the registry's storage (call only while it is not running);
+    returns the upload directories removed."""
+    repositories = files.storage / "docker" / "registry" / "v2" / "repositories"
+    # Distribution reserves names that start with "_" (no repository path component can be "_uploads").
+    uploads = [entry for found in repositories.rglob("_uploads") for entry in found.iterdir()]
+    for entry in uploads:
+        shutil.rmtree(entry, ignore_errors=True)
+    return uploads
+
+
 @contextlib.contextmanager
 def running_registry(inventory: Inventory) -> Iterator[str]:
     """The cluster's registry, started for the ``with`` block and stopped after it; yields its endpoint.
+
+    Unfinished uploads are removed before it starts and after it has stopped (``purge_uploads``).
 
     Raises:
         EnvironmentProblem: ``docker-registry`` is not installed, or the registry does not answer in time
@@ -250,6 +268,7 @@ def running_registry(inventory: Inventory) -> Iterator[str]:
         )
     files = ensure_tls(inventory)
     files.storage.mkdir(parents=True, exist_ok=True)
+    purge_uploads(files)  # left by a controller that was killed before it could stop its registry
     files.config.write_text(_config(files, inventory))
     endpoint = inventory.delivery.registry.endpoint
     context = ssl.create_default_context(cafile=str(files.ca_cert))
@@ -279,6 +298,7 @@ def running_registry(inventory: Inventory) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(STOP_TIMEOUT_S)
+        purge_uploads(files)
 
 
 def layer_sizes(inventory: Inventory, repository: str, tag: str) -> dict[str, int]:

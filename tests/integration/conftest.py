@@ -10,6 +10,7 @@ benchmark container is left after the test.
 
 from __future__ import annotations
 
+import subprocess
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -127,3 +128,16 @@ def _untag_cluster_images(cluster_name: str) -> None:
         for tag in image.tags:
             if tag.startswith(f"clusterctl/{cluster_name}:"):
                 engine.images.remove(tag, noprune=True)
+
+
+def on_node(sandbox: Sandbox, node: str, *argv: str, check: bool = True) -> str:
+    """Run ``argv`` in the sandbox's node container (the node's console, through the local engine); its
+    stdout. Processes of the node's benchmark containers are visible there too."""
+    done = subprocess.run(
+        ["docker", "exec", f"clusterctl-{sandbox.name}-{node}", *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=check,
+    )
+    return done.stdout
