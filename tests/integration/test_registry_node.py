@@ -11,13 +11,14 @@ import contextlib
 import docker
 import pytest
 
+from clusterctl.errors import EnvironmentProblem
 from clusterctl.hosts.docker_remote import docker_client
 from clusterctl.hosts.playbook import load_playbook, select_steps
 from clusterctl.hosts.provision import provision
 from clusterctl.hosts.ssh import run_on_nodes
 from clusterctl.image.build import read_record
 from clusterctl.image.distribute import distribute
-from clusterctl.image.registry import untrust_on_controller
+from clusterctl.image.registry import running_registry, untrust_on_controller
 from clusterctl.image.registry_node import node_paths
 from clusterctl.inventory import Inventory, validate_document
 from clusterctl.paths import data_dir
@@ -25,6 +26,9 @@ from clusterctl.yamlio import load_yaml
 from tests.integration.conftest import Sandbox
 
 pytestmark = pytest.mark.integration
+
+# Prints the registry processes alive on a node (zombies aside: a node's PID 1 reaps them late).
+LIVE_REGISTRIES = "ps -eo stat=,comm= | awk '$2 == \"docker-registry\" && $1 !~ /^Z/'"
 
 
 def test_the_registry_runs_on_node1_for_one_push_and_node2_pulls_from_it(
@@ -63,7 +67,7 @@ def test_the_registry_runs_on_node1_for_one_push_and_node2_pulls_from_it(
 
     paths = node_paths(inv)
     probe = (
-        "ps -eo stat=,comm= | awk '$2 == \"docker-registry\" && $1 !~ /^Z/' ; "
+        f"{LIVE_REGISTRIES}; "
         f"stat -c '%a %n' {paths.directory} {paths.key}; "
         f"test -d {paths.storage}/docker/registry/v2/blobs && echo blobs-kept"
     )
@@ -71,3 +75,38 @@ def test_the_registry_runs_on_node1_for_one_push_and_node2_pulls_from_it(
     assert on_node1.ok, on_node1
     lines = on_node1.stdout.splitlines()
     assert lines == [f"700 {paths.directory}", f"600 {paths.key}", "blobs-kept"], lines  # no registry left
+
+
+def test_a_registry_node_that_cannot_serve_is_named_with_the_fix_and_left_clean(sandbox2: Sandbox) -> None:
+    document = load_yaml(sandbox2.inventory_path)
+    node1, node2 = sandbox2.inventory.nodes
+
+    document["delivery"] = {"transport": "registry", "registry": {"node": "node2"}}
+    on_node2 = validate_document(document, sandbox2.inventory_path)
+    hide = "mv /usr/bin/docker-registry /usr/bin/docker-registry.hidden"
+    assert run_on_nodes(on_node2, [node2], hide, timeout_s=30)["node2"].ok
+    try:
+        with (
+            pytest.raises(
+                EnvironmentProblem, match=r"not installed on node2.*Fix: run `clusterctl provision`"
+            ),
+            running_registry(on_node2),
+        ):
+            pass
+    finally:
+        restore = "mv /usr/bin/docker-registry.hidden /usr/bin/docker-registry"
+        assert run_on_nodes(on_node2, [node2], restore, timeout_s=30)["node2"].ok
+
+    # Port 22 is sshd's: the registry starts, fails to listen, and the failure carries its log's words.
+    document["delivery"] = {"transport": "registry", "registry": {"node": "node1", "port": 22}}
+    busy = validate_document(document, sandbox2.inventory_path)
+    with (
+        pytest.raises(
+            EnvironmentProblem, match=r"(?s)did not answer.*address already in use.*port 22 is free"
+        ),
+        running_registry(busy),
+    ):
+        pass
+    left = run_on_nodes(busy, [node1], f"{LIVE_REGISTRIES}; ls {node_paths(busy).directory}", timeout_s=30)
+    assert left["node1"].ok and "docker-registry" not in left["node1"].stdout, left["node1"]
+    assert "registry.pid" not in left["node1"].stdout  # stopped, its record gone
