@@ -20,7 +20,7 @@ import fabric
 
 from clusterctl.errors import ConnectError, EnvironmentProblem
 from clusterctl.hosts.sftp import write_file
-from clusterctl.hosts.ssh import connect, run
+from clusterctl.hosts.ssh import Command, CommandResult, connect, run
 from clusterctl.image.registry import ensure_tls, registry_config, wait_until_answers
 from clusterctl.inventory import Inventory, Node
 
@@ -78,9 +78,8 @@ def stop_command(paths: NodeRegistryPaths) -> str:
     )  # fmt: skip
 
 
-def _check(conn: fabric.Connection, node: Node, command: str, what: str) -> str:
-    """Run ``command`` on the node; its stdout, or EnvironmentProblem naming the node and ``what`` failed."""
-    result = run(conn, node, command, timeout_s=COMMAND_TIMEOUT_S)
+def _ok(result: CommandResult, node: Node, what: str) -> str:
+    """``result``'s stdout, or EnvironmentProblem naming the node and ``what`` failed."""
     if not result.ok:
         detail = result.error or (result.stderr.strip() or f"exit {result.exit_code}")
         raise EnvironmentProblem(
@@ -114,39 +113,48 @@ def running_on_node(inventory: Inventory, node: Node) -> Iterator[str]:
     files = ensure_tls(inventory)
     paths = node_paths(inventory)
     with connect(inventory, node) as conn:
-        found = run(conn, node, "command -v docker-registry", timeout_s=COMMAND_TIMEOUT_S)
-        if found.exit_code != 0 or found.error:
+
+        def on_node(command: Command) -> CommandResult:
+            return run(conn, node, command, timeout_s=COMMAND_TIMEOUT_S)
+
+        found = on_node("command -v docker-registry")
+        if found.error is None and found.exit_code != 0:
             raise EnvironmentProblem(
                 f"docker-registry (CNCF Distribution) is not installed on {node.name}, the node that runs the "
                 "cluster registry (delivery.registry.node). Fix: run `clusterctl provision` (its "
                 "registry-server step installs it), or `apt-get install docker-registry` on the node, or use "
                 "`--transport stream`."
             )
-        _check(conn, node, shlex.join(["install", "-d", "-m", "0700", NODE_ROOT, paths.directory]), "mkdir")
-        sftp = conn.sftp()
+        _ok(found, node, "looking for docker-registry")
+        _ok(on_node(["install", "-d", "-m", "0700", NODE_ROOT, paths.directory]), node, "mkdir")
+        _ok(on_node(stop_command(paths)), node, "stopping a registry left from an earlier push")
         config = registry_config(
             storage=paths.storage,
             listen=inventory.registry_endpoint,
             certificate=paths.certificate,
             key=paths.key,
         )
+        sftp = conn.sftp()
         for data, dest, mode in (
             (config.encode(), paths.config, 0o600),
             (files.server_cert.read_bytes(), paths.certificate, 0o600),
             (files.server_key.read_bytes(), paths.key, 0o600),
         ):
-            write_file(sftp, data, dest, mode)
-        _check(conn, node, stop_command(paths), "stopping a registry left from an earlier push")
+            try:
+                write_file(sftp, data, dest, mode)
+            except OSError as exc:
+                raise EnvironmentProblem(
+                    f"the cluster registry on {node.name} (delivery.registry.node): writing {dest} failed "
+                    f"({exc}). Fix: make /var/lib/clusterctl writable for {node.ssh.user} there, or use "
+                    "`--transport stream`."
+                ) from None
         try:
-            group = _check(conn, node, start_command(paths), "starting docker-registry").strip()
-            alive = f"kill -0 -{shlex.quote(group)}"
+            group = _ok(on_node(start_command(paths)), node, "starting docker-registry").strip()
             yield wait_until_answers(
                 inventory,
-                exited=lambda: run(conn, node, alive, timeout_s=COMMAND_TIMEOUT_S).exit_code != 0,
+                exited=lambda: on_node(f"kill -0 -{shlex.quote(group)}").exit_code != 0,
                 log_tail=lambda: " | ".join(
-                    run(conn, node, ["tail", "-n", "4", paths.log], timeout_s=COMMAND_TIMEOUT_S)
-                    .stdout.strip()
-                    .splitlines()
+                    on_node(["tail", "-n", "4", paths.log]).stdout.strip().splitlines()
                 ),
                 fix=f"check that {node.address} is an address of {node.name} that the controller reaches and "
                 f"port {inventory.delivery.registry.port} is free there; log: {node.name}:{paths.log}.",
