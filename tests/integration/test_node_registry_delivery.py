@@ -29,7 +29,7 @@ from clusterctl.image.registry_node import node_paths
 from clusterctl.inventory import validate_document
 from clusterctl.paths import data_dir
 from clusterctl.yamlio import load_yaml
-from tests.integration.conftest import Sandbox
+from tests.integration.conftest import Sandbox, remove_from_nodes
 
 pytestmark = pytest.mark.integration
 
@@ -90,12 +90,7 @@ def test_the_registry_runs_on_node1_for_one_push_and_node2_pulls_from_it(sandbox
             record_path(inv).unlink()
         else:
             record_path(inv).write_text(saved)
-        for node in inv.nodes:
-            with (
-                contextlib.closing(docker_client(inv, node)) as client,
-                contextlib.suppress(docker.errors.DockerException),
-            ):
-                client.images.remove(built, force=True)
+        remove_from_nodes(inv, built)
         local.images.remove(reference)
         local.close()
 
