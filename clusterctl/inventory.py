@@ -698,19 +698,31 @@ class SlurmSpec(Strict):
 
 
 class RegistrySpec(Strict):
-    """The image registry clusterctl runs on the controller for the length of one `image push`."""
+    """The image registry clusterctl runs for the length of one `image push`: on the controller, or on a node."""
 
     address: HostAddress | None = Field(
         None,
-        description="Address (IPv4 or DNS name) at which the nodes reach the controller; the registry listens "
-        "there, and its TLS certificate names it. Required with transport: registry.",
+        description="Address (IPv4 or DNS name) at which the nodes reach the controller; the registry runs on "
+        "the controller, listens there, and its TLS certificate names it. Not together with node.",
+    )
+    node: NodeName | None = Field(
+        None,
+        description="Run the registry on this inventory node instead of the controller (e.g. the node that "
+        "builds the image, `image build --builder`). It listens on the node's management address "
+        "(nodes[].address: the controller pushes there, the other nodes pull from there), keeps its blobs "
+        "in the node's /var/lib/clusterctl/registry/<cluster>, and needs the docker-registry package there "
+        "(provision installs it). Not together with address.",
     )
     port: Port = Field(5443, description="TCP port of the registry (TLS).")
 
-    @property
-    def endpoint(self) -> str:
-        """``address:port``, the registry's name in image references and in /etc/docker/certs.d."""
-        return f"{self.address}:{self.port}"
+    @model_validator(mode="after")
+    def _one_place(self) -> RegistrySpec:
+        if self.address is not None and self.node is not None:
+            raise ValueError(
+                f"both address ({self.address}) and node ({self.node}) are set; keep address to run the "
+                "registry on the controller, or node to run it on that node (at the node's address)"
+            )
+        return self
 
 
 class StreamSpec(Strict):
@@ -728,19 +740,21 @@ class DeliverySpec(Strict):
 
     transport: Literal["registry", "stream"] = Field(
         "stream",
-        description="registry: push once to a TLS registry on the controller, every node pulls only the layers "
-        "it lacks (provision installs the registry's CA on each node). stream: docker save into docker "
-        "load over SSH, the whole image to each node (for nodes that cannot reach the controller).",
+        description="registry: push once to a TLS registry on the controller (or the node registry.node names), "
+        "every node pulls only the layers it lacks (provision installs the registry's CA on each node). "
+        "stream: docker save into docker load over SSH, the whole image to each node (for nodes that cannot "
+        "reach the registry).",
     )
     registry: RegistrySpec = Field(default_factory=RegistrySpec)
     stream: StreamSpec = Field(default_factory=StreamSpec)
 
     @model_validator(mode="after")
     def _registry_has_an_address(self) -> DeliverySpec:
-        if self.transport == "registry" and self.registry.address is None:
+        if self.transport == "registry" and self.registry.address is None and self.registry.node is None:
             raise ValueError(
-                "transport registry needs registry.address; set it to the controller's address as the nodes "
-                "reach it (e.g. registry: {address: 10.0.0.1}), or set transport: stream"
+                "transport registry needs registry.address or registry.node; set address to the controller's "
+                "address as the nodes reach it (e.g. registry: {address: 10.0.0.1}), or node to the inventory "
+                "node that runs the registry (e.g. registry: {node: node1}), or set transport: stream"
             )
         return self
 
@@ -831,6 +845,24 @@ class Inventory(Strict):
                 return n
         known = ", ".join(n.name for n in self.nodes)
         raise InventoryError(f"no node named {name!r} in the inventory (nodes: {known}).")
+
+    @property
+    def registry_node(self) -> Node | None:
+        """The node that runs the cluster's registry (``delivery.registry.node``); None: the controller."""
+        name = self.delivery.registry.node
+        return None if name is None else self.node(name)
+
+    @property
+    def registry_address(self) -> str | None:
+        """Where the cluster's registry listens and what its certificate names: ``delivery.registry.address``,
+        or the management address of ``delivery.registry.node``; None when the inventory names no registry."""
+        host = self.registry_node
+        return host.address if host is not None else self.delivery.registry.address
+
+    @property
+    def registry_endpoint(self) -> str:
+        """``address:port``, the registry's name in image references and in /etc/docker/certs.d."""
+        return f"{self.registry_address}:{self.delivery.registry.port}"
 
 
 # --------------------------------------------------------------------------- cross-field rules
@@ -938,6 +970,15 @@ def cross_field_problems(inv: Inventory) -> list[tuple[Loc, str]]:
                 ("provision", "mofed_tarball_path"),
                 "both provision.mofed_url and provision.mofed_tarball_path are set; keep one of them "
                 "(mofed_url: the nodes download the tarball, mofed_tarball_path: clusterctl pushes it from this machine)",
+            )
+        )
+    registry_node = inv.delivery.registry.node
+    if registry_node is not None and registry_node not in seen_names:
+        problems.append(
+            (
+                ("delivery", "registry", "node"),
+                f"{registry_node!r} is not a node of this inventory (nodes: {', '.join(seen_names)}); name "
+                "the node that runs the registry, or use registry.address to run it on the controller",
             )
         )
     seen_targets: set[str] = set()

@@ -25,10 +25,12 @@ def _inventory(address: str | None, transport: str = "registry") -> Inventory:
 
 
 def test_registry_transport_needs_an_address() -> None:
-    with pytest.raises(InventoryError, match=r"field delivery: .*registry.address.*Fix: set it"):
+    with pytest.raises(
+        InventoryError, match=r"field delivery: .*registry.address or registry.node.*Fix: set address"
+    ):
         _inventory(None)
     assert _inventory(None, "stream").delivery.transport == "stream"
-    assert _inventory("10.0.0.1").delivery.registry.endpoint == "10.0.0.1:5443"
+    assert _inventory("10.0.0.1").registry_endpoint == "10.0.0.1:5443"
     assert certs_d_path("10.0.0.1:5443") == Path("/etc/docker/certs.d/10.0.0.1:5443/ca.crt")
 
 

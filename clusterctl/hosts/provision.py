@@ -118,11 +118,11 @@ def step_context(inventory: Inventory, host_keys: dict[str, str]) -> dict[str, A
 
 def _registry_context(inventory: Inventory) -> dict[str, str]:
     """Where the registry-ca step puts the cluster registry's CA, and its SHA-256 (none without a registry)."""
-    if inventory.delivery.registry.address is None:
+    if inventory.registry_address is None:
         return {}
     ca = ensure_tls(inventory).ca_cert.read_bytes()
     return {
-        "registry_ca_path": str(certs_d_path(inventory.delivery.registry.endpoint)),
+        "registry_ca_path": str(certs_d_path(inventory.registry_endpoint)),
         "registry_ca_sha256": hashlib.sha256(ca).hexdigest(),
     }
 
@@ -138,7 +138,7 @@ def step_files(inventory: Inventory) -> dict[str, StepFile]:
     files: dict[str, StepFile] = {"cluster_key": keys.client_key.read_bytes()}
     if inventory.provision.mofed_tarball_path:
         files["mofed_tarball"] = inventory.provision.mofed_tarball_path
-    if inventory.delivery.registry.address is not None:
+    if inventory.registry_address is not None:
         files["registry_ca"] = ensure_tls(inventory).ca_cert.read_bytes()
     return files
 

@@ -4,12 +4,12 @@ A node that already holds the image ID is skipped. Otherwise a ``Transport`` del
 the ID on the node is compared with the builder's. Two transports:
 
 - ``RegistryTransport`` (``delivery.transport: registry``): the builder's engine pushes the image once
-  to the cluster's TLS registry on the controller (``clusterctl.image.registry``, started for this
-  push only, and only when some node lacks the image); every node pulls in parallel, only the layers
+  to the cluster's TLS registry on the controller or on ``delivery.registry.node``
+  (``clusterctl.image.registry``, started for this push only, and only when some node lacks the image); every node pulls in parallel, only the layers
   it lacks. A payload-only rebuild moves only the last, small layers.
 - ``StreamTransport`` (``stream``): ``docker save`` on the builder streamed into ``docker load`` on the
   node over SSH, the whole image each time, at most ``SOURCE_STREAMS`` at once; for nodes that cannot
-  reach the controller. Compressed with zstd where the node has ``zstd`` (``clusterctl.image.zstd_load``;
+  reach the registry. Compressed with zstd where the node has ``zstd`` (``clusterctl.image.zstd_load``;
   ``delivery.stream.compression: none`` turns it off), the docker API's plain stream elsewhere.
 
 Ctrl-C (or SIGTERM) stops a delivery cleanly: every node's engine connection is closed, which ends its
@@ -319,7 +319,7 @@ class RegistryTransport:
             if error:
                 hint = (
                     " Fix: run `clusterctl provision` (its registry-ca step installs the cluster's CA in "
-                    f"/etc/docker/certs.d/{self.inventory.delivery.registry.endpoint}/ on the node)."
+                    f"/etc/docker/certs.d/{self.inventory.registry_endpoint}/ on the node)."
                     if "certificate" in error or "x509" in error
                     else ""
                 )
@@ -430,10 +430,11 @@ def distribute(
             f"cluster {inventory.cluster.name}: no image built yet. Fix: run `clusterctl image build` first."
         )
     kind = transport or inventory.delivery.transport
-    if kind == "registry" and inventory.delivery.registry.address is None:
+    if kind == "registry" and inventory.registry_address is None:
         raise InputError(
-            f"--transport registry: cluster {inventory.cluster.name} has no delivery.registry.address. Fix: set "
-            "it in the inventory to the controller's address as the nodes reach it, or use --transport stream."
+            f"--transport registry: cluster {inventory.cluster.name} has neither delivery.registry.address nor "
+            "delivery.registry.node. Fix: set address in the inventory to the controller's address as the nodes "
+            "reach it, or node to the node that runs the registry, or use --transport stream."
         )
     source = builder_client(inventory, record.builder)
     with contextlib.closing(source), contextlib.ExitStack() as stack:

@@ -1,16 +1,18 @@
-"""The cluster's image registry: CNCF Distribution (Debian's ``docker-registry``) on the controller, with TLS.
+"""The cluster's image registry: CNCF Distribution (Debian's ``docker-registry``) with TLS, on the
+controller, or on the node ``delivery.registry.node`` names (``clusterctl.image.registry_node``).
 
 It runs only for the length of one ``image push``: started, pushed to once by the builder's engine,
-pulled from by every node in parallel, stopped. Its blobs stay in the cluster's state directory, so a
-later push uploads only the layers the registry lacks, and each node pulls only the layers it lacks.
+pulled from by every node in parallel, stopped. Its blobs stay where it runs (the cluster's state
+directory; on a node, /var/lib/clusterctl/registry/<cluster>), so a later push uploads only the layers
+the registry lacks, and each node pulls only the layers it lacks.
 What an interrupted push left half-uploaded does not stay: Distribution keeps an upload in progress under
 ``<repository>/_uploads/`` and never resumes it (a new push starts new uploads), and its own purge waits
 up to an hour after start, longer than this registry ever runs. So ``running_registry`` removes every
-``_uploads`` entry before the registry starts and after it has exited, when no upload can be in
-progress; whole blobs stay (digest-verified, the next push skips them).
+``_uploads`` entry of the controller's registry before it starts and after it has exited, when no upload
+can be in progress; whole blobs stay (digest-verified, the next push skips them).
 
 TLS comes from a per-cluster CA made here (``registry/ca.crt``, key 0600) and a server certificate for
-``delivery.registry.address``. Every Docker engine that talks to the registry trusts that CA for that
+the registry's address (``Inventory.registry_address``). Every Docker engine that talks to the registry trusts that CA for that
 one endpoint through ``/etc/docker/certs.d/<address:port>/ca.crt`` (``provision``'s registry-ca step
 on the nodes; ``trust_on_controller`` for the local engine); nothing is made an insecure registry.
 """
@@ -27,7 +29,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -127,11 +129,12 @@ def ensure_tls(inventory: Inventory) -> RegistryFiles:
     from cryptography.x509.oid import NameOID
 
     files = registry_files(inventory)
-    address = inventory.delivery.registry.address
+    address = inventory.registry_address
     if address is None:
         raise EnvironmentProblem(
-            f"cluster {inventory.cluster.name}: delivery.registry.address is not set. Fix: set it to the "
-            "controller's address as the nodes reach it, or use the stream transport."
+            f"cluster {inventory.cluster.name}: neither delivery.registry.address nor delivery.registry.node is "
+            "set. Fix: set address to the controller's address as the nodes reach it, or node to the node "
+            "that runs the registry, or use the stream transport."
         )
     now = datetime.datetime.now(datetime.UTC)
     pem = serialization.Encoding.PEM
@@ -190,7 +193,7 @@ def trust_on_controller(inventory: Inventory) -> None:
         EnvironmentProblem: ``/etc/docker/certs.d`` cannot be written here.
     """
     files = ensure_tls(inventory)
-    target = certs_d_path(inventory.delivery.registry.endpoint)
+    target = certs_d_path(inventory.registry_endpoint)
     ca = files.ca_cert.read_bytes()
     if target.is_file() and target.read_bytes() == ca:
         return
@@ -209,9 +212,9 @@ def untrust_on_controller(inventory: Inventory) -> bool:
     """Remove what ``trust_on_controller`` installed for this cluster (only if it is still this cluster's
     CA); True when something was removed."""
     files = registry_files(inventory)
-    if inventory.delivery.registry.address is None or not files.ca_cert.is_file():
+    if inventory.registry_address is None or not files.ca_cert.is_file():
         return False
-    target = certs_d_path(inventory.delivery.registry.endpoint)
+    target = certs_d_path(inventory.registry_endpoint)
     if not target.is_file() or target.read_bytes() != files.ca_cert.read_bytes():
         return False
     target.unlink()
@@ -220,14 +223,14 @@ def untrust_on_controller(inventory: Inventory) -> bool:
     return True
 
 
-def _config(files: RegistryFiles, inventory: Inventory) -> str:
-    registry = inventory.delivery.registry
+def registry_config(*, storage: str, listen: str, certificate: str, key: str) -> str:
+    """The registry's configuration: blobs under ``storage``, TLS on ``listen`` (``address:port``) only."""
     return (
         "version: 0.1\n"
         "log:\n  level: warn\n  accesslog:\n    disabled: true\n"
-        f"storage:\n  filesystem:\n    rootdirectory: {files.storage}\n"
-        f"http:\n  addr: {registry.address}:{registry.port}\n"
-        f"  tls:\n    certificate: {files.server_cert}\n    key: {files.server_key}\n"
+        f"storage:\n  filesystem:\n    rootdirectory: {storage}\n"
+        f"http:\n  addr: {listen}\n"
+        f"  tls:\n    certificate: {certificate}\n    key: {key}\n"
     )
 
 
@@ -250,16 +253,46 @@ def purge_uploads(files: RegistryFiles) -> list[Path]:
     return uploads
 
 
+def wait_until_answers(
+    inventory: Inventory, *, exited: Callable[[], bool], log_tail: Callable[[], str], fix: str
+) -> str:
+    """Wait (at most ``START_TIMEOUT_S``) until the registry answers over TLS with the cluster's CA; its endpoint.
+
+    Raises:
+        EnvironmentProblem: it ``exited`` or did not answer in time; the message holds ``log_tail()`` and ``fix``.
+    """
+    endpoint = inventory.registry_endpoint
+    context = ssl.create_default_context(cafile=str(registry_files(inventory).ca_cert))
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not _answers(f"https://{endpoint}/v2/", context):
+        if exited() or time.monotonic() > deadline:
+            raise EnvironmentProblem(
+                f"the registry at {endpoint} did not answer within {START_TIMEOUT_S} s "
+                f"({log_tail() or 'no output'}). Fix: {fix}"
+            )
+        time.sleep(0.2)
+    return endpoint
+
+
 @contextlib.contextmanager
 def running_registry(inventory: Inventory) -> Iterator[str]:
     """The cluster's registry, started for the ``with`` block and stopped after it; yields its endpoint.
 
-    Unfinished uploads are removed before it starts and after it has stopped (``purge_uploads``).
+    It runs on the controller, or on ``delivery.registry.node`` (``registry_node.running_on_node``).
+    On the controller, unfinished uploads are removed before it starts and after it has stopped
+    (``purge_uploads``).
 
     Raises:
-        EnvironmentProblem: ``docker-registry`` is not installed, or the registry does not answer in time
-            (its log's tail is in the message).
+        EnvironmentProblem: ``docker-registry`` is not installed where it runs, or the registry does not
+            answer in time (its log's tail is in the message).
     """
+    host = inventory.registry_node
+    if host is not None:
+        from clusterctl.image.registry_node import running_on_node  # it imports this module
+
+        with running_on_node(inventory, host) as endpoint:
+            yield endpoint
+        return
     binary = shutil.which("docker-registry")
     if binary is None:
         raise EnvironmentProblem(
@@ -269,9 +302,14 @@ def running_registry(inventory: Inventory) -> Iterator[str]:
     files = ensure_tls(inventory)
     files.storage.mkdir(parents=True, exist_ok=True)
     purge_uploads(files)  # left by a controller that was killed before it could stop its registry
-    files.config.write_text(_config(files, inventory))
-    endpoint = inventory.delivery.registry.endpoint
-    context = ssl.create_default_context(cafile=str(files.ca_cert))
+    files.config.write_text(
+        registry_config(
+            storage=str(files.storage),
+            listen=inventory.registry_endpoint,
+            certificate=str(files.server_cert),
+            key=str(files.server_key),
+        )
+    )
     with files.log.open("wb") as log:
         process = subprocess.Popen(
             [binary, "serve", str(files.config)],
@@ -280,17 +318,13 @@ def running_registry(inventory: Inventory) -> Iterator[str]:
             stdin=subprocess.DEVNULL,
         )
     try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not _answers(f"https://{endpoint}/v2/", context):
-            if process.poll() is not None or time.monotonic() > deadline:
-                tail = " | ".join(files.log.read_text(errors="replace").strip().splitlines()[-4:])
-                raise EnvironmentProblem(
-                    f"the registry at {endpoint} did not answer within {START_TIMEOUT_S} s ({tail or 'no output'}). "
-                    f"Fix: check that {inventory.delivery.registry.address} is an address of this machine and "
-                    f"port {inventory.delivery.registry.port} is free; log: {files.log}."
-                )
-            time.sleep(0.2)
-        yield endpoint
+        yield wait_until_answers(
+            inventory,
+            exited=lambda: process.poll() is not None,
+            log_tail=lambda: " | ".join(files.log.read_text(errors="replace").strip().splitlines()[-4:]),
+            fix=f"check that {inventory.registry_address} is an address of this machine and port "
+            f"{inventory.delivery.registry.port} is free; log: {files.log}.",
+        )
     finally:
         process.terminate()
         try:
@@ -306,7 +340,7 @@ def layer_sizes(inventory: Inventory, repository: str, tag: str) -> dict[str, in
     engine's pull progress names it with (the digest's first 12 hex digits)."""
     files = registry_files(inventory)
     request = urllib.request.Request(
-        f"https://{inventory.delivery.registry.endpoint}/v2/{repository}/manifests/{tag}",
+        f"https://{inventory.registry_endpoint}/v2/{repository}/manifests/{tag}",
         headers={"Accept": "application/vnd.docker.distribution.manifest.v2+json"},
     )
     context = ssl.create_default_context(cafile=str(files.ca_cert))

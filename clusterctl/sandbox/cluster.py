@@ -298,9 +298,7 @@ def up(
         inventory = write_inventory(plan, files, cpus, slurm=slurm)
         ca = ensure_tls(inventory).ca_cert.read_bytes()
         for node in plan.nodes:
-            node_ops.trust_registry_ca(
-                client.containers.get(node.container), inventory.delivery.registry.endpoint, ca
-            )
+            node_ops.trust_registry_ca(client.containers.get(node.container), inventory.registry_endpoint, ca)
         previous_isolation = existing.isolation if existing else None
         write_state(
             files,

@@ -10,6 +10,7 @@ benchmark container is left after the test.
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -113,6 +114,16 @@ def benchmark_containers(inv: Inventory) -> dict[str, list[tuple[str, str]]]:
         finally:
             client.close()
     return found
+
+
+def remove_from_nodes(inv: Inventory, image_id: str) -> None:
+    """Remove the image ``image_id`` from every node's engine, where it is (a test's own image)."""
+    for node in inv.nodes:
+        with (
+            contextlib.closing(docker_client(inv, node)) as client,
+            contextlib.suppress(DockerException),
+        ):
+            client.images.remove(image_id, force=True)
 
 
 def _untag_cluster_images(cluster_name: str) -> None:

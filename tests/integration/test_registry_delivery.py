@@ -15,12 +15,12 @@ from pathlib import Path
 import docker
 import pytest
 
-from clusterctl.hosts.docker_remote import docker_client
 from clusterctl.image import render
 from clusterctl.image.build import build_image, read_record, record_path
 from clusterctl.image.distribute import distribute
 from clusterctl.inventory import Inventory
 from clusterctl.paths import payload_dir
+from tests.integration.conftest import remove_from_nodes
 
 pytestmark = pytest.mark.integration
 
@@ -53,12 +53,7 @@ def test_a_payload_only_rebuild_moves_only_the_small_layers(
         assert {r.status for r in again.values()} == {"skipped"}
     finally:
         record_path(cluster).write_text(saved_record)
-        for node in cluster.nodes:
-            with (
-                contextlib.closing(docker_client(cluster, node)) as client,
-                contextlib.suppress(docker.errors.DockerException),
-            ):
-                client.images.remove(rebuilt.image_id, force=True)
+        remove_from_nodes(cluster, rebuilt.image_id)
         with contextlib.suppress(docker.errors.DockerException):
             # By its tag, never by ID with force: a concurrent session's identical rebuild shares the ID.
             local.images.remove(rebuilt.reference, noprune=True)

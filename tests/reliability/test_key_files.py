@@ -50,7 +50,12 @@ def test_every_writer_caller_is_a_node_upload() -> None:
         for path in PACKAGE.rglob("*.py")
         if path != WRITER and "write_file(" in path.read_text()
     )
-    assert callers == ["cluster_keys.py", "hosts/provision.py", "launchers/slurm.py"]
+    assert callers == [
+        "cluster_keys.py",
+        "hosts/provision.py",
+        "image/registry_node.py",
+        "launchers/slurm.py",
+    ]
 
 
 def test_a_new_key_is_0600_in_a_0700_directory_even_one_that_existed(tmp_path: Path) -> None:
