@@ -203,10 +203,10 @@ def test_the_duplicate_mount_check_is_linear() -> None:
     document = YAML(typ="safe").load(BASE)
     document["container"]["mounts"] = [{"source": f"/s/{i}", "target": f"/t/{i}"} for i in range(30_000)]
     document["container"]["mounts"].append({"source": "/s/again", "target": "/t/7"})
-    start = time.monotonic()
+    start = time.process_time()  # CPU time: other work on the machine must not fail a linear check
     with pytest.raises(InventoryError) as raised:
         validate_document(document, Path("inv.yml"))
-    assert time.monotonic() - start < BOUND_S
+    assert time.process_time() - start < BOUND_S
     assert "container.mounts[30000].target" in str(raised.value)
     assert "share the target /t/7" in str(raised.value)
 

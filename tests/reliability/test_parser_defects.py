@@ -74,9 +74,9 @@ def test_numbers_that_cannot_be_read_are_left_out_not_guessed() -> None:
 )
 def test_long_lines_are_linear(line: str) -> None:
     for name, read in [("detect", detect_kind), *PARSERS.items()]:
-        start = time.monotonic()
+        start = time.process_time()  # CPU time: other work on the machine must not fail a linear parser
         read(line)
-        assert time.monotonic() - start < LINE_BOUND_S, name
+        assert time.process_time() - start < LINE_BOUND_S, name
 
 
 def test_tf_settings_keep_their_value_without_trailing_blanks() -> None:
