@@ -105,7 +105,7 @@ def _interrupted_push(sandbox: Sandbox, flags: list[str], moving, what: str) -> 
 
 def _nothing_left(cluster: Inventory, sandbox: Sandbox, reference: str) -> None:
     """No registry tag on the builder, nothing left on any node, node2 still without the image."""
-    endpoint = cluster.delivery.registry.endpoint
+    endpoint = cluster.registry_endpoint
     local = docker.from_env(timeout=60)
     with contextlib.closing(local):
         tags = [t for image in local.images.list() for t in image.tags]
