@@ -82,3 +82,14 @@ def test_write_file_streams_a_controller_file_with_its_mode(
     assert stat.S_IMODE(written.stat().st_mode) == 0o640
     assert stat.S_IMODE((node_root / "var/lib/x/ssh").stat().st_mode) == 0o700
     assert (node_root / "var/lib/x/ssh/key").read_bytes() == b"key"
+
+
+def test_write_file_makes_every_missing_parent(inventory: Inventory, node_root: Path) -> None:
+    """The registry CA's path on an engine that never made /etc/docker/certs.d: two levels missing."""
+    (node_root / "etc/docker").mkdir(parents=True)
+    dest = "/etc/docker/certs.d/10.0.0.1:5443/ca.crt"
+    with connect(inventory, inventory.nodes[0]) as conn:
+        write_file(conn.sftp(), b"ca", dest, 0o644)
+    assert (node_root / dest.lstrip("/")).read_bytes() == b"ca"
+    for made in ("etc/docker/certs.d", "etc/docker/certs.d/10.0.0.1:5443"):
+        assert stat.S_IMODE((node_root / made).stat().st_mode) == 0o700

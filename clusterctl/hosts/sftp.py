@@ -23,21 +23,32 @@ Source = bytes | Path
 """What may be written: bytes (a small file such as a key) or a controller file, streamed from disk."""
 
 
+def _make_parents(sftp: paramiko.SFTPClient, directory: str) -> None:
+    """Create ``directory`` and whichever of its parents are missing, each mode 0700."""
+    missing: list[str] = []
+    while directory not in ("", "/"):
+        try:
+            sftp.stat(directory)
+            break
+        except FileNotFoundError:
+            missing.append(directory)
+            directory = posixpath.dirname(directory)
+    for path in reversed(missing):
+        sftp.mkdir(path, 0o700)
+
+
 def write_file(sftp: paramiko.SFTPClient, data: Source, dest: str, mode: int) -> None:
     """Write ``data`` to ``dest`` in chunks, its mode set before any byte is written.
 
-    A missing parent directory is created (mode 0700). Whatever is at ``dest`` is removed and the file
-    created exclusively, so a file or symlink planted there is neither written through nor kept with
-    its owner.
+    Missing parent directories are created, each mode 0700 (e.g. /root/.ssh on a host that never had
+    one; /etc/docker/certs.d/<registry>/ where the engine never made certs.d). Whatever is at ``dest``
+    is removed and the file created exclusively, so a file or symlink planted there is neither written
+    through nor kept with its owner.
 
     Raises:
         OSError: the source cannot be read, the node refuses the file, or fewer bytes arrived.
     """
-    parent = posixpath.dirname(dest)
-    try:
-        sftp.stat(parent)
-    except FileNotFoundError:
-        sftp.mkdir(parent, 0o700)  # e.g. /root/.ssh on a host that never had one
+    _make_parents(sftp, posixpath.dirname(dest))
     with contextlib.suppress(FileNotFoundError):
         sftp.remove(dest)
     source = io.BytesIO(data) if isinstance(data, bytes) else data.open("rb")
