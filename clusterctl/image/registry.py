@@ -41,6 +41,9 @@ from clusterctl.paths import cluster_state_dir
 START_TIMEOUT_S = 20
 # Seconds it may take to stop on SIGTERM before it is killed.
 STOP_TIMEOUT_S = 10
+# Where Distribution keeps each repository (its layer links and its unfinished ``_uploads``), under its
+# storage directory.
+REPOSITORIES = ("docker", "registry", "v2", "repositories")
 # Where Docker engines look for a registry's CA.
 CERTS_D = Path("/etc/docker/certs.d")
 
@@ -245,7 +248,7 @@ def _answers(url: str, context: ssl.SSLContext) -> bool:
 def purge_uploads(files: RegistryFiles) -> list[Path]:
     """Remove the unfinished uploads under the registry's storage (call only while it is not running);
     returns the upload directories removed."""
-    repositories = files.storage / "docker" / "registry" / "v2" / "repositories"
+    repositories = files.storage.joinpath(*REPOSITORIES)
     # Distribution reserves names that start with "_" (no repository path component can be "_uploads").
     uploads = [entry for found in repositories.rglob("_uploads") for entry in found.iterdir()]
     for entry in uploads:

@@ -21,7 +21,7 @@ import fabric
 from clusterctl.errors import ConnectError, EnvironmentProblem
 from clusterctl.hosts.sftp import write_file
 from clusterctl.hosts.ssh import Command, CommandResult, connect, run
-from clusterctl.image.registry import ensure_tls, registry_config, wait_until_answers
+from clusterctl.image.registry import REPOSITORIES, ensure_tls, registry_config, wait_until_answers
 from clusterctl.inventory import Inventory, Node
 
 # Where the registries of every cluster keep their files on a node (clusterctl's, root only).
@@ -73,7 +73,7 @@ def stop_command(paths: NodeRegistryPaths) -> str:
     resumes them; see ``clusterctl.image.registry``); whole blobs stay. Every start runs this first.
     """
     q = shlex.quote
-    uploads = q(posixpath.join(paths.storage, "docker/registry/v2/repositories"))
+    uploads = q(posixpath.join(paths.storage, *REPOSITORIES))
     return (
         f'p=$(cat {q(paths.pid)} 2>/dev/null); '
         f'if [ -n "$p" ] && grep -qaF {q(paths.config)} "/proc/$p/cmdline" 2>/dev/null; then '
