@@ -72,6 +72,17 @@ def test_unreadable_text_gives_none() -> None:
     assert parse_sacct("garbage", "1") is None
 
 
+@pytest.mark.parametrize(
+    ("fixture", "plugins"),
+    [
+        ("deepops_pr494_srun_mpi_list_pre_23_02.out", ["none", "openmpi", "pmi2", "pmix_v3", "pmix"]),
+        ("aws_parallelcluster_srun_mpi_list_pre_23_02.out", ["none", "openmpi", "pmi2", "pmix", "pmix_v3"]),
+    ],
+)
+def test_mpi_list_of_slurm_before_23_02_every_line_prefixed(fixture: str, plugins: list[str]) -> None:
+    assert parse_mpi_list(fixture_text(f"slurm/{fixture}")) == plugins
+
+
 def test_mpi_list_of_slurm_22_05() -> None:
     text = fixture_text("slurm/sandbox_srun_mpi_list.out")
     assert parse_mpi_list(text) == ["pmix", "none", "cray_shasta", "pmi2", "pmix_v4"]

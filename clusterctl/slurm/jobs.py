@@ -125,13 +125,18 @@ def job_outcome(status: JobStatus) -> JobOutcome:
 
 
 def parse_mpi_list(text: str) -> list[str]:
-    """The plugin names in ``srun --mpi=list`` output (``MPI plugin types are...`` then one per line;
-    22.05 also lists ``specific pmix plugin versions available: pmix_v4``)."""
+    """The plugin names in ``srun --mpi=list`` output.
+
+    23.02 and later (and 22.05): ``MPI plugin types are...`` then one tab-indented name per line, and
+    ``specific pmix plugin versions available: pmix_v4``. Before 23.02 every line is prefixed
+    ``srun: `` (``srun: MPI types are...``, ``srun: pmix``), and the oldest releases name a plugin
+    ``mpi/pmi2``: both forms give the bare name.
+    """
     names: list[str] = []
     for line in text.splitlines():
-        stripped = line.strip()
+        stripped = line.strip().removeprefix("srun:").strip()
         if stripped.startswith("specific ") and ":" in stripped:
             names += [n.strip() for n in stripped.split(":", 1)[1].split(",") if n.strip()]
         elif stripped and " " not in stripped and not stripped.endswith(":"):
-            names.append(stripped.removeprefix("srun: "))
+            names.append(stripped.removeprefix("mpi/"))
     return names
