@@ -262,3 +262,32 @@ def test_inspect_detects_and_judges_an_acsctl_capture(
     [item] = json.loads(capsys.readouterr().out)
     assert item["kind"] == "lspci-vvv" and [f["code"] for f in item["findings"]] == ["pcie-acs-enabled"]
     assert main(["inspect", "--strict", str(raw)]) == 1
+
+
+_RTX8000_PART = "lspci_vvv/geerlingguy-rpi-issue480-quadro-rtx8000-partial-no-header-lnksta-downgraded.txt"
+
+
+def test_a_device_excerpt_without_header_or_lnkcap_still_flags_the_link_lspci_marked_downgraded() -> None:
+    lspci = parse_lspci(fixture_text(_RTX8000_PART))
+    assert lspci.devices == [] and lspci.error is None
+    [finding] = pcie_link_rules(lspci, _EXPECT)
+    assert (finding.severity, finding.code, finding.node) == ("warning", "pcie-link-downgraded", "n1")
+    assert "Width x1 (downgraded)" in finding.message and "no device headers" in finding.message
+
+
+def test_a_gpu_block_whose_lnkcap_line_is_missing_is_judged_by_lspcis_own_downgraded_mark() -> None:
+    # The real excerpt above, under a real H100 header line (from the fastfetch capture): a user's copy
+    # of one device that lost its LnkCap line. x1 where lspci says (downgraded): an error, not idling.
+    header = next(
+        line
+        for line in fixture_text(
+            "lspci_vvv/fastfetch-issue1658-h100-nonroot-capabilities-access-denied-partial.txt"
+        ).splitlines()
+        if line and not line[0].isspace()
+    )
+    lspci = parse_lspci(header + "\n" + fixture_text(_RTX8000_PART))
+    [gpu] = lspci.devices
+    assert gpu.is_gpu and gpu.link_cap is None and gpu.width_downgraded
+    [finding] = pcie_link_rules(lspci, _EXPECT)
+    assert (finding.severity, finding.code) == ("error", "pcie-link-downgraded")
+    assert "5 GT/s x1" in finding.message and "LnkCap line is missing" in finding.message

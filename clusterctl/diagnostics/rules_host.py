@@ -107,25 +107,43 @@ def pcie_link_rules(lspci: Lspci, expect: Expectation) -> list[Finding]:
     speed is an error on an HCA, and only a note on a GPU, which lowers its link speed when idle.
     """
     findings: list[Finding] = []
-    for device in (d for d in lspci.devices if (d.is_gpu or d.is_hca) and d.link_cap and d.link_sta):
-        cap, sta = device.link_cap, device.link_sta
-        narrower = device.width_downgraded or (cap.width and sta.width and sta.width < cap.width)
-        slower = device.speed_downgraded or (
+    for device in (d for d in lspci.devices if (d.is_gpu or d.is_hca) and d.link_sta):
+        cap, sta = device.link_cap or PciLink(), device.link_sta
+        narrower = device.width_downgraded or bool(cap.width and sta.width and sta.width < cap.width)
+        slower = device.speed_downgraded or bool(
             cap.speed_gts and sta.speed_gts and sta.speed_gts < cap.speed_gts
         )
         if not (narrower or slower):
             continue
         idle_gpu = device.is_gpu and not narrower
+        capable = (
+            f"it is capable of {_link(cap)}"
+            if device.link_cap
+            else "lspci marks it (downgraded); its LnkCap line is missing"
+        )
         findings.append(
             Finding(
                 severity="info" if idle_gpu else "error",
                 code="pcie-link-downgraded",
-                message=f"{_where(device)} runs its PCIe link at {_link(sta)}; it is capable of {_link(cap)}",
+                message=f"{_where(device)} runs its PCIe link at {_link(sta)}; {capable}",
                 advice="An idle GPU lowers its link speed to save power: check `nvidia-smi -q` (PCIe Generation "
                 "Current) while a job runs."
                 if idle_gpu
                 else "Reseat the card or move it to a full-width slot, check the riser and the BIOS lane "
                 "bifurcation; every transfer through this link is capped at the lower rate.",
+                node=expect.node,
+            )
+        )
+    if lspci.orphan_downgraded and not lspci.devices:
+        links = "; ".join(lspci.orphan_downgraded)
+        findings.append(
+            Finding(
+                severity="warning",
+                code="pcie-link-downgraded",
+                message=f"lspci marks {len(lspci.orphan_downgraded)} PCIe link(s) downgraded ({links}); the "
+                "excerpt has no device headers, so which device (and whether it is a GPU idling) is unknown",
+                advice="Collect the whole `lspci -vvv` (as root) to see which device it is. A link narrower than "
+                "its slot is a seating, riser or bifurcation fault; a GPU's lower speed at idle is normal.",
                 node=expect.node,
             )
         )

@@ -11,7 +11,8 @@ rules need inside it are::
     ACSCtl: SrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-
 
 `lspci -vvv | grep ACSCtl` (a common way to post it) has the ACSCtl lines without any device: they go
-to ``orphan_acs``. Shape::
+to ``orphan_acs``; an excerpt copied from the middle of a device block (no header) keeps the LnkSta
+lines lspci marked ``(downgraded)`` in ``orphan_downgraded``. Shape::
 
     Lspci(devices=[PciDevice(bdf="0000:19:00.0", class_name="3D controller", ...)], orphan_acs=[...])
 """
@@ -126,6 +127,10 @@ class Lspci(Parsed):
     orphan_acs: list[dict[str, bool]] = Field(
         default_factory=list, description="ACSCtl flags of lines without a device header (grep'd output)."
     )
+    orphan_downgraded: list[str] = Field(
+        default_factory=list,
+        description="LnkSta lines that lspci marked '(downgraded)', seen without a device header (an excerpt).",
+    )
     error: str | None = Field(None, description="What was printed instead of devices.")
 
     def bridges_above(self, device: PciDevice) -> list[PciDevice]:
@@ -165,10 +170,13 @@ def parse_lspci(text: str) -> Lspci:
             else:
                 device.acs_ctl = flags
         elif device is None:
-            result.unparsed_lines.append(raw)
+            if (m := _LINK.match(line)) and m.group(1) == "LnkSta" and "(downgraded)" in m.group(2):
+                result.orphan_downgraded.append(m.group(2).strip())
+            else:
+                result.unparsed_lines.append(raw)
         else:
             _read_device_line(device, line)
-    if not result.devices and not result.orphan_acs:
+    if not result.devices and not result.orphan_acs and not result.orphan_downgraded:
         result.error = next((ln.strip() for ln in text.splitlines() if ln.strip()), None)
     return result
 
