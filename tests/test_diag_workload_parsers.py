@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import pytest
-from fixtures import fixture_text
+from fixtures import all_fixtures, fixture_text
 
 from clusterctl.diagnostics.parsers.horovod_synthetic import parse_horovod_synthetic
 from clusterctl.diagnostics.parsers.mpi_error import parse_mpi_error
 from clusterctl.diagnostics.parsers.nccl_log import parse_nccl_log
 from clusterctl.diagnostics.parsers.nccl_tests import parse_nccl_tests
 from clusterctl.diagnostics.parsers.tf_cnn_benchmarks import parse_tf_cnn_benchmarks
+from clusterctl.diagnostics.rules import separate_jobs_rules
 
 
 def test_tf_cnn_settings_and_total_from_lambda_log() -> None:
@@ -213,3 +214,28 @@ def test_nccl_tests_row_with_the_next_lines_tag_glued_on() -> None:
     )
     [row] = parse_nccl_tests(text).rows
     assert (row.size, row.busbw, row.error) == (1048576, 0.51, "0")
+
+
+@pytest.mark.parametrize(
+    "fixture",
+    [
+        "nccl_tests/nccl-tests-issue107-2node-built-without-mpi-two-rank0-jobs-partial.txt",
+        "nccl_tests/nccl-tests-issue27-2node-built-without-mpi-two-summaries-partial.txt",
+        "nccl_tests/nccl-tests-issue213-2node-h800-run-separately-partial.txt",
+    ],
+)
+def test_nccl_tests_built_without_mpi_is_named_as_that_mistake_not_a_slow_fabric(fixture: str) -> None:
+    parsed = parse_nccl_tests(fixture_text(fixture))
+    assert parsed.jobs == 2
+    [finding] = separate_jobs_rules(parsed, "n1")
+    assert (finding.severity, finding.code, finding.node) == ("error", "nccl-tests-not-mpi", "n1")
+    assert "make MPI=1" in finding.advice and "2 separate" in finding.message
+
+
+def test_every_real_single_job_nccl_tests_output_is_one_job() -> None:
+    single = [f for f in all_fixtures() if f.parent.name == "nccl_tests" and "without-mpi" not in f.name and "separately" not in f.name]
+    assert len(single) >= 7
+    for path in single:
+        parsed = parse_nccl_tests(fixture_text(f"nccl_tests/{path.name}"))
+        assert parsed.jobs <= 1, path.name
+        assert separate_jobs_rules(parsed) == []

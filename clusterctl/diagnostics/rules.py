@@ -304,7 +304,26 @@ def nccl_tests_rules(result: NcclTests, expect: Expectation) -> list[Finding]:
         findings.append(
             Finding(severity="error", code="nccl-tests-no-result", message="no `# Avg bus bandwidth` line")
         )
-    return findings
+    return findings + separate_jobs_rules(result, expect.node)
+
+
+def separate_jobs_rules(result: NcclTests, node: str | None = None) -> list[Finding]:
+    """Several nccl-tests jobs in one output: a binary built without MPI, started by mpirun or srun,
+    runs one job per process, so no byte crossed the fabric and the bandwidth is each node's own."""
+    if result.jobs <= 1:
+        return []
+    return [
+        Finding(
+            severity="error",
+            code="nccl-tests-not-mpi",
+            message=f"the output holds {result.jobs} separate nccl-tests jobs (each prints its own header, "
+            "its own Rank 0 or its own summary): every process ran alone, so the figures are one node's, "
+            "not the fabric's",
+            advice="Rebuild nccl-tests with MPI (`make clean && make MPI=1 MPI_HOME=<your MPI>`) and launch it "
+            "with mpirun or srun; one job prints one header and ranks 0..N-1 once.",
+            node=node,
+        )
+    ]
 
 
 def throughput_rules(result: TfCnnBenchmarks | HorovodSynthetic, expect: Expectation) -> list[Finding]:

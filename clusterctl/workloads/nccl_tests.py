@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from clusterctl.diagnostics.parsers.nccl_tests import parse_nccl_tests
+from clusterctl.diagnostics.rules import separate_jobs_rules
 from clusterctl.errors import InputError
 from clusterctl.findings import Finding
 from clusterctl.workloads.base import Metric, Workload, expect, missing_result
@@ -80,6 +81,7 @@ class NcclTests(Workload):
                     advice="the reduction gave wrong results: suspect a GPU, the driver or GPUDirect; rerun per node",
                 )
             )
+        findings += separate_jobs_rules(parsed)
         if parsed.ranks:
             findings += expect("wrong-world-size", parsed.ranks, plan.world_size, "ranks")
         return findings

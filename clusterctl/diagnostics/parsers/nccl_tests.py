@@ -16,6 +16,8 @@ _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*([\d.eE+-]+)")
 _OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?")
 _VERSION = re.compile(r"NCCL(?: Tests compiled with NCCL| version)\s+v?([\d.]+(?:\+\S+)?)")
 _RANK = re.compile(r"^#\s*Rank\s+\d+\s")
+_RANK_ZERO = re.compile(r"^#\s*Rank\s+0\s")
+_JOB_HEADER = re.compile(r"^#?\s*nThread\s+\d+\s+nGpus\b")
 _FAILURE = re.compile(r"(?:NCCL failure|Test failure|NCCL error|CUDA failure)")
 _NCCL_LOG = re.compile(r"\bNCCL (?:INFO|WARN)\b")
 # mpirun --tag-output sometimes glues the next line's tag to the end of a line.
@@ -55,6 +57,12 @@ class NcclTests(Parsed):
     peak_bus_bandwidth_gb_per_s: float | None = Field(None, description="Highest busbw of any row.")
     nccl_version: str | None = None
     ranks: int = Field(0, description="`# Rank N` device lines seen.")
+    jobs: int = Field(
+        0,
+        description="Separate nccl-tests jobs in the text: the most of `# nThread` headers, `Rank 0` lines "
+        "and `# Avg bus bandwidth` lines (one job prints each once; a binary built without MPI under mpirun "
+        "runs one job per process).",
+    )
     errors: list[str] = Field(default_factory=list, description="NCCL/CUDA failure lines.")
 
 
@@ -69,12 +77,16 @@ def parse_nccl_tests(text: str) -> NcclTests:
     """
     result = NcclTests()
     columns: list[str] = []
+    headers = rank_zeros = summaries = 0
     for raw in text.splitlines():
         _, line = split_tag(raw)
         stripped = _GLUED_TAG.sub("", line).strip()
         if not stripped:
             continue
+        headers += bool(_JOB_HEADER.match(stripped))
+        rank_zeros += bool(_RANK_ZERO.match(stripped))
         if m := _AVG.match(stripped):
+            summaries += 1
             result.avg_bus_bandwidth_gb_per_s = to_float(m.group(1))
         elif m := _OOB.match(stripped):
             result.out_of_bounds = to_int(m.group(1))
@@ -93,6 +105,7 @@ def parse_nccl_tests(text: str) -> NcclTests:
             result.rows.append(row)
         else:
             result.unparsed_lines.append(raw)
+    result.jobs = max(headers, rank_zeros, summaries)
     busbws = [bw for row in result.rows for bw in (row.busbw, row.in_place_busbw) if bw is not None]
     result.peak_bus_bandwidth_gb_per_s = max(busbws, default=None)
     return result
