@@ -759,6 +759,18 @@ class DeliverySpec(Strict):
         return self
 
 
+class StateSpec(Strict):
+    """What clusterctl keeps in the cluster's state directory (``<state dir>/clusters/<cluster>/``)."""
+
+    keep_bundles: int = Field(
+        10,
+        ge=1,
+        le=10_000,
+        description="How many of provision's status bundles (status/<UTC time>/) to keep; the oldest beyond "
+        "this are removed after each provision. Only directories clusterctl named are ever removed.",
+    )
+
+
 class Cluster(Strict):
     """The cluster's name and the defaults its nodes inherit."""
 
@@ -780,6 +792,7 @@ class Inventory(Strict):
         None, description="Run through Slurm (the slurm launcher); None: ssh only."
     )
     delivery: DeliverySpec = Field(default_factory=DeliverySpec)
+    state: StateSpec = Field(default_factory=StateSpec)
 
     _source: Path | None = PrivateAttr(None)
 

@@ -19,6 +19,7 @@ from clusterctl.diagnostics.collect import (
     Collector,
     collection_script,
     node_bundle,
+    prune_status_bundles,
     section_status,
     split_sections,
 )
@@ -435,3 +436,25 @@ def test_a_runs_snapshot_gives_the_findings_of_its_nodes_only(tmp_path: Path) ->
     assert {f.node for f in findings} == {"c4140-1"}
     [unreadable] = snapshot_findings(inventory, tmp_path / "absent")
     assert (unreadable.severity, unreadable.code) == ("warning", "snapshot-unreadable")
+
+
+def test_status_bundles_beyond_keep_are_pruned_oldest_first_and_nothing_else(tmp_path: Path) -> None:
+    stamps = [f"2026010{d}T120000Z" for d in range(1, 8)]
+    for stamp in stamps:
+        (tmp_path / stamp / "node1").mkdir(parents=True)
+    (tmp_path / "my-notes").mkdir()  # not clusterctl's: never counted or removed
+    (tmp_path / "20260101T120000Z.txt").write_text("a file, not a bundle")
+    removed = prune_status_bundles(tmp_path, keep=3)
+    assert [d.name for d in removed] == stamps[:4]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*stamps[4:], "my-notes", "20260101T120000Z.txt"])
+    assert prune_status_bundles(tmp_path, keep=3) == []  # at the bound: nothing more goes
+
+
+def test_keep_bundles_is_validated_and_defaults_to_ten(tmp_path: Path) -> None:
+    inv = load_inventory(REPO / "inventories" / "paper-c4140.yml")
+    assert inv.state.keep_bundles == 10
+    text = (REPO / "inventories" / "paper-c4140.yml").read_text() + "\nstate:\n  keep_bundles: 0\n"
+    bad = tmp_path / "inv.yml"
+    bad.write_text(text)
+    with pytest.raises(InputError, match="keep_bundles"):
+        load_inventory(bad)

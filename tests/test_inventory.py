@@ -352,6 +352,7 @@ def test_schema_lists_every_top_level_key(capsys: pytest.CaptureFixture[str]) ->
         "preflight",
         "slurm",
         "delivery",
+        "state",
     }
     assert schema["additionalProperties"] is False
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -36,6 +37,9 @@ from clusterctl.paths import cluster_state_dir
 
 Need = Literal["gpu", "rdma", "any"]
 
+# A status bundle's directory name: its UTC time; only names of this shape are ever pruned.
+STATUS_STAMP = "%Y%m%dT%H%M%SZ"
+_STAMPED = re.compile(r"\d{8}T\d{6}Z")
 COMMAND_TIMEOUT_S = 30  # each command, when the node has coreutils' `timeout`
 _STDERR_TAIL = 2000
 _MARK = "@@clusterctl-collect@@"
@@ -205,7 +209,24 @@ def capture_status(inventory: Inventory, nodes: Sequence[Node]) -> Path:
     Returns:
         The bundle's directory.
     """
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(UTC).strftime(STATUS_STAMP)
     directory = cluster_state_dir(inventory.cluster.name) / "status" / stamp
     collect_bundle(inventory, nodes, directory)
+    prune_status_bundles(directory.parent, inventory.state.keep_bundles)
     return directory
+
+
+def prune_status_bundles(status_root: Path, keep: int) -> list[Path]:
+    """Remove all but the newest ``keep`` status bundles under ``status_root``; return those removed.
+
+    Only directories named as ``capture_status`` names them (``20260101T120000Z``) are counted or
+    removed: anything else a user put there is left alone.
+    """
+    stamped = sorted(
+        (d for d in status_root.iterdir() if d.is_dir() and not d.is_symlink() and _STAMPED.fullmatch(d.name)),
+        key=lambda d: d.name,
+    )
+    removed = stamped[: max(len(stamped) - keep, 0)]
+    for directory in removed:
+        shutil.rmtree(directory)
+    return removed
