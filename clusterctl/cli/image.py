@@ -106,7 +106,10 @@ def push(
     try:
         with DeliveryProgress() as on_bytes:
             image_id, results = distribute(
-                inv, transport=transport.value if transport else None, on_bytes=on_bytes
+                inv,
+                transport=transport.value if transport else None,
+                on_bytes=on_bytes,
+                on_wait=lambda message: err_console.print(Text(message, style="yellow")),
             )
     except KeyboardInterrupt as exc:  # exit 130; the library's message says what was stopped
         err_console.print(Text(str(exc) or "image push interrupted", style="bold red"))

@@ -37,11 +37,13 @@ from fabric import Connection
 from clusterctl.errors import ClusterctlError, InputError
 from clusterctl.hosts.docker_remote import docker_client
 from clusterctl.hosts.ssh import connect, fan_out
-from clusterctl.image.build import builder_client, read_record
+from clusterctl.image.build import ImageRecord, builder_client, read_record
+from clusterctl.image.push_lock import push_lock
 from clusterctl.image.registry import layer_sizes, running_registry, trust_on_controller
 from clusterctl.image.zstd_load import Compression, choose, load_compressed, probe_node_tools
 from clusterctl.interrupts import sigterm_interrupts
 from clusterctl.inventory import Inventory, Node
+from clusterctl.paths import cluster_state_dir
 
 # Seconds a node's engine may stay silent while it loads a streamed image (it unpacks layers at the end).
 LOAD_TIMEOUT_S = 1800
@@ -406,14 +408,16 @@ def distribute(
     transport: Literal["registry", "stream"] | None = None,
     on_bytes: Callable[[str, int], None] = lambda node, n: None,
     deadline_s: float = LOAD_TIMEOUT_S,
+    on_wait: Callable[[str], None] = lambda message: None,
 ) -> tuple[str, dict[str, DeliveryResult]]:
-    """Deliver the cluster's built image to every node in parallel.
+    """Deliver the cluster's built image to every node in parallel, one push per cluster at a time.
 
     Args:
         inventory: the cluster.
         transport: how to deliver; default: the inventory's ``delivery.transport``.
         on_bytes: called with (node, bytes) for every chunk sent (for per-node progress).
-        deadline_s: deadline for the whole fan-out.
+        deadline_s: deadline for the whole fan-out; a push of the same cluster already running is
+            waited for at most as long (``on_wait`` is told who holds it).
 
     Returns:
         The image ID delivered, and each node's result.
@@ -421,6 +425,7 @@ def distribute(
     Raises:
         InputError: nothing was built yet, or the recorded image is no longer on the builder, or (registry,
             local builder) the registry's CA cannot be installed for the local engine.
+        StepError: another push of this cluster still ran after ``deadline_s``.
         KeyboardInterrupt: Ctrl-C or SIGTERM; every transfer was stopped and the registry with it, and
             the message says so.
     """
@@ -436,6 +441,18 @@ def distribute(
             "delivery.registry.node. Fix: set address in the inventory to the controller's address as the nodes "
             "reach it, or node to the node that runs the registry, or use --transport stream."
         )
+    with push_lock(cluster_state_dir(inventory.cluster.name), wait_s=deadline_s, on_wait=on_wait):
+        return _deliver(inventory, record, kind, on_bytes, deadline_s)
+
+
+def _deliver(
+    inventory: Inventory,
+    record: ImageRecord,
+    kind: str,
+    on_bytes: Callable[[str, int], None],
+    deadline_s: float,
+) -> tuple[str, dict[str, DeliveryResult]]:
+    """``distribute``'s delivery proper, under the cluster's push lock."""
     source = builder_client(inventory, record.builder)
     with contextlib.closing(source), contextlib.ExitStack() as stack:
         if _image_id(source, record.reference) != record.image_id:
