@@ -20,16 +20,31 @@ between two requests on one connection meets it: the check after an image load o
 a long exec stream.
 ``_CheckedSSHConnectionPool`` puts the check back, reading the channel's own state (no fd); a dead SSH
 transport (a node rebooted, a keepalive lost) is replaced before the next request opens a channel on it.
+
+That check cannot see a close that is still on its way: the node ends ``dial-stdio`` while the request
+travels, the channel's EOF arrives after the check, and the reused connection fails with
+``RemoteDisconnected`` (1 fresh-machine test run in 3). The pool therefore does what mature HTTP clients
+do with stale keep-alive connections (urllib3's own dropped-connection check, Go's ``net/http``
+retrying an idempotent request whose reused connection was closed under it): a GET or HEAD without a body
+that failed on a *reused* connection is sent once more on a fresh channel, and counted
+(``stale_retries``); a request on a fresh connection, or any other method (create, start, load, exec), is
+never sent twice and fails as before. A connection idle for longer than ``IDLE_REUSE_S``, well under the
+engine's 300 s, is closed rather than reused, so a reuse never races the engine's own idle close.
 """
 
 from __future__ import annotations
 
+import threading
+import time
+import weakref
 from pathlib import Path
+from typing import Any
 
 import docker
 import paramiko
 from docker.transport import SSHHTTPAdapter
 from docker.transport.sshconn import SSHConnection, SSHConnectionPool
+from urllib3.exceptions import ProtocolError
 
 from clusterctl.errors import ConnectError
 from clusterctl.hosts.ssh import host_key_changed, known_hosts_files
@@ -39,6 +54,12 @@ from clusterctl.inventory import Inventory, Node
 API_VERSION = "1.41"
 # Seconds between SSH keepalives: a peer that vanished is noticed, and idle NAT entries stay open.
 KEEPALIVE_S = 30
+# Methods sent a second time when the reused connection they went out on was closed under them.
+IDEMPOTENT_METHODS = frozenset({"GET", "HEAD"})
+# A pooled connection idle longer than this is closed, not reused (the engine closes at 300 s).
+IDLE_REUSE_S = 60.0
+# The key of the adapter's one connection pool (see ``_VerifiedSSHAdapter.get_connection``).
+ENGINE_POOL = "engine"
 
 
 def channel_dropped(conn: SSHConnection) -> bool:
@@ -48,13 +69,46 @@ def channel_dropped(conn: SSHConnection) -> bool:
 
 
 class _CheckedSSHConnectionPool(SSHConnectionPool):
-    """The SDK's pool with the dropped-connection check its ``_get_conn`` leaves out."""
+    """The SDK's pool with the dropped-connection check its ``_get_conn`` leaves out, an idle bound on
+    reuse, and one retry of an idempotent request whose reused connection was closed under it."""
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.stale_retries = 0  # idempotent requests sent again after their reused connection closed
+        self._idle_since: weakref.WeakKeyDictionary[SSHConnection, float] = weakref.WeakKeyDictionary()
+        self._attempt = threading.local()  # per calling thread: was the last connection handed out reused?
 
     def _get_conn(self, timeout: float | None = None) -> SSHConnection:
         conn = super()._get_conn(timeout)
-        if channel_dropped(conn):
-            conn.close()  # drops the channel; the next request opens a fresh one on the transport
+        reused = conn.sock is not None
+        idle_s = time.monotonic() - self._idle_since.pop(conn, time.monotonic())
+        if reused and (channel_dropped(conn) or idle_s > IDLE_REUSE_S or getattr(self._attempt, "fresh", False)):
+            conn.close()  # drops the channel; the request opens a fresh one on the transport
+            reused = False
+        self._attempt.reused = reused
         return conn
+
+    def _put_conn(self, conn: SSHConnection | None) -> None:
+        if conn is not None:
+            self._idle_since[conn] = time.monotonic()
+        super()._put_conn(conn)
+
+    def urlopen(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        """Send the request; a GET/HEAD without a body whose reused connection was closed under it is
+        sent once more on a fresh connection. Any other failure is raised as it came."""
+        self._attempt.fresh = self._attempt.reused = False
+        try:
+            return super().urlopen(method, url, *args, **kwargs)
+        except ProtocolError:
+            body = args[0] if args else kwargs.get("body")
+            if method.upper() not in IDEMPOTENT_METHODS or body is not None or not self._attempt.reused:
+                raise
+        self.stale_retries += 1
+        self._attempt.fresh = True
+        try:
+            return super().urlopen(method, url, *args, **kwargs)
+        finally:
+            self._attempt.fresh = False
 
 
 class _VerifiedSSHAdapter(SSHHTTPAdapter):
@@ -79,13 +133,17 @@ class _VerifiedSSHAdapter(SSHHTTPAdapter):
             transport.set_keepalive(KEEPALIVE_S)
 
     def get_connection(self, url: str, proxies: object = None) -> _CheckedSSHConnectionPool:
-        """The pool for ``url`` on a live SSH transport (reconnected first when it died)."""
+        """The engine's one pool, on a live SSH transport (reconnected first when it died).
+
+        One pool for every URL: the SDK keys its pools by the request's whole URL, so each endpoint
+        (``/version``, ``/containers/<id>/json``, ...) opened and kept a ``dial-stdio`` channel of its own.
+        """
         with self.pools.lock:
             transport = self.ssh_client.get_transport()
             if transport is None or not transport.is_active():
                 self.pools.clear()  # their connections hold the dead transport
                 self._connect()
-            pool = self.pools.get(url)
+            pool = self.pools.get(ENGINE_POOL)
             if pool is None:
                 pool = _CheckedSSHConnectionPool(
                     ssh_client=self.ssh_client,
@@ -93,7 +151,7 @@ class _VerifiedSSHAdapter(SSHHTTPAdapter):
                     maxsize=self.max_pool_size,
                     host=self.ssh_host,
                 )
-                self.pools[url] = pool
+                self.pools[ENGINE_POOL] = pool
             return pool
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
-import subprocess
 import tarfile
 import time
 import uuid
@@ -26,35 +25,15 @@ import docker
 import docker.errors
 import pytest
 
-from clusterctl.hosts.docker_remote import channel_dropped, docker_client
+from clusterctl.hosts.docker_remote import docker_client
 from clusterctl.image.distribute import StreamTransport, deliver_all, deliver_to, summary
 from clusterctl.inventory import Inventory, Node
-from tests.integration.conftest import Sandbox
+from tests.integration.conftest import Sandbox, on_node
 
 pytestmark = pytest.mark.integration
 
 # Enough bytes that the load is still streaming when the node drops the connection.
 _BLOB_BYTES = 24 << 20
-
-
-def _on_node(sandbox: Sandbox, node: Node, *argv: str, check: bool = False) -> str:
-    """Run ``argv`` in the sandbox's node container through the local engine (the node's console).
-
-    Returns its output.
-    """
-    return subprocess.run(
-        ["docker", "exec", f"clusterctl-{sandbox.name}-{node.name}", *argv],
-        check=check,
-        timeout=60,
-        capture_output=True,
-        text=True,
-    ).stdout
-
-
-def _pooled(client: docker.DockerClient) -> list:
-    adapter = client.api._custom_adapter
-    pools = [adapter.pools[url] for url in adapter.pools.keys()]  # noqa: SIM118 (no __iter__)
-    return [conn for pool in pools for conn in list(pool.pool.queue) if conn is not None]
 
 
 @contextlib.contextmanager
@@ -92,34 +71,6 @@ def random_image(tmp_path: Path) -> Iterator[str]:
         yield reference
 
 
-def test_a_pooled_connection_whose_channel_the_node_closed_is_replaced(sandbox2: Sandbox) -> None:
-    inv, node = sandbox2.inventory, sandbox2.inventory.nodes[0]
-    with contextlib.closing(docker_client(inv, node)) as client:
-        version = client.version()["Version"]
-        _on_node(sandbox2, node, "pkill", "-f", "docker system dial-stdio")
-        # The failure mode is there: the pool holds a connection whose channel the node closed...
-        deadline = time.monotonic() + 10
-        while not any(channel_dropped(conn) for conn in _pooled(client)) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert any(channel_dropped(conn) for conn in _pooled(client))
-        # ...and the next request gets a fresh channel instead of "Socket is closed".
-        assert client.version()["Version"] == version
-
-
-def test_a_dead_ssh_session_is_reconnected(sandbox2: Sandbox) -> None:
-    inv, node = sandbox2.inventory, sandbox2.inventory.nodes[0]
-    with contextlib.closing(docker_client(inv, node)) as client:
-        client.ping()
-        _on_node(sandbox2, node, "pkill", "-f", "^sshd: root@")  # every session, never the listener
-        transport = client.api._custom_adapter.ssh_client.get_transport()
-        for _ in range(50):
-            if not transport.is_active():
-                break
-            transport.join(0.1)
-        assert not transport.is_active()
-        assert client.ping()
-
-
 class _DroppingTransport:
     """The stream transport, with the node dropping the connection once ``after`` bytes have moved."""
 
@@ -147,7 +98,7 @@ def test_a_node_that_drops_mid_delivery_is_failed_with_its_error_and_bytes(
     transport = _DroppingTransport(
         StreamTransport(local, blob_image),
         after=4 << 20,
-        drop=lambda: _on_node(sandbox2, node, "pkill", "-f", "^sshd: root@"),
+        drop=lambda: on_node(sandbox2, node.name, "pkill", "-f", "^sshd: root@", check=False),
     )
     result = deliver_to(inv, node, blob_image, image_id, transport, lambda n: None)
     local.close()
@@ -172,14 +123,14 @@ def test_one_stream_push_compresses_where_the_node_has_zstd_and_streams_plain_wh
     with_zstd, without = inv.nodes
     local = docker.from_env(timeout=120)
     image = local.images.get(blob_image)
-    _on_node(sandbox2, without, "mv", "/usr/bin/zstd", "/usr/bin/zstd.hidden", check=True)
+    on_node(sandbox2, without.name, "mv", "/usr/bin/zstd", "/usr/bin/zstd.hidden", check=True)
     try:
         transport = StreamTransport(local, blob_image, inv)
         results = deliver_all(inv, blob_image, image.id, transport, lambda node, n: None, deadline_s=600)
     finally:
-        _on_node(sandbox2, without, "mv", "/usr/bin/zstd.hidden", "/usr/bin/zstd", check=True)
+        on_node(sandbox2, without.name, "mv", "/usr/bin/zstd.hidden", "/usr/bin/zstd", check=True)
         for node in inv.nodes:
-            _on_node(sandbox2, node, "docker", "rmi", blob_image)
+            on_node(sandbox2, node.name, "docker", "rmi", blob_image, check=False)
         local.close()
     compressed, plain = results[with_zstd.name], results[without.name]
     assert (compressed.status, compressed.image_id, compressed.compression) == ("delivered", image.id, "zstd")
@@ -198,7 +149,7 @@ def test_an_interrupted_compressed_delivery_leaves_nothing_running_on_the_node(
     running: list[str] = []
 
     def interrupt(n: int) -> None:  # Ctrl-C on the controller once the first compressed bytes went
-        running.append(_on_node(sandbox2, node, *pipeline))
+        running.append(on_node(sandbox2, node.name, *pipeline, check=False))
         raise KeyboardInterrupt
 
     local = docker.from_env(timeout=120)
@@ -206,18 +157,18 @@ def test_an_interrupted_compressed_delivery_leaves_nothing_running_on_the_node(
         StreamTransport(local, random_image, inv).deliver(node, client, interrupt)
     local.close()
     assert "zstd -dc" in running[0] and "docker load" in running[0]  # the node was loading
-    left = _on_node(sandbox2, node, *pipeline)
+    left = on_node(sandbox2, node.name, *pipeline, check=False)
     deadline = time.monotonic() + 30
     while left and time.monotonic() < deadline:
         time.sleep(0.5)
-        left = _on_node(sandbox2, node, *pipeline)
+        left = on_node(sandbox2, node.name, *pipeline, check=False)
     assert left == ""
     assert _blob_missing(sandbox2, node, random_image)
 
 
 def _blob_missing(sandbox: Sandbox, node: Node, reference: str) -> bool:
     """``reference`` is not on the node's engine (a cut load leaves no image behind)."""
-    return _on_node(sandbox, node, "docker", "images", "-q", reference).strip() == ""
+    return on_node(sandbox, node.name, "docker", "images", "-q", reference, check=False).strip() == ""
 
 
 def test_a_failing_node_pipeline_is_reported_with_what_the_node_said(
@@ -226,17 +177,17 @@ def test_a_failing_node_pipeline_is_reported_with_what_the_node_said(
     inv = sandbox2.inventory
     node = inv.nodes[1]
     fake = "#!/bin/sh\necho 'zstd: simulated failure on this node' >&2\nexit 3\n"
-    _on_node(sandbox2, node, "mv", "/usr/bin/zstd", "/usr/bin/zstd.real", check=True)
+    on_node(sandbox2, node.name, "mv", "/usr/bin/zstd", "/usr/bin/zstd.real", check=True)
     try:
-        _on_node(sandbox2, node, "sh", "-c", f"printf %s {shlex.quote(fake)} > /usr/bin/zstd", check=True)
-        _on_node(sandbox2, node, "chmod", "0755", "/usr/bin/zstd", check=True)
+        on_node(sandbox2, node.name, "sh", "-c", f"printf %s {shlex.quote(fake)} > /usr/bin/zstd", check=True)
+        on_node(sandbox2, node.name, "chmod", "0755", "/usr/bin/zstd", check=True)
         local = docker.from_env(timeout=120)
         image_id = local.images.get(random_image).id
         transport = StreamTransport(local, random_image, inv)
         result = deliver_to(inv, node, random_image, image_id, transport, lambda n: None)
         local.close()
     finally:
-        _on_node(sandbox2, node, "mv", "/usr/bin/zstd.real", "/usr/bin/zstd", check=True)
+        on_node(sandbox2, node.name, "mv", "/usr/bin/zstd.real", "/usr/bin/zstd", check=True)
     assert result.status == "failed"
     assert "zstd -dc | docker load' on node2 exited" in (result.error or "")
     assert "simulated failure on this node" in (result.error or "")
