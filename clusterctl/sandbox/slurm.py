@@ -6,7 +6,8 @@ login node and the batch host share). node1 gets ``slurm.conf`` (rendered from
 ``templates/sandbox-slurm.conf.j2`` with each node's real CPU count, its cpuset's size) and runs
 slurmctld; every node runs ``slurmd --conf-server node1``. Daemons already running are kept; a
 changed ``slurm.conf`` restarts slurmctld and the slurmds. ``up`` waits, bounded, until ``sinfo``
-shows every node idle.
+shows every node idle. A node container that restarts starts munge, slurmctld and slurmd again from
+its entrypoint (``templates/node-entrypoint.sh``), from the files written here.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ CONTROLLER_PORT = 6817
 SLURM_CONF = "/etc/slurm/slurm.conf"
 EPILOG = "/etc/slurm/clusterctl-epilog.sh"
 MUNGE_KEY = "/etc/munge/munge.key"
+# The controller's address:port, for the node's entrypoint to start slurmd again after a restart.
+CONF_SERVER_FILE = "/etc/slurm/clusterctl-conf-server"
 # The shared volume every node mounts: the slurm block's run directory lives on it.
 SHARED_DIR = "/shared"
 RUN_DIR = f"{SHARED_DIR}/clusterctl"
@@ -142,6 +145,7 @@ def start_slurm(
     _sh(controller, nodes[0][0], _START_SLURMCTLD, restart)
     server = f"{plan.nodes[0].address}:{CONTROLLER_PORT}"
     for node, container in nodes:
+        _put(container, CONF_SERVER_FILE, server.encode(), 0o644)
         _sh(container, node, _START_SLURMD, restart, server)
     if conf_changed:
         changes.append(f"configured Slurm: slurmctld on {plan.nodes[0].name}, slurmd on {len(nodes)} node(s)")
