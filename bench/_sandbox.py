@@ -17,16 +17,12 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-import docker
-import docker.errors
-
-from clusterctl.sandbox.engine import free_subnet
+from clusterctl.sandbox.scratch import scratch_sandbox
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -99,23 +95,29 @@ def arguments(doc: str, nodes: str, *, repeats: bool = True) -> argparse.Argumen
 
 @contextlib.contextmanager
 def sandbox(nodes: int, prefix: str) -> Iterator[Bench]:
-    """A fresh sandbox of ``nodes`` nodes, removed (with its state) on the way out."""
-    with tempfile.TemporaryDirectory(prefix="clusterctl-bench-") as state:
-        bench = Bench(f"{prefix}-{uuid.uuid4().hex[:6]}", nodes, Path(state))
-        try:
-            subnet = free_subnet(docker.from_env(timeout=30))
-            bench.clusterctl("sandbox", "up", "--nodes", str(nodes), "--name", bench.name, "--subnet", subnet)
-            yield bench
-        finally:
-            with contextlib.suppress(Exception):
-                bench.clusterctl("sandbox", "down", "--name", bench.name)
-            engine = docker.from_env(timeout=60)
-            for image in engine.images.list(name=f"clusterctl/{bench.name}"):
-                # This sandbox's tags only (a fully cached build shares its image ID with other clusters);
-                # the layers stay cached for the next build.
-                for tag in (t for t in image.tags if t.startswith(f"clusterctl/{bench.name}:")):
-                    with contextlib.suppress(docker.errors.DockerException):
-                        engine.images.remove(tag, noprune=True)
+    """A fresh sandbox of ``nodes`` nodes in a private state directory, removed (with its state and
+    image tags) on the way out."""
+    with (
+        tempfile.TemporaryDirectory(prefix="clusterctl-bench-") as state,
+        _state_dir(Path(state)),
+        scratch_sandbox(prefix, nodes) as status,
+    ):
+        assert status.name is not None
+        yield Bench(status.name, nodes, Path(state))
+
+
+@contextlib.contextmanager
+def _state_dir(path: Path) -> Iterator[None]:
+    """``CLUSTERCTL_STATE_DIR`` set to ``path`` in this process for the block (the library calls)."""
+    previous = os.environ.get("CLUSTERCTL_STATE_DIR")
+    os.environ["CLUSTERCTL_STATE_DIR"] = str(path)
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("CLUSTERCTL_STATE_DIR", None)
+        else:
+            os.environ["CLUSTERCTL_STATE_DIR"] = previous
 
 
 def machine() -> dict[str, object]:

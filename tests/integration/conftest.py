@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,8 +26,8 @@ from clusterctl.hosts.docker_remote import docker_client
 from clusterctl.image.build import build_image
 from clusterctl.image.distribute import distribute
 from clusterctl.inventory import Inventory, load_inventory
-from clusterctl.sandbox import cluster as sandbox_cluster
 from clusterctl.sandbox import engine as sandbox_engine
+from clusterctl.sandbox.scratch import scratch_sandbox
 
 
 def _engine() -> docker.DockerClient | None:
@@ -56,11 +55,6 @@ def free_subnet() -> str:
     return sandbox_engine.free_subnet(docker.from_env(timeout=30))
 
 
-def unique_name(prefix: str) -> str:
-    """A sandbox name no other test or session uses."""
-    return f"{prefix}-{uuid.uuid4().hex[:6]}"
-
-
 @dataclass(frozen=True)
 class Sandbox:
     """A running sandbox: its name, state directory and generated inventory (path and model)."""
@@ -75,19 +69,15 @@ class Sandbox:
 def sandbox2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
     """A 2-node sandbox with Slurm, up for the whole session; CLUSTERCTL_STATE_DIR points at its state."""
     state = tmp_path_factory.mktemp("sandbox2-state")
-    name = unique_name("it2")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("CLUSTERCTL_STATE_DIR", str(state))
         mp.delenv("CLUSTERCTL_INVENTORY", raising=False)
-        try:
-            # With Slurm (munge, slurmctld, slurmd: a few MB each), so the slurm launcher's tests share
-            # this sandbox and its delivered image; its inventory keeps ssh as the default launcher.
-            result = sandbox_cluster.up(name, 2, free_subnet(), slurm=True)
+        # With Slurm (munge, slurmctld, slurmd: a few MB each), so the slurm launcher's tests share
+        # this sandbox and its delivered image; its inventory keeps ssh as the default launcher.
+        with scratch_sandbox("it2", 2, slurm=True) as result:
+            assert result.name is not None
             path = result.files.inventory
-            yield Sandbox(name=name, state_dir=state, inventory_path=path, inventory=load_inventory(path))
-        finally:
-            sandbox_cluster.down(name)
-            _untag_cluster_images(name)
+            yield Sandbox(name=result.name, state_dir=state, inventory_path=path, inventory=load_inventory(path))
 
 
 @pytest.fixture
@@ -124,21 +114,6 @@ def remove_from_nodes(inv: Inventory, image_id: str) -> None:
             contextlib.suppress(DockerException),
         ):
             client.images.remove(image_id, force=True)
-
-
-def _untag_cluster_images(cluster_name: str) -> None:
-    """Drop the session's image tags; the layers stay cached for the next session's build.
-
-    Only this cluster's own tags: a build whose every step is cached yields the same image ID for
-    every cluster, so the image also carries other sessions' tags, which must stay.
-    """
-    engine = _engine()
-    if engine is None:
-        return
-    for image in engine.images.list(name=f"clusterctl/{cluster_name}"):
-        for tag in image.tags:
-            if tag.startswith(f"clusterctl/{cluster_name}:"):
-                engine.images.remove(tag, noprune=True)
 
 
 def on_node(sandbox: Sandbox, node: str, *argv: str, check: bool = True) -> str:

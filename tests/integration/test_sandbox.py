@@ -16,7 +16,8 @@ from clusterctl.hosts.ssh import connect
 from clusterctl.sandbox import cluster, nodes
 from clusterctl.sandbox.nodeimage import base_image
 from clusterctl.sandbox.plan import LABEL
-from tests.integration.conftest import Sandbox, free_subnet, unique_name
+from clusterctl.sandbox.scratch import unique_name
+from tests.integration.conftest import Sandbox, free_subnet
 
 pytestmark = pytest.mark.integration
 

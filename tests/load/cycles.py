@@ -22,7 +22,8 @@ import docker
 
 from clusterctl.sandbox import cluster as sandbox_cluster
 from clusterctl.sandbox.plan import LABEL
-from tests.integration.conftest import _untag_cluster_images, free_subnet, unique_name
+from clusterctl.sandbox.scratch import unique_name, untag_cluster_images
+from tests.integration.conftest import free_subnet
 
 _STATUS_STAMP = re.compile(r"status/\d{8}T\d{6}Z/")
 # Small enough to run 8 ranks on a 2-core machine; the cycle tests the tool, not the payload.
@@ -186,7 +187,7 @@ def run_cycles(state: Path, *, nodes: int = 8, cycles: int = 3, log=print) -> Lo
     finally:
         start = time.monotonic()
         sandbox_cluster.down(name)
-        _untag_cluster_images(name)
+        untag_cluster_images(name)
         report.steps.append(Step(0, "sandbox down", 0, time.monotonic() - start))
         if previous is None:
             os.environ.pop("CLUSTERCTL_STATE_DIR", None)
