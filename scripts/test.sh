@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: prepares a fresh Debian/Ubuntu machine (Docker engine, base image, wheelhouse,
-# .venv), then runs every test, the integration tests on the real engine included.
+# .venv), then lints (ruff), checks types (mypy) and runs every test, the integration tests on the
+# real engine included.
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh -m "not integration"` for the unit tests only.
 #
 # Lint and tests run in an environment limited to what the two scripts installed, so that a machine
@@ -16,4 +17,7 @@ for name in CI DOCKER_HOST CLUSTERCTL_WHEELHOUSE CLUSTERCTL_BASE_IMAGE; do
   [ -z "${!name:-}" ] || limited+=("$name=${!name}")
 done
 "${limited[@]}" .venv/bin/ruff check .
+# Types (pyproject.toml's [tool.mypy]: clusterctl/ and tests/), before the tests; the cache stays in the
+# checkout (.mypy_cache, ignored) so a second run checks only what changed.
+"${limited[@]}" .venv/bin/mypy
 exec "${limited[@]}" .venv/bin/python -m pytest -p no:cacheprovider "$@"

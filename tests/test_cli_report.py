@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
-from test_report import V100, record
 
 from clusterctl.cli import main
 from clusterctl.cli.run import print_report
@@ -18,6 +17,7 @@ from clusterctl.results.predict import predict_throughput
 from clusterctl.results.record import RunRecord
 from clusterctl.results.references import load_references
 from clusterctl.results.report import ReportRow, build_report
+from tests.test_report import V100, record
 
 # The whitepaper's configuration: the longest workload name, and references to compare with.
 PAPER = V100

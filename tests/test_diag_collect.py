@@ -9,7 +9,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from fixtures import fixture_text
 
 from clusterctl.cli import main
 from clusterctl.diagnostics import KINDS, PARSERS, detect_kind
@@ -31,6 +30,7 @@ from clusterctl.diagnostics.rules_cluster import judge_bundle
 from clusterctl.errors import InputError
 from clusterctl.hosts.ssh import CommandResult
 from clusterctl.inventory import Inventory, load_inventory
+from tests.fixtures import fixture_text
 
 REPO = Path(__file__).resolve().parents[1]
 PAPER = REPO / "inventories" / "paper-c4140.yml"

@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fixtures import all_fixtures, fixture_text
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from clusterctl.diagnostics import PARSERS, detect_kind, parse
 from clusterctl.errors import InputError
+from tests.fixtures import all_fixtures, fixture_text
 
 FOLDER_KIND = {
     "nvidia_smi_topo": "nvidia-smi-topo",

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fixtures import fixture_text
-
 from clusterctl.diagnostics.nccl_gdr import GdrPolicy
 from clusterctl.diagnostics.parsers.nvidia_smi_topo import parse_nvidia_smi_topo
 from clusterctl.diagnostics.rules import Expectation, expectation_for, topology_rules
 from clusterctl.inventory import load_inventory
+from tests.fixtures import fixture_text
 
 _DGX = "nvidia_smi_topo/gengwg-dgx-a100-nv12-12nic-numa.txt"  # 8 GPUs, GPU0/1 PXB to mlx5_0/1, the rest SYS
 _A10_SYS = "nvidia_smi_topo/xuesongtap-4xa10-pcie-sys-2nic-niclegend.txt"  # every GPU-NIC path is SYS

@@ -3,14 +3,13 @@ sysfs port counters, /proc/cmdline, DOCA-era ofed_info -s, and the peer-memory p
 
 from __future__ import annotations
 
-from fixtures import fixture_text
-
 from clusterctl.diagnostics.parsers.lspci import parse_lspci
 from clusterctl.diagnostics.parsers.nvidia_smi_q import parse_nvidia_smi_q
 from clusterctl.diagnostics.parsers.ofed_info import parse_ofed_info
 from clusterctl.diagnostics.parsers.peermem import PEERMEM_PATHS, parse_peermem
 from clusterctl.diagnostics.parsers.port_counters import parse_perfquery, parse_sysfs_counters
 from clusterctl.diagnostics.parsers.proc_cmdline import parse_proc_cmdline
+from tests.fixtures import fixture_text
 
 _LSPCI = "lspci_vvv/gpud-h100-pex890xx-cx7-acs-on-storage-switch-partial.txt"
 _LSPCI_GREP = "lspci_vvv/nccl-issue523-grep-acsctl-redirect-enabled-no-device-headers.txt"

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from fixtures import fixture_text
-
 from clusterctl.diagnostics.parsers.ibstat import parse_ibstat
 from clusterctl.diagnostics.parsers.ibstatus import parse_ibstatus
 from clusterctl.diagnostics.parsers.ibv_devinfo import parse_ibv_devinfo
@@ -11,6 +9,7 @@ from clusterctl.diagnostics.parsers.nvidia_smi import parse_nvidia_smi
 from clusterctl.diagnostics.parsers.nvidia_smi_csv import parse_nvidia_smi_csv
 from clusterctl.diagnostics.parsers.nvidia_smi_topo import parse_nvidia_smi_topo
 from clusterctl.diagnostics.parsers.ofed_info import parse_ofed_info
+from tests.fixtures import fixture_text
 
 
 def test_topo_nic_legend_resolves_names() -> None:

@@ -8,7 +8,6 @@ import re
 from pathlib import Path
 
 import pytest
-from fixtures import fixture_text
 
 from clusterctl.cli import main
 from clusterctl.diagnostics import parse
@@ -33,6 +32,7 @@ from clusterctl.diagnostics.rules_host import (
 )
 from clusterctl.diagnostics.rules_node import judge_node, peermem_rules
 from clusterctl.inventory import load_inventory
+from tests.fixtures import fixture_text
 
 _LSPCI = "lspci_vvv/gpud-h100-pex890xx-cx7-acs-on-storage-switch-partial.txt"
 _IBSTAT_8IB = "ibstat/gpud-h100-8cx7-ib-400-plus-bluefield3-bond-eth.txt"

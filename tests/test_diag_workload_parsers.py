@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from fixtures import all_fixtures, fixture_text
 
 from clusterctl.diagnostics.parsers.horovod_synthetic import parse_horovod_synthetic
 from clusterctl.diagnostics.parsers.mpi_error import parse_mpi_error
@@ -11,6 +10,7 @@ from clusterctl.diagnostics.parsers.nccl_log import parse_nccl_log
 from clusterctl.diagnostics.parsers.nccl_tests import parse_nccl_tests
 from clusterctl.diagnostics.parsers.tf_cnn_benchmarks import parse_tf_cnn_benchmarks
 from clusterctl.diagnostics.rules import separate_jobs_rules
+from tests.fixtures import all_fixtures, fixture_text
 
 
 def test_tf_cnn_settings_and_total_from_lambda_log() -> None:

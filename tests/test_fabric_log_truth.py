@@ -7,9 +7,6 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from fixtures import fixture_text
-from test_nccl_log_facts import DMABUF, IB_IN_WARN_ONLY, NO_MODULE, ROCE_GDR_OFF, SHARP
-
 from clusterctl.diagnostics.parsers.peermem import parse_peermem
 from clusterctl.diagnostics.rules_node import peermem_rules
 from clusterctl.findings import Finding
@@ -18,6 +15,8 @@ from clusterctl.launch import build_plan, run_options
 from clusterctl.results.fabric import fabric_findings, prove_fabric, settle_snapshot
 from clusterctl.results.record import RunRecord, judge_run
 from clusterctl.workloads import get_workload
+from tests.fixtures import fixture_text
+from tests.test_nccl_log_facts import DMABUF, IB_IN_WARN_ONLY, NO_MODULE, ROCE_GDR_OFF, SHARP
 
 ROOT = Path(__file__).resolve().parents[1]
 A100_GDR = fixture_text("nccl_logs/nccl-issue707-a100-channels-net-ib-gdrdma-partial.txt")

@@ -7,7 +7,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from fixtures import fixture_text
 
 from clusterctl.diagnostics.parsers.nccl_log import parse_nccl_log
 from clusterctl.inventory import load_inventory
@@ -15,6 +14,7 @@ from clusterctl.launch import build_plan, run_options
 from clusterctl.results.fabric import fabric_findings, prove_fabric
 from clusterctl.results.record import judge_run
 from clusterctl.workloads import get_workload
+from tests.fixtures import fixture_text
 
 ROOT = Path(__file__).resolve().parents[1]
 # 9 RoCE HCAs listed; this excerpt's channels go through NET/IB/4 and NET/IB/8 only, no GDRDMA.

@@ -4,9 +4,8 @@ only in WARN lines."""
 
 from __future__ import annotations
 
-from fixtures import fixture_text
-
 from clusterctl.diagnostics.parsers.nccl_log import parse_nccl_log
+from tests.fixtures import fixture_text
 
 # 4 IB HCAs with /SHARP, the HPC-X plugin (IBext, collnet SHARP).
 SHARP = fixture_text("nccl_logs/nccl-issue1357-h100-4x-ib-sharp-ibext-rdma-plugin-v6-partial.txt")

@@ -7,7 +7,6 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-from localrun import local_inventory, local_mpirun
 
 from clusterctl.diagnostics.parsers.nccl_tests import parse_nccl_tests
 from clusterctl.inventory import Inventory
@@ -15,6 +14,7 @@ from clusterctl.launch import plan_run
 from clusterctl.results.record import RunRecord
 from clusterctl.runner import run_benchmark
 from clusterctl.workloads import get_workload
+from tests.localrun import local_inventory, local_mpirun
 
 
 @pytest.fixture(scope="module")

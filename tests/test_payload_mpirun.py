@@ -8,7 +8,6 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from localrun import local_inventory, local_mpirun
 
 from clusterctl.inventory import Inventory
 from clusterctl.launch import build_plan, run_options
@@ -18,6 +17,7 @@ from clusterctl.results.report import build_report
 from clusterctl.runner import run_benchmark
 from clusterctl.workloads import get_workload
 from clusterctl.workloads.resnet50 import parse_result_line
+from tests.localrun import local_inventory, local_mpirun
 
 TINY = {"image_size": 32, "batch_size": 2, "steps": 2, "warmup_steps": 1, "display_every": 1}
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_payload_model import bench
 
 from clusterctl.inventory import load_inventory
 from clusterctl.launch import build_plan, run_options
 from clusterctl.workloads import get_workload
+from tests.test_payload_model import bench
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -4,12 +4,12 @@ overlap, from the 1-device median and the collective's bus bandwidth recorded in
 from __future__ import annotations
 
 import pytest
-from test_report import record
 
 from clusterctl.results.predict import predict_throughput
 from clusterctl.results.record import RunConfig, RunRecord
 from clusterctl.results.report import build_report
 from clusterctl.workloads.base import Metric
+from tests.test_report import record
 
 GRADIENTS = 25_557_032 * 4  # ResNet-50, float32
 CPU = RunConfig(

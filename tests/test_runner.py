@@ -91,10 +91,9 @@ def test_the_runs_topology_snapshot_is_judged_and_settled_by_its_log(
     """A snapshot whose c4140-1 has no peer-memory module, a run whose NCCL log shows GDRDMA channels:
     the run's findings say the log settled it, and the snapshot is kept in the run directory. The
     same whether the runner took the snapshot (ssh) or the launch did, inside its allocation (slurm)."""
-    from fixtures import fixture_text
-    from test_diag_collect import FIXTURE_NODE, _bundle
-
     from clusterctl.diagnostics.bundle import write_bundle
+    from tests.fixtures import fixture_text
+    from tests.test_diag_collect import FIXTURE_NODE, _bundle
 
     node_bundle = {"c4140-1": _bundle("c4140-1", FIXTURE_NODE)}
     snapshot = write_bundle(tmp_path / "snapshot", node_bundle) if taken_by == "runner" else None

@@ -9,13 +9,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sshserver import Keys, SshServer, one_node_inventory
 
 from clusterctl.cluster_keys import ensure_cluster_keys, node_ssh_dir, node_ssh_files, push_ssh_dir
 from clusterctl.hosts.sftp import write_file
 from clusterctl.hosts.ssh import connect
 from clusterctl.inventory import Inventory
 from clusterctl.paths import STATE_DIR_ENV
+from tests.sshserver import Keys, SshServer, one_node_inventory
 
 SECRET = b"the victim's own content\n"
 

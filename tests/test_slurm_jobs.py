@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from fixtures import fixture_text
 
 from clusterctl.diagnostics.model import split_tag
 from clusterctl.slurm.jobs import (
@@ -14,6 +13,7 @@ from clusterctl.slurm.jobs import (
     parse_scontrol_job,
     parse_squeue,
 )
+from tests.fixtures import fixture_text
 
 
 @pytest.mark.parametrize(

@@ -6,13 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pytest
-from fixtures import fixture_text
 
 from clusterctl.hosts.ssh import CommandResult
 from clusterctl.inventory import FabricSpec, SlurmSpec
 from clusterctl.launchers import slurm as slurm_launcher
 from clusterctl.launchers.slurm import SlurmLaunch, login_node
 from clusterctl.slurm.script import BatchJob
+from tests.fixtures import fixture_text
 
 ETHERNET = FabricSpec(kind="ethernet", interface="eth0")
 

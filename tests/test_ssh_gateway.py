@@ -12,13 +12,13 @@ from pathlib import Path
 
 import paramiko
 import pytest
-from sshserver import Keys, SshServer, one_node_inventory
 
 from clusterctl.errors import ConnectError
 from clusterctl.hosts.ssh import cluster_known_hosts, connect
 from clusterctl.inventory import Inventory
 from clusterctl.paths import STATE_DIR_ENV
 from clusterctl.sshkeys import fingerprint
+from tests.sshserver import Keys, SshServer, one_node_inventory
 
 
 @pytest.fixture

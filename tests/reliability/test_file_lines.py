@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hostile import BASE, reproducible
 from hypothesis import event, given
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
@@ -24,6 +23,7 @@ from clusterctl.inventory import Inventory, validate_document
 from clusterctl.launch import build_plan, run_options
 from clusterctl.sshkeys import append_known_hosts, known_hosts_line
 from clusterctl.workloads import get_workload
+from tests.reliability.hostile import BASE, reproducible
 
 HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB7bB0Xl0lOuRbYzq6Uq5M5V1w8x8b2L3Jm6c0Wm0R1d"
 HOSTILE_CHARS = "\n\r\t ,:%#[]*?!;|&$`'\"\\/=@\x00\x0b\x0c\x85\u2028\u200b\u202e\ufeffаеоі０"  # noqa: RUF001

@@ -8,13 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hostile import BASE
 from rich.console import Console
 
 from clusterctl.cli import inventory as inventory_cli
 from clusterctl.cli import main
 from clusterctl.cli.check import findings_table
 from clusterctl.findings import Finding
+from tests.reliability.hostile import BASE
 
 MARKUP = ["[/x]", "[/]", "[bold]", "[link=file:///etc/passwd]"]
 FIXTURES = Path(__file__).parents[1] / "fixtures"

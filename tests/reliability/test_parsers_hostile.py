@@ -16,11 +16,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from hostile import reproducible
 from hypothesis import given
 from hypothesis import strategies as st
 
 from clusterctl.diagnostics import PARSERS, detect_kind, parse
+from tests.reliability.hostile import reproducible
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 FOLDER_KIND = {
