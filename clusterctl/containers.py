@@ -660,7 +660,11 @@ def exec_in_container(
             raise StepError(f"{node.name}: output stream of {shlex.join(argv)} broke: {failure[0]}")
     # A fresh connection for the calls after the stream: on the one that carried a long exec, the
     # next request failed with "Socket is closed" (paramiko) once the ranks had finished (seen twice
-    # on the loaded sandbox, after 10-minute runs), turning a finished benchmark into a crash.
+    # on the loaded sandbox, after 10-minute runs), turning a finished benchmark into a crash. The
+    # pool's retry of a request whose reused channel closed under it (hosts/docker_remote.py) covers
+    # the GET below but not the POST that creates the `rm` exec, which is never sent twice; and the
+    # kill above must use a new SSH session anyway (test_exec_kill freezes the stream's session, on
+    # which any new channel would hang too). So both keep their fresh connection.
     with _node_client(inventory, node) as after:
         with contextlib.suppress(docker.errors.DockerException):
             after.api.exec_start(after.api.exec_create(container.id, ["rm", "-f", pid_file])["Id"])
