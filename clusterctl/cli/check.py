@@ -194,8 +194,10 @@ def _show_health(report: HealthReport, done: list[SlurmAction]) -> None:
     width = max(len(name) for name in report.nodes)
     for name, h in report.nodes.items():
         style = _VERDICT_STYLE[h.verdict]
+        room = max(20, 80 - width - 10)  # the verdict line fits 80 columns; the table below has it all
+        summary = h.summary() if len(h.summary()) <= room else h.summary()[: room - 3] + "..."
         console.print(
-            f"{escape(name.ljust(width))}  [{style}]{h.verdict.upper():<7}[/] {escape(h.summary())}",
+            f"{escape(name.ljust(width))}  [{style}]{h.verdict.upper():<7}[/] {escape(summary)}",
             highlight=False,
         )
     shown = [f for f in report.findings if f.severity != "info"]
