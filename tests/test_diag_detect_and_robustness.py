@@ -36,6 +36,7 @@ FOLDER_KIND = {
     "sysfs_counters": "sysfs-counters",
     "net_statistics": "fabric-counters",
     "proc_cmdline": "proc-cmdline",
+    "kernel_log": "kernel-log",
 }
 FIXTURES = all_fixtures()
 

@@ -1,5 +1,5 @@
-"""`clusterctl check topology` and `clusterctl collect`: gather host facts from every node into a
-bundle, judge them against the inventory and show one table per concern. `check topology --from DIR`
+"""`clusterctl check topology`, `check health` and `clusterctl collect`: gather host facts from every
+node into a bundle, judge them against the inventory and show the verdicts and findings. `--from DIR`
 judges a bundle saved earlier instead, without contacting any host."""
 
 from __future__ import annotations
@@ -18,9 +18,11 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from clusterctl.diagnostics.bundle import NodeMeta
+    from clusterctl.diagnostics.health import HealthReport
     from clusterctl.diagnostics.rules_cluster import TopologyReport
     from clusterctl.findings import Finding
     from clusterctl.inventory import Inventory
+    from clusterctl.slurm.drain import SlurmAction
 
 app = typer.Typer(help="Check the cluster's hosts against the inventory.", no_args_is_help=True)
 
@@ -90,6 +92,122 @@ def topology(
         done = "judged from" if source is not None else "written to"
         err_console.print(f"bundle {done} {directory}", highlight=False, markup=False)
     return exit_code(report.findings, strict=strict)
+
+
+_VERDICT_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "unknown": "red"}
+
+
+@app.command("health")
+def health(
+    inventory_path: Path | None = InventoryOption,
+    as_json: bool = typer.Option(
+        False, "--json", help="Print the report as JSON (schema clusterctl.check-health/1, see the README)."
+    ),
+    strict: bool = typer.Option(False, "--strict", help="Warnings fail too (exit 1)."),
+    bundle: Path | None = typer.Option(
+        None, "--bundle", help="Where to write the bundle. Default: runs/health/<UTC time>/."
+    ),
+    source: Path | None = typer.Option(
+        None, "--from", help="Judge this saved health bundle instead of collecting; no host is contacted."
+    ),
+    timeout: float | None = typer.Option(
+        None,
+        "--timeout",
+        min=1,
+        help=f"Seconds each node gets for the whole collection (each command 30 s at most). "
+        f"Default: {DEFAULT_TIMEOUT_S:g}.",
+    ),
+    window: float = typer.Option(
+        5.0,
+        "--window",
+        min=1,
+        max=20,
+        help="Seconds between the two reads of the IB port counters (a link that flaps between them is "
+        "found); nodes without HCAs do not wait.",
+    ),
+    slurm_drain: bool = typer.Option(
+        False,
+        "--slurm-drain",
+        help="Drain every node whose verdict is fail in Slurm (scontrol on the inventory's login node), "
+        "with the worst finding as the reason. Nodes are never resumed automatically.",
+    ),
+    slurm_resume: list[str] = typer.Option(
+        [], "--slurm-resume", help="Resume this drained node in Slurm after the check (repeatable)."
+    ),
+) -> int:
+    """Passive health checks of every node: Xid/SXid events, GPU memory errors and remapped rows, clock
+    slowdowns, IB port errors and flaps, PCIe links; one verdict per node, an action per finding."""
+    from clusterctl.diagnostics.health import check_health
+    from clusterctl.findings import exit_code
+    from clusterctl.slurm.drain import SlurmAction, apply_actions, drain_reason
+
+    if source is not None and (bundle is not None or timeout is not None):
+        given = f"--bundle {bundle}" if bundle is not None else f"--timeout {timeout:g}"
+        raise InputError(
+            f"--from {source} and {given} together: --from judges a saved bundle, collects nothing and "
+            "writes none. Fix: drop --bundle/--timeout, or drop --from to collect a new one."
+        )
+    inventory = load(inventory_path)
+    names = {n.name for n in inventory.nodes}
+    strangers = [n for n in slurm_resume if n not in names]
+    if strangers:
+        raise InputError(
+            f"--slurm-resume {', '.join(strangers)}: not a node of inventory {inventory.cluster.name!r} "
+            f"(its nodes: {', '.join(sorted(names))}). Fix: name an inventory node."
+        )
+    if (slurm_drain or slurm_resume) and inventory.slurm is None:
+        raise InputError(
+            "--slurm-drain/--slurm-resume need the inventory's slurm block (the login node scontrol runs on). "
+            "Fix: add slurm.login to the inventory, or drop the option."
+        )
+    directory = source or bundle or Path("runs") / "health" / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    report = check_health(
+        inventory,
+        directory,
+        saved=source is not None,
+        timeout_s=timeout or DEFAULT_TIMEOUT_S,
+        window_s=window,
+    )
+    actions = [
+        SlurmAction(name, "drain", drain_reason(h.summary()))
+        for name, h in report.nodes.items()
+        if slurm_drain and h.verdict == "fail"
+    ] + [SlurmAction(name, "resume", "") for name in slurm_resume]
+    done = apply_actions(inventory, actions) if actions else []
+    if as_json:
+        slurm = [
+            {"node": a.node, "state": a.state, "reason": a.reason, "ok": a.ok, "detail": a.detail}
+            for a in done
+        ]
+        print_json({**report.to_json(), "slurm": slurm})
+    else:
+        _show_health(report, done)
+        done_word = "judged from" if source is not None else "written to"
+        err_console.print(f"bundle {done_word} {directory}", highlight=False, markup=False)
+    # A node whose checks could not look is not called healthy: it fails the command like an error.
+    unsure = any(h.verdict == "unknown" for h in report.nodes.values()) or any(not a.ok for a in done)
+    return max(exit_code(report.findings, strict=strict), int(unsure))
+
+
+def _show_health(report: HealthReport, done: list[SlurmAction]) -> None:
+    """Verdict lines first (one per node), then the findings, then what was done in Slurm."""
+    width = max(len(name) for name in report.nodes)
+    for name, h in report.nodes.items():
+        style = _VERDICT_STYLE[h.verdict]
+        room = max(20, 80 - width - 10)  # the verdict line fits 80 columns; the table below has it all
+        summary = h.summary() if len(h.summary()) <= room else h.summary()[: room - 3] + "..."
+        console.print(
+            f"{escape(name.ljust(width))}  [{style}]{h.verdict.upper():<7}[/] {escape(summary)}",
+            highlight=False,
+        )
+    shown = [f for f in report.findings if f.severity != "info"]
+    if shown:
+        console.print(findings_table(shown))
+    for a in done:
+        what = f"{a.state} {a.node}" + (f" ({a.reason})" if a.reason else "")
+        console.print(
+            f"slurm: {escape(what)}: {'done' if a.ok else escape('failed: ' + a.detail)}", highlight=False
+        )
 
 
 def collect_command(

@@ -16,6 +16,7 @@ from clusterctl.diagnostics.parsers.ibstat import parse_ibstat
 from clusterctl.diagnostics.parsers.ibstatus import parse_ibstatus
 from clusterctl.diagnostics.parsers.ibv_devinfo import parse_ibv_devinfo
 from clusterctl.diagnostics.parsers.ip_addr import parse_ip_addr
+from clusterctl.diagnostics.parsers.kernel_log import parse_kernel_log
 from clusterctl.diagnostics.parsers.lspci import parse_lspci
 from clusterctl.diagnostics.parsers.mpi_error import parse_mpi_error
 from clusterctl.diagnostics.parsers.nccl_log import parse_nccl_log
@@ -54,6 +55,7 @@ PARSERS: dict[str, Callable[[str], Parsed]] = {
     "sysfs-counters": parse_sysfs_counters,
     "fabric-counters": parse_counter_output,
     "proc-cmdline": parse_proc_cmdline,
+    "kernel-log": parse_kernel_log,
 }
 
 

@@ -176,26 +176,38 @@ def node_bundle(
     return NodeBundle(meta=meta, outputs=outputs)
 
 
-def collect(inventory: Inventory, nodes: Sequence[Node], *, timeout_s: float = 180) -> dict[str, NodeBundle]:
-    """Run the collection script on every node in parallel (one SSH call each); bundles by node name.
+def collect(
+    inventory: Inventory,
+    nodes: Sequence[Node],
+    *,
+    timeout_s: float = 180,
+    collectors: Sequence[Collector] = COLLECTORS,
+) -> dict[str, NodeBundle]:
+    """Run the collection script of ``collectors`` on every node in parallel (one SSH call each);
+    bundles by node name.
 
     An unreachable node or one that did not finish still gets a bundle, with the reason in its meta.
     """
-    script = collection_script()
+    script = collection_script(collectors)
     results = run_on_nodes(inventory, nodes, ["sh", "-c", script], timeout_s=timeout_s)
     now = datetime.now(UTC).isoformat(timespec="seconds")
-    return {node.name: node_bundle(results[node.name], now) for node in nodes}
+    return {node.name: node_bundle(results[node.name], now, collectors) for node in nodes}
 
 
 def collect_bundle(
-    inventory: Inventory, nodes: Sequence[Node], directory: Path, *, timeout_s: float = 180
+    inventory: Inventory,
+    nodes: Sequence[Node],
+    directory: Path,
+    *,
+    timeout_s: float = 180,
+    collectors: Sequence[Collector] = COLLECTORS,
 ) -> dict[str, NodeBundle]:
     """``collect`` from ``nodes`` and write the bundle under ``directory``; return the bundles.
 
     Raises:
         InputError: the directory cannot be written.
     """
-    bundles = collect(inventory, nodes, timeout_s=timeout_s)
+    bundles = collect(inventory, nodes, timeout_s=timeout_s, collectors=collectors)
     write_bundle(directory, bundles)
     return bundles
 

@@ -40,6 +40,8 @@ _SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("fabric-counters", re.compile(r"^/sys/class/net/[^/\s]+/statistics/[rt]x_bytes:", re.M)),
     ("perfquery", re.compile(r"^#\s*Port (?:extended )?counters:|^Port(?:Xmit|Rcv)Data:\.{3}", re.M)),
     ("sysfs-counters", re.compile(r"^/sys/class/infiniband/[^/\s]+/ports/\d+/(?:hw_)?counters/\w+:", re.M)),
+    # Before the CSV fallback: an SXid's "Data {0x.., 0x.., ...}" line has many commas.
+    ("kernel-log", re.compile(r"^(?:\[[^\]\n]{1,40}\][ \t]*)?(?:[\w-]{1,40}:[ \t]*)?S?Xid \(PCI:", re.M)),
     (
         "proc-cmdline",
         re.compile(r"\A\s*(?:\[\s*[\d.]+\]\s+(?:Kernel )?[Cc]ommand line:\s*)?BOOT_IMAGE=\S+"),

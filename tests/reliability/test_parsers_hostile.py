@@ -31,6 +31,7 @@ FOLDER_KIND = {
     "nccl_errors": "nccl-log", "nccl_logs": "nccl-log", "ip_addr": "ip-addr", "proc_modules": "proc-modules",
     "peermem": "peermem", "lspci_vvv": "lspci-vvv", "nvidia_smi_q": "nvidia-smi-q", "perfquery": "perfquery",
     "proc_cmdline": "proc-cmdline", "sysfs_counters": "sysfs-counters", "net_statistics": "fabric-counters",
+    "kernel_log": "kernel-log",
 }  # fmt: skip
 # Inputs per parser: 200 in the normal run (CI's time is shared with the sandbox tests);
 # CLUSTERCTL_FUZZ_INPUTS=1000 runs the thousand per parser that issue 15 asks of a full run.

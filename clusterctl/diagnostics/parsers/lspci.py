@@ -37,7 +37,7 @@ _EXPRESS = re.compile(
 )
 _LINK = re.compile(r"^(LnkCap|LnkSta):\s*(.*)$")
 _SPEED = re.compile(r"Speed\s+([\d.]+)GT/s(\s*\(downgraded\))?")
-_WIDTH = re.compile(r"Width\s+x(\d+)(\s*\(downgraded\))?")
+_WIDTH = re.compile(r"Width\s+x(\d{1,3})(?!\d)(\s*\(downgraded\))?")  # PCIe widths are x1..x32
 _ACS = re.compile(r"^ACSCtl:\s*(.*)$")
 _FLAG = re.compile(r"(\w+)([+-])")
 _DRIVER = re.compile(r"^Kernel driver in use:\s*(\S+)")

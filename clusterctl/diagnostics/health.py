@@ -1,0 +1,220 @@
+"""What `clusterctl check health` does: the passive checks of every node, one read-only SSH call each,
+judged into one verdict per node with a suggested action per finding.
+
+What is read (collectors, in the one script per node that `check topology` also uses):
+
+- ``kernel-log``: the Xid and SXid lines of `dmesg` since boot (dmesg itself failing is a failure,
+  not an empty log);
+- ``nvidia-smi-q``, ``lspci-vvv``, ``ibstat``: the topology collectors, judged by the topology rules
+  (fabric registration, PCIe links below capability, IB ports down or below the inventory's rate) and
+  by the health rules (memory errors, remapped rows, clock slowdowns, persistence);
+- ``ib-port-errors`` and, ``window_s`` seconds later, ``ib-port-errors-2``: every HCA port's sysfs
+  counters, so an error counter that rises (or a link that went down and came back) while we watch
+  is seen. A node without HCAs skips the wait.
+
+The verdict: ``unknown`` when the node could not be reached or a check it needs could not look,
+``fail`` on an error, ``warn`` on a warning, ``ok`` otherwise. A check that could not look never
+passes for healthy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from clusterctl.diagnostics.bundle import NodeBundle, NodeMeta, read_bundle_of
+from clusterctl.diagnostics.collect import COLLECTOR_BY_KEY, COMMAND_TIMEOUT_S, Collector, collect_bundle
+from clusterctl.diagnostics.model import Parsed
+from clusterctl.diagnostics.parsers.kernel_log import KernelLog
+from clusterctl.diagnostics.parsers.nvidia_smi_q import NvidiaSmiQ
+from clusterctl.diagnostics.parsers.port_counters import PortCounters
+from clusterctl.diagnostics.rules_health import port_error_rules, smi_health_rules, xid_rules
+from clusterctl.diagnostics.rules_node import judge_node, needs, section_findings
+from clusterctl.findings import Finding
+from clusterctl.inventory import Inventory, Node
+
+SCHEMA = "clusterctl.check-health/1"
+Verdict = Literal["ok", "warn", "fail", "unknown"]
+DEFAULT_WINDOW_S = 5.0
+# The second counter read waits inside one collector command, which gets COMMAND_TIMEOUT_S.
+MAX_WINDOW_S = COMMAND_TIMEOUT_S - 10
+_PORT_COUNTERS = "/sys/class/infiniband/*/ports/*/counters/*"
+# dmesg's whole ring buffer stays on the node: only its Xid/SXid lines come back. A dmesg that fails
+# (dmesg_restrict without root) fails the collector, with its message on stderr.
+_KERNEL_LOG = (
+    'out=$(dmesg 2>&1) || { printf "%s\\n" "$out" >&2; exit 1; }; '
+    'printf "%s\\n" "$out" | grep -E "S?Xid \\(PCI:"; exit 0'
+)
+# The topology collectors whose outputs the health check also judges.
+_SHARED = ("nvidia-smi-q", "lspci-vvv", "ibstat")
+_HEALTH_KEYS = ("kernel-log", "ib-port-errors", "ib-port-errors-2")
+
+
+def health_collectors(window_s: float = DEFAULT_WINDOW_S) -> tuple[Collector, ...]:
+    """The collectors of `check health`, the second IB counter read ``window_s`` seconds after the first.
+
+    grep exits 2 when no counter file exists (no HCA): an answer, not a failure.
+    """
+    first = f"grep -H . {_PORT_COUNTERS}"
+    second = f"ls {_PORT_COUNTERS} >/dev/null 2>&1 || exit 2; sleep {window_s:g}; {first}"
+    return (
+        Collector("kernel-log", ("sh", "-c", _KERNEL_LOG), "kernel-log", "gpu"),
+        *(COLLECTOR_BY_KEY[key] for key in _SHARED),
+        Collector("ib-port-errors", ("sh", "-c", first), "sysfs-counters", "rdma", frozenset({0, 2})),
+        Collector("ib-port-errors-2", ("sh", "-c", second), "sysfs-counters", "rdma", frozenset({0, 2})),
+    )
+
+
+@dataclass
+class NodeHealth:
+    """One node's verdict, the checks it could not make, and its findings."""
+
+    node: str
+    verdict: Verdict
+    findings: list[Finding] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)
+    meta: NodeMeta | None = None
+
+    def summary(self) -> str:
+        """One line: the verdict's reason (the worst finding, or what could not be checked)."""
+        if self.verdict == "ok":
+            return "healthy" + (f" ({len(self.findings)} notes)" if self.findings else "")
+        order = {"error": 0, "warning": 1, "info": 2}
+        worst = sorted(self.findings, key=lambda f: order[f.severity])
+        if self.verdict == "unknown" and (not worst or worst[0].severity != "error"):
+            return f"could not check: {', '.join(self.unknown)}"
+        head = worst[0]
+        more = len([f for f in worst if f.severity == head.severity]) - 1
+        return f"{head.code}: {head.message}" + (f" (+{more} more)" if more > 0 else "")
+
+
+@dataclass
+class HealthReport:
+    """Every inventory node's health, in inventory order, and where the bundle is."""
+
+    bundle: Path
+    window_s: float
+    nodes: dict[str, NodeHealth]
+
+    @property
+    def findings(self) -> list[Finding]:
+        """Every finding of every node."""
+        return [f for health in self.nodes.values() for f in health.findings]
+
+    def to_json(self) -> dict[str, Any]:
+        """The documented JSON form (``schema`` names its version)."""
+        return {
+            "schema": SCHEMA,
+            "bundle": str(self.bundle),
+            "window_s": self.window_s,
+            "nodes": {
+                name: {
+                    "verdict": health.verdict,
+                    "unknown": health.unknown,
+                    "findings": [f.model_dump() for f in health.findings],
+                }
+                for name, health in self.nodes.items()
+            },
+        }
+
+
+def _parsed(collector: Collector, bundle: NodeBundle) -> Parsed | None:
+    section = bundle.meta.sections.get(collector.key)
+    text = bundle.outputs.get(collector.key)
+    if section is None or section.status != "ok" or text is None:
+        return None
+    return collector.parse(text)
+
+
+def judge_health_node(
+    inventory: Inventory, node: Node, bundle: NodeBundle | None, window_s: float = DEFAULT_WINDOW_S
+) -> NodeHealth:
+    """The verdict and findings of ``node`` from its part of a health bundle (None: not in it). Pure."""
+    topology = judge_node(inventory, node, bundle)  # unreachable node, shared collectors, their rules
+    findings = list(topology.findings)
+    if bundle is None or bundle.meta.unreachable or not bundle.meta.sections:
+        return NodeHealth(node=node.name, verdict="unknown", findings=findings, unknown=["everything"],
+                          meta=bundle.meta if bundle else None)  # fmt: skip
+    collectors = {c.key: c for c in health_collectors(window_s)}
+    unknown = [
+        key
+        for key, collector in collectors.items()
+        if key in bundle.meta.sections
+        and bundle.meta.sections[key].status != "ok"
+        and needs(node, collector.needs)
+    ]
+    for key in _HEALTH_KEYS:
+        if key in bundle.meta.sections:
+            findings += section_findings(node, collectors[key], bundle.meta.sections[key])
+    if isinstance(log := _parsed(collectors["kernel-log"], bundle), KernelLog):
+        findings += xid_rules(log, node.name)
+    if isinstance(smi := topology.facts.get("nvidia-smi-q"), NvidiaSmiQ) and needs(node, "gpu"):
+        findings += smi_health_rules(smi, node.name)
+    first = _parsed(collectors["ib-port-errors"], bundle)
+    second = _parsed(collectors["ib-port-errors-2"], bundle)
+    if isinstance(first, PortCounters):
+        findings += port_error_rules(first, second if isinstance(second, PortCounters) else None, window_s,
+                                     node.name)  # fmt: skip
+        if node.rdma and not first.ports and "ib-port-errors" not in unknown:
+            unknown.append("ib-port-errors")
+            findings.append(
+                Finding(
+                    severity="warning",
+                    code="ib-port-counters-unknown",
+                    message="no HCA port counters under /sys/class/infiniband, so port errors and flaps are "
+                    "unknown",
+                    advice="Check that the HCA driver (mlx5_ib) is loaded; `perfquery -x` reads the same "
+                    "counters through the subnet manager's interface.",
+                    node=node.name,
+                )
+            )
+    return NodeHealth(node=node.name, verdict=_verdict(findings, unknown), findings=findings,
+                      unknown=unknown, meta=bundle.meta)  # fmt: skip
+
+
+def _verdict(findings: list[Finding], unknown: list[str]) -> Verdict:
+    severities = {f.severity for f in findings}
+    if "error" in severities:
+        return "fail"
+    if unknown:
+        return "unknown"
+    return "warn" if "warning" in severities else "ok"
+
+
+def judge_health(
+    bundles: Mapping[str, NodeBundle], inventory: Inventory, directory: Path, window_s: float
+) -> HealthReport:
+    """Judge a health bundle (just collected, or read back) against the inventory's nodes. Pure."""
+    nodes = {
+        node.name: judge_health_node(inventory, node, bundles.get(node.name), window_s)
+        for node in inventory.nodes
+    }
+    return HealthReport(bundle=directory, window_s=window_s, nodes=nodes)
+
+
+def check_health(
+    inventory: Inventory,
+    directory: Path,
+    *,
+    saved: bool = False,
+    timeout_s: float = 180,
+    window_s: float = DEFAULT_WINDOW_S,
+) -> HealthReport:
+    """Collect every node's health outputs into the bundle ``directory`` and judge them.
+
+    With ``saved``, ``directory`` holds a health bundle collected earlier: it is judged, no host is
+    contacted.
+
+    Raises:
+        InputError: a saved bundle that cannot be read or was collected with another inventory, or a
+            directory that cannot be written.
+    """
+    if saved:
+        bundles = read_bundle_of(directory, inventory)
+    else:
+        bundles = collect_bundle(
+            inventory, inventory.nodes, directory, timeout_s=timeout_s, collectors=health_collectors(window_s)
+        )
+    return judge_health(bundles, inventory, directory, window_s)

@@ -1,0 +1,50 @@
+"""Pairwise isolation, pure: medians against a floor, all pairs for small clusters, halving for large
+ones; a simulated cluster whose one node is slow is named, and only it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from clusterctl.pairs import all_pairs, halving_search, judge, slow_nodes
+
+
+def test_one_noisy_sample_does_not_condemn_a_group() -> None:
+    assert judge([10.0, 2.0, 10.5], floor=9.0)  # median 10
+    assert not judge([2.0, 10.0, 3.0], floor=9.0)
+    assert not judge([], floor=9.0)  # no sample: not healthy
+
+
+def test_all_pairs_name_the_node_every_slow_pair_shares() -> None:
+    nodes = ["n1", "n2", "n3", "n4"]
+    assert len(all_pairs(nodes)) == 6
+    measured = {pair: "n3" not in pair for pair in all_pairs(nodes)}
+    assert slow_nodes(measured) == ["n3"]
+    assert slow_nodes({pair: True for pair in all_pairs(nodes)}) == []
+
+
+@pytest.mark.parametrize("bad", ["n01", "n07", "n13", "n16"])
+def test_halving_search_names_the_bad_node_in_few_runs(bad: str) -> None:
+    nodes = [f"n{i:02d}" for i in range(1, 17)]
+    runs: list[Sequence[str]] = []
+
+    def healthy(group: Sequence[str]) -> bool:
+        assert len(group) >= 2
+        runs.append(group)
+        return bad not in group
+
+    assert halving_search(nodes, healthy) == bad
+    assert len(runs) <= 2 * 4 + 2  # ~2 log2(16), not the 120 pairs
+    assert halving_search([n for n in nodes if n != bad], healthy) is None
+
+
+@pytest.mark.parametrize("size", [3, 5, 6])
+def test_halving_search_on_odd_sizes_tests_every_node(size: int) -> None:
+    nodes = [f"n{i}" for i in range(size)]
+    for bad in nodes:
+        assert halving_search(nodes, lambda group, bad=bad: bad not in group) == bad
+
+
+def test_two_nodes_cannot_be_told_apart() -> None:
+    assert halving_search(["a", "b"], lambda group: False) is None
