@@ -4,7 +4,7 @@ run they cite, the PCIe ceilings follow their formula, and the lookup picks the 
 from __future__ import annotations
 
 import pytest
-from fixtures import FIXTURES, fixture_text
+from tests.fixtures import FIXTURES, fixture_text
 
 from clusterctl.diagnostics.parsers.nccl_tests import parse_nccl_tests
 from clusterctl.results.baselines import find_baseline, load_baselines

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from fixtures import fixture_text
+from tests.fixtures import fixture_text
 
 from clusterctl.cli import main
 from clusterctl.diagnostics import parse
