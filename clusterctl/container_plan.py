@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import PurePosixPath
+from typing import Any, TypedDict
 
 from docker.types import DeviceRequest, Mount, Ulimit
 from pydantic import BaseModel, Field
@@ -101,7 +102,7 @@ def container_spec(inventory: Inventory, node: Node, image_ref: str) -> Containe
     )
 
 
-def docker_run_kwargs(plan: ContainerPlan) -> dict[str, object]:
+def docker_run_kwargs(plan: ContainerPlan) -> dict[str, Any]:
     """``plan`` as keyword arguments of the docker SDK's ``containers.create``."""
     return {
         "image": plan.image,
@@ -239,7 +240,14 @@ def difference(container_image_id: str, label: str | None, image_id: str, wanted
     return "settings differ" if label != wanted else ""
 
 
-def user_processes(top: Mapping[str, Sequence[object]]) -> list[str]:
+class DockerTop(TypedDict, total=False):
+    """What ``docker top`` answers (the docker SDK's ``Container.top()``): ps's column titles and rows."""
+
+    Titles: list[str]
+    Processes: list[list[str]]
+
+
+def user_processes(top: DockerTop) -> list[str]:
     """The distinct programs in ``docker top`` output besides the container's own sshd (the first five)."""
     titles = list(top.get("Titles") or [])
     if "CMD" not in titles:

@@ -25,7 +25,9 @@ class Finding(BaseModel):
 def worst(findings: Iterable[Finding]) -> Severity | None:
     """The most severe severity among ``findings``, or None when there are none."""
     severities = [f.severity for f in findings]
-    return max(severities, key=_RANK.__getitem__) if severities else None
+    if not severities:
+        return None
+    return max(severities, key=_RANK.__getitem__)
 
 
 def exit_code(findings: Iterable[Finding], strict: bool = False) -> int:

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import TypeVar
 
 import paramiko
+from paramiko.common import AUTH_SUCCESSFUL, OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED, OPEN_SUCCEEDED
+from paramiko.sftp import SFTP_OK
 
 from clusterctl.inventory import Inventory, validate_document
 from clusterctl.sshkeys import ensure_keypair
@@ -33,19 +35,17 @@ class _Server(paramiko.ServerInterface):
 
     def check_auth_publickey(self, username: str, key: paramiko.PKey) -> int:
         self.owner.logins += 1
-        return paramiko.AUTH_SUCCESSFUL
+        return AUTH_SUCCESSFUL
 
     def check_channel_subsystem_request(self, channel: paramiko.Channel, name: str) -> bool:
         return self.owner.sftp_root is not None and super().check_channel_subsystem_request(channel, name)
 
     def check_channel_request(self, kind: str, chanid: int) -> int:
-        return (
-            paramiko.OPEN_SUCCEEDED if kind == "session" else paramiko.OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED
-        )
+        return OPEN_SUCCEEDED if kind == "session" else OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED
 
     def check_channel_direct_tcpip_request(self, chanid: int, origin: tuple, destination: tuple) -> int:
         self.owner.forwards.append(destination)
-        return paramiko.OPEN_SUCCEEDED
+        return OPEN_SUCCEEDED
 
 
 def _pipe(channel: paramiko.Channel, sock: socket.socket) -> None:
@@ -138,7 +138,7 @@ class _Handle(paramiko.SFTPHandle):
     def chattr(self, attr: paramiko.SFTPAttributes) -> int:
         if attr.st_mode is not None:
             os.fchmod(self.readfile.fileno(), attr.st_mode & 0o7777)
-        return paramiko.SFTP_OK
+        return SFTP_OK
 
 
 class LocalSftp(paramiko.SFTPServerInterface):
@@ -155,7 +155,17 @@ class LocalSftp(paramiko.SFTPServerInterface):
         try:
             return action()
         except OSError as exc:
+            assert exc.errno is not None  # the os calls behind every action set it
             return paramiko.SFTPServer.convert_errno(exc.errno)
+
+    def _ok(self, action: Callable[[], None]) -> int:
+        """SFTP_OK once ``action`` ran, or the status of the OSError it raised."""
+
+        def run() -> int:
+            action()
+            return SFTP_OK
+
+        return self._call(run)
 
     def open(self, path: str, flags: int, attr: paramiko.SFTPAttributes) -> _Handle | int:
         return self._call(lambda: _Handle(os.open(self._real(path), flags, 0o666), flags))
@@ -167,13 +177,15 @@ class LocalSftp(paramiko.SFTPServerInterface):
         return self._call(lambda: paramiko.SFTPAttributes.from_stat(os.lstat(self._real(path))))
 
     def remove(self, path: str) -> int:
-        return self._call(lambda: os.remove(self._real(path)) or paramiko.SFTP_OK)
+        return self._ok(lambda: os.remove(self._real(path)))
 
     def mkdir(self, path: str, attr: paramiko.SFTPAttributes) -> int:
-        return self._call(lambda: os.mkdir(self._real(path), attr.st_mode or 0o777) or paramiko.SFTP_OK)
+        return self._ok(lambda: os.mkdir(self._real(path), attr.st_mode or 0o777))
 
     def chattr(self, path: str, attr: paramiko.SFTPAttributes) -> int:
-        return self._call(lambda: os.chmod(self._real(path), attr.st_mode & 0o7777) or paramiko.SFTP_OK)
+        mode = attr.st_mode
+        assert mode is not None  # clusterctl's uploads only ever set the mode
+        return self._ok(lambda: os.chmod(self._real(path), mode & 0o7777))
 
 
 def one_node_inventory(tmp_path: Path, keys: Keys, server: SshServer, address: str, name: str) -> Inventory:

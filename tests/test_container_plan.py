@@ -9,6 +9,7 @@ import pytest
 from clusterctl.cluster_keys import ensure_cluster_keys
 from clusterctl.container_plan import (
     Action,
+    DockerTop,
     Found,
     conflict_message,
     container_spec,
@@ -131,7 +132,7 @@ def test_difference_names_the_image_before_the_settings() -> None:
 
 
 def test_user_processes_leaves_out_sshd_and_repeats() -> None:
-    top = {
+    top: DockerTop = {
         "Titles": ["UID", "PID", "PPID", "C", "STIME", "TTY", "TIME", "CMD"],
         "Processes": [
             ["root", "1", "0", "0", "10:00", "?", "00:00:00", "sshd: /usr/sbin/sshd -D -e [listener]"],

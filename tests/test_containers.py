@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import shlex
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -120,7 +121,7 @@ def test_hostile_values_cannot_reach_a_container(path: tuple, value: str) -> Non
         "nodes": [{"name": "node1", "address": "10.0.0.1", "role": "primary"}],
         "container": {},
     }
-    target = doc
+    target: Any = doc
     for key in path[:-1]:
         target = target[key]
     target[path[-1]] = value

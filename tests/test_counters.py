@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import socket
 import subprocess
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -197,9 +198,10 @@ class _Counters:
     """A reader that hands out successive readings, each node's counters grown by ``step`` bytes."""
 
     def __init__(self, step: int):
-        self.step, self.calls, self.total = step, [], 0
+        self.step, self.total = step, 0
+        self.calls: list[list[str]] = []
 
-    def __call__(self, inventory: Inventory, nodes: list[Node]) -> dict[str, NodeCounters]:
+    def __call__(self, inventory: Inventory, nodes: Sequence[Node]) -> dict[str, NodeCounters]:
         self.calls.append([n.name for n in nodes])
         reading = {n.name: _eth(self.total, self.total) for n in nodes}
         self.total += self.step

@@ -122,13 +122,14 @@ def test_ip_addr_sample_captured_here() -> None:
     parsed = parse_ip_addr(fixture_text(IP_SAMPLE))
     eth0 = parsed.interface("eth0")
     assert eth0 is not None and eth0.state == "UP" and "192.0.2.2/24" in eth0.addresses
-    assert parsed.interface("ifb0").addresses == []
+    ifb0 = parsed.interface("ifb0")
+    assert ifb0 is not None and ifb0.addresses == []
     assert parse_ip_addr("Usage: ip address ...").error
 
 
 def test_proc_modules_missing_file_and_proc5_lines() -> None:
     missing = parse_proc_modules(fixture_text("proc_modules/vm-no-proc-modules-error.txt"))
-    assert missing.modules == [] and "No such file" in missing.error
+    assert missing.modules == [] and missing.error is not None and "No such file" in missing.error
     # Line shape from proc(5): name size refcount deps state address.
     lines = "nvidia_peermem 16384 0 - Live 0x0000000000000000\nmlx5_ib 397312 0 - Live 0xffffffffc0a00000\n"
     assert parse_proc_modules(lines).modules == ["nvidia_peermem", "mlx5_ib"]
@@ -141,7 +142,9 @@ def test_every_collector_output_has_a_registered_kind() -> None:
 def test_host_fact_kinds_detected_and_parsed_on_real_captures() -> None:
     pretty = fixture_text("ip_addr/vm-eth0-pretty-json.txt")
     assert detect_kind(pretty) == detect_kind(fixture_text(IP_SAMPLE)) == "ip-addr"
-    assert parse_ip_addr(pretty).interface("eth0").addresses == [
+    eth0 = parse_ip_addr(pretty).interface("eth0")
+    assert eth0 is not None
+    assert eth0.addresses == [
         "192.0.2.2/24",
         "fd00::2/64",
         "fe80::fc:ff:fe00:1/64",

@@ -80,6 +80,7 @@ def test_gdr_policy_follows_each_version_of_nccl() -> None:
 def test_the_papers_image_is_judged_by_nccl_2_5() -> None:
     inventory = load_inventory(_INVENTORIES / "paper-c4140.yml")
     expect = expectation_for(inventory, inventory.nodes[0])
+    assert expect.nccl_version is not None
     assert expect.nccl_version == inventory.image.versions.nccl and expect.nccl_version.startswith("2.5")
 
 

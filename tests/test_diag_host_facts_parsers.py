@@ -20,16 +20,20 @@ def test_lspci_devices_links_and_hierarchy() -> None:
     by_bdf = {d.bdf: d for d in lspci.devices}
     gpu, hca = by_bdf["0000:19:00.0"], by_bdf["0000:1a:00.0"]
     assert gpu.is_gpu and not gpu.is_hca and hca.is_hca and not hca.is_gpu
+    assert gpu.link_cap is not None and gpu.link_sta is not None
     assert (gpu.link_cap.speed_gts, gpu.link_cap.width, gpu.link_sta.speed_gts) == (32.0, 16, 32.0)
     assert not gpu.speed_downgraded and not gpu.width_downgraded
     # The bridges above the GPU, nearest first: switch downstream port, switch upstream port, root port.
     assert [b.bdf for b in lspci.bridges_above(gpu)] == ["0000:17:01.0", "0000:16:00.0", "0000:15:01.0"]
     assert by_bdf["0000:15:01.0"].port_type == "Root Port"
     # A Gen5 switch port that trained at Gen4 for the NVMe behind it, and the management NIC's x1 link.
-    assert by_bdf["0000:17:00.0"].speed_downgraded and by_bdf["0000:17:00.0"].link_sta.speed_gts == 16.0
+    switch_port = by_bdf["0000:17:00.0"]
+    assert switch_port.speed_downgraded
+    assert switch_port.link_sta is not None and switch_port.link_sta.speed_gts == 16.0
     assert by_bdf["0000:01:00.0"].width_downgraded and not by_bdf["0000:01:00.0"].is_hca
     assert by_bdf["0000:82:00.0"].acs_redirect == ["ReqRedir", "CmpltRedir"]
-    assert by_bdf["0000:00:0c.0"].acs_ctl["SrcValid"] and not by_bdf["0000:00:0c.0"].acs_redirect
+    root_port = by_bdf["0000:00:0c.0"]
+    assert root_port.acs_ctl is not None and root_port.acs_ctl["SrcValid"] and not root_port.acs_redirect
     assert lspci.unparsed_lines == [] and lspci.error is None
 
 

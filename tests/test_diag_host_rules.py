@@ -13,6 +13,7 @@ from clusterctl.cli import main
 from clusterctl.diagnostics import parse
 from clusterctl.diagnostics.bundle import NodeBundle, NodeMeta, SectionMeta
 from clusterctl.diagnostics.collect import COLLECTOR_BY_KEY
+from clusterctl.diagnostics.model import Parsed
 from clusterctl.diagnostics.parsers.ibstat import parse_ibstat
 from clusterctl.diagnostics.parsers.ibv_devinfo import parse_ibv_devinfo
 from clusterctl.diagnostics.parsers.lspci import parse_lspci
@@ -206,14 +207,17 @@ def _node_bundle(outputs: dict[str, str]) -> NodeBundle:
 def test_peermem_as_gdr_cc_checks_it() -> None:
     inventory = load_inventory(_INVENTORY)
     node = inventory.nodes[0]
-    absent = {"peermem": parse_peermem(fixture_text("peermem/vm-no-peermem-ls-d-stderr-gdr-cc-paths.txt"))}
+    absent: dict[str, Parsed] = {
+        "peermem": parse_peermem(fixture_text("peermem/vm-no-peermem-ls-d-stderr-gdr-cc-paths.txt"))
+    }
     [finding] = peermem_rules(node, inventory, absent)
     # The modern image's NCCL may do DMA-BUF: a warning to confirm, never advice to use the inbox driver.
     assert (finding.severity, finding.code) == ("warning", "peermem-missing")
     assert "inbox" in finding.advice and "not the distribution's inbox" in finding.advice
-    legacy_dir = {"peermem": parse_peermem("/sys/module/nv_peer_mem\n")}  # not a file NCCL tests
+    # not a file NCCL tests
+    legacy_dir: dict[str, Parsed] = {"peermem": parse_peermem("/sys/module/nv_peer_mem\n")}
     assert [f.code for f in peermem_rules(node, inventory, legacy_dir)] == ["peermem-missing"]
-    loaded = {"peermem": parse_peermem("/sys/kernel/mm/memory_peers/nv_mem/version\n")}
+    loaded: dict[str, Parsed] = {"peermem": parse_peermem("/sys/kernel/mm/memory_peers/nv_mem/version\n")}
     assert peermem_rules(node, inventory, loaded) == []
 
 

@@ -83,7 +83,7 @@ def test_wheels_are_hard_linked_into_the_context(sandbox_inv, tmp_path: Path) ->
 
 
 def test_build_stream_error_carries_the_failing_steps_output_tail() -> None:
-    events = [
+    events: list[dict[str, object]] = [
         {"stream": "Step 1/9 : FROM debian\n"},
         {"stream": "Step 2/9 : RUN apt-get install nope\n"},
         {"stream": "E: Unable to locate package nope\n"},

@@ -239,6 +239,7 @@ def test_a_pytorch_image_refuses_a_second_nccl_or_cudnn(field: str) -> None:
 def test_base_digest_pins_the_from_line() -> None:
     inventory = _inventory(MODERN, base_digest=DIGEST)
     assert inventory.image.from_image == f"{inventory.image.base}@{DIGEST}"
+    assert inventory.image.base is not None
     assert re.search(
         rf"^FROM {re.escape(inventory.image.base)}@{DIGEST}$", render_dockerfile(inventory), re.M
     )

@@ -6,6 +6,7 @@ import argparse
 import json
 import socket
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -97,7 +98,7 @@ def test_the_inventory_reaches_the_payload_s_allreduce_options() -> None:
     inventory = load_inventory(ROOT / "inventories" / "modern-h100.yml")
     workload = get_workload("resnet50")
 
-    def argv(**overrides: object) -> list[str]:
+    def argv(**overrides: Any) -> list[str]:
         return build_plan(inventory, run_options(inventory, "resnet50", nodes=1, **overrides), workload).argv
 
     assert "--fp16-allreduce" in argv(framework="horovod", fp16_allreduce=True)

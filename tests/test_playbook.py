@@ -247,6 +247,7 @@ def test_cluster_key_is_generated_not_borrowed(tmp_path: Path) -> None:
 
     inv = load_inventory(data_dir("inventories") / "paper-c4140.yml")
     key = step_files(inv)["cluster_key"]
+    assert isinstance(key, bytes)
     admin = ensure_keypair(tmp_path / "admin" / "id_ed25519", "admin")
     assert b"OPENSSH PRIVATE KEY" in key
     assert admin.split()[1].encode() not in key

@@ -54,6 +54,7 @@ def test_profile_renders_and_passes_hadolint(profile: str, tmp_path: Path) -> No
 def test_base_image_and_sshd_port_come_from_the_inventory(profile: str) -> None:
     inv = _inventory(profile, sshd_port=50123)
     text = render_dockerfile(inv)
+    assert inv.image.base is not None
     assert re.search(rf"^FROM {re.escape(inv.image.base)}( AS \w+)?$", text, flags=re.MULTILINE)
     assert "EXPOSE 50123" in text
     sshd = render_config(inv, "sshd_config")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Sequence
 from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
@@ -87,10 +88,8 @@ def test_judged_real_log_is_valid_with_its_metric() -> None:
 def test_a_cpu_runs_device_names_the_nodes_cpu_share(cpusets: list[str] | None, device: str) -> None:
     # runs on 1-core and on 2-core sandbox nodes must not share a 1-device baseline in the report
     inventory = load_inventory(ROOT / "inventories" / "sandbox-example.yml")
-    nodes = [
-        n.model_copy(update={"cpuset": c})
-        for n, c in zip(inventory.nodes, cpusets or [None] * 2, strict=False)
-    ]
+    per_node: Sequence[str | None] = cpusets or [None] * 2
+    nodes = [n.model_copy(update={"cpuset": c}) for n, c in zip(inventory.nodes, per_node, strict=False)]
     inventory = inventory.model_copy(update={"nodes": nodes})
     workload = get_workload("resnet50")
     plan = build_plan(inventory, run_options(inventory, workload.name, nodes=len(nodes)), workload)

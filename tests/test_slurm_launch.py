@@ -55,7 +55,7 @@ def _launch(login: LoginNode, monkeypatch: pytest.MonkeyPatch, **spec: object) -
         {"login": {"address": "10.0.0.1"}, "run_dir": "/shared", "runtime": "none", **spec}
     )
     job = BatchJob(script="#!/bin/bash\n", directory="/shared/j", output="/shared/j/output.log")
-    return SlurmLaunch(slurm, login_node(slurm), Closed(), job, "8", ETHERNET)  # type: ignore[arg-type]
+    return SlurmLaunch(slurm, login_node(slurm), Closed(), job, "8", ETHERNET)
 
 
 def _text(name: str) -> str:

@@ -40,7 +40,7 @@ def _script(**slurm: Any) -> str:
     return plan_batch(inventory, plan_run(inventory, "resnet50"), STARTED, "abc123").script
 
 
-RUNTIMES = {
+RUNTIMES: dict[str, dict[str, Any]] = {
     "docker": {},
     "pyxis": {"image": "nvcr.io#nvidia/pytorch:24.01-py3", "partition": "gpu", "qos": "high"},
     "apptainer": {"image": "/shared/images/bench.sif", "account": "proj1", "time_limit": "01:30:00"},

@@ -146,7 +146,8 @@ def section_status(collector: Collector, section: Section | None) -> SectionStat
         return "no-answer"
     if section.exit_status in collector.ok_exits:
         return "ok"
-    return {127: "missing", 124: "timed-out"}.get(section.exit_status, "failed")
+    by_exit: dict[int, SectionStatus] = {127: "missing", 124: "timed-out"}
+    return by_exit.get(section.exit_status, "failed")
 
 
 def node_bundle(

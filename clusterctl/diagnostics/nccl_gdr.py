@@ -72,7 +72,9 @@ class GdrPolicy:
         if text.upper() in _ORDER:
             return text.upper()
         if text[:1].isdigit():
-            return _OLD_TO_NEW[min(int(re.match(r"\d+", text).group(0)), len(_OLD_TO_NEW) - 1)]
+            digits = re.match(r"\d+", text)
+            assert digits is not None  # the text starts with a digit
+            return _OLD_TO_NEW[min(int(digits.group(0)), len(_OLD_TO_NEW) - 1)]
         return _CURRENT_DEFAULT
 
     def enabled(self, topo_path: str, legacy: bool) -> bool:

@@ -109,6 +109,7 @@ def pcie_link_rules(lspci: Lspci, expect: Expectation) -> list[Finding]:
     findings: list[Finding] = []
     for device in (d for d in lspci.devices if (d.is_gpu or d.is_hca) and d.link_sta):
         cap, sta = device.link_cap or PciLink(), device.link_sta
+        assert sta is not None  # only devices with a LnkSta are iterated
         narrower = device.width_downgraded or bool(cap.width and sta.width and sta.width < cap.width)
         slower = device.speed_downgraded or bool(
             cap.speed_gts and sta.speed_gts and sta.speed_gts < cap.speed_gts

@@ -93,7 +93,7 @@ class _CheckedSSHConnectionPool(SSHConnectionPool):
             self._idle_since[conn] = time.monotonic()
         super()._put_conn(conn)
 
-    def urlopen(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    def urlopen(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
         """Send the request; a GET/HEAD without a body whose reused connection was closed under it is
         sent once more on a fresh connection. Any other failure is raised as it came."""
         self._attempt.fresh = self._attempt.reused = False

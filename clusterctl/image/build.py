@@ -167,7 +167,8 @@ def ensure_base_image(client: docker.DockerClient, base: str, builder: str | Non
 def _stream_lines(events: Iterator[dict[str, object]], tail: list[str]) -> Iterator[str]:
     """Text lines of a decoded build stream; raises StepError with the output tail on an error event."""
     for event in events:
-        error = event.get("error") or (event.get("errorDetail") or {}).get("message")  # type: ignore[union-attr]
+        detail = event.get("errorDetail")
+        error = event.get("error") or (detail.get("message") if isinstance(detail, dict) else None)
         if error:
             shown = "\n".join(tail[-ERROR_TAIL_LINES:])
             raise StepError(f"image build failed: {str(error).strip()}\n--- last build output ---\n{shown}")

@@ -169,7 +169,8 @@ def ensure_tls(inventory: Inventory) -> RegistryFiles:
     if current and _certificate_names(files.server_cert.read_bytes()) == names:
         return files
     ca = x509.load_pem_x509_certificate(files.ca_cert.read_bytes())
-    ca_key = serialization.load_pem_private_key(files.ca_key.read_bytes(), password=None)
+    issuer_key = serialization.load_pem_private_key(files.ca_key.read_bytes(), password=None)
+    assert isinstance(issuer_key, ec.EllipticCurvePrivateKey)  # the CA key is only ever made above, on P-256
     key = ec.generate_private_key(ec.SECP256R1())
     cert = (
         x509.CertificateBuilder()
@@ -182,7 +183,7 @@ def ensure_tls(inventory: Inventory) -> RegistryFiles:
         .add_extension(x509.SubjectAlternativeName(names), critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .sign(ca_key, hashes.SHA256())
+        .sign(issuer_key, hashes.SHA256())
     )
     _write_private(files.server_key, key.private_bytes(pem, private, serialization.NoEncryption()))
     files.server_cert.write_bytes(cert.public_bytes(pem))

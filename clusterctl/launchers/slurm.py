@@ -27,7 +27,7 @@ from clusterctl.hosts.sftp import write_file
 from clusterctl.hosts.ssh import CommandResult, connect, run
 from clusterctl.inventory import FabricSpec, Inventory, Node, SlurmSpec
 from clusterctl.launch import LaunchPlan
-from clusterctl.launchers import Collected
+from clusterctl.launchers import Collected, LauncherName
 from clusterctl.slurm.jobs import (
     JobStatus,
     job_outcome,
@@ -193,7 +193,7 @@ class SlurmLaunch:
 class SlurmLauncher:
     """sbatch + srun through the inventory's slurm block."""
 
-    name = "slurm"
+    name: LauncherName = "slurm"
     observes_nodes = True
 
     def describe(self, inventory: Inventory, plan: LaunchPlan) -> str:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from clusterctl.inventory import Inventory
 from clusterctl.launch import LaunchPlan
-from clusterctl.launchers import Collected
+from clusterctl.launchers import Collected, LauncherName
 
 
 @dataclass
@@ -62,7 +62,7 @@ class SshLaunch:
 class SshLauncher:
     """mpirun over SSH from the primary's container: the launcher of every inventory."""
 
-    name = "ssh"
+    name: LauncherName = "ssh"
     observes_nodes = False
 
     def start(self, inventory: Inventory, plan: LaunchPlan) -> SshLaunch:

@@ -19,9 +19,14 @@ import os
 import socket
 import sys
 import time
+from typing import TYPE_CHECKING
 
 import torch
-from resnet50_bench import Trainer
+
+if TYPE_CHECKING:  # the checker reads the payload as the package module; the image ships it top-level
+    from clusterctl.payload.resnet50_bench import Trainer
+else:
+    from resnet50_bench import Trainer
 
 MIB = 1 << 20
 

@@ -22,6 +22,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -225,7 +226,7 @@ class Trainer:
 # --------------------------------------------------------------------------- the benchmark
 
 
-def _no_forward_buffer_sync(ddp_class: type) -> dict[str, bool]:
+def _no_forward_buffer_sync(ddp_class: type[object]) -> dict[str, Any]:
     """DDP's keyword for "do not re-broadcast buffers before every forward", in this torch's spelling.
 
     torch 2.13 renamed ``broadcast_buffers`` to ``forward_sync_buffers`` (the new one still syncs
@@ -345,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.backends.cudnn.benchmark = True  # the input shape never changes: pick the fastest kernels
 
     torch.manual_seed(0)
-    model = ResNet50(args.num_classes).to(device, memory_format=memory_format)
+    model = ResNet50(args.num_classes).to(device, memory_format=memory_format)  # type: ignore[call-overload]  # Module.to takes memory_format; torch's overloads omit it
     model, optimizer = trainer.wrap(model, args, compiled=compile_model)
     if compile_model:
         model = torch.compile(model)

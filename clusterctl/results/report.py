@@ -145,7 +145,7 @@ def _row(group: list[RunRecord]) -> ReportRow:
         median=median,
         minimum=low,
         maximum=high,
-        spread_pct=100 * (high - low) / median if median else None,
+        spread_pct=100 * (high - low) / median if median and high is not None and low is not None else None,
         speedup=None,
         efficiency=None,
         fabric_gb_per_node=statistics.median(sent) if sent else None,

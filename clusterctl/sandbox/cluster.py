@@ -11,6 +11,7 @@ name, and the sandbox's files; it is idempotent.
 from __future__ import annotations
 
 import contextlib
+import functools
 import ipaddress
 import shutil
 from collections.abc import Callable
@@ -209,7 +210,7 @@ def _converge(
                 log(f"node containers run in {isolation.mode} mode")
             log(f"creating {node.container} ({node.address})")
             container = node_ops.create_node(client, plan, node, image, isolation, cpuset, shared)
-            undo.append(lambda c=container, n=node: _undo_node(client, c, n.volume))
+            undo.append(functools.partial(_undo_node, client, container, node.volume))
             node_ops.authorise_key(container, public_key)
             new.add(node.name)
             changes.append(f"created {node.container}")

@@ -74,8 +74,9 @@ def random_image(tmp_path: Path) -> Iterator[str]:
 class _DroppingTransport:
     """The stream transport, with the node dropping the connection once ``after`` bytes have moved."""
 
-    def __init__(self, inner: StreamTransport, after: int, drop: Callable[[], None]):
-        self.inner, self.after, self.drop, self.moved = inner, after, drop, 0
+    def __init__(self, inner: StreamTransport, after: int, drop: Callable[[], object]):
+        self.inner, self.after, self.moved = inner, after, 0
+        self.drop: Callable[[], object] | None = drop  # called once, then None
 
     def deliver(self, node: Node, client: docker.DockerClient, on_bytes: Callable[[int], None]) -> None:
         def counting(n: int) -> None:

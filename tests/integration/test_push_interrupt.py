@@ -130,6 +130,7 @@ def test_sigint_during_image_push_stops_everything_and_the_next_push_delivers(
     cluster: Inventory, sandbox2: Sandbox, capsys: pytest.CaptureFixture[str]
 ) -> None:
     record = read_record(cluster)
+    assert record is not None
     files = registry_files(cluster)
     repository, _tag = record.reference.rsplit(":", 1)
     v2 = files.storage / "docker" / "registry" / "v2"
@@ -168,6 +169,7 @@ def test_sigint_during_a_stream_push_stops_every_load(
     on the builder exports the whole image first, some 40 s here). The next push (the default
     transport: quick, the registry holds every layer) delivers and verifies."""
     record = read_record(cluster)
+    assert record is not None
 
     def loading() -> bool:
         found = on_node(

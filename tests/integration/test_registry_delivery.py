@@ -30,6 +30,7 @@ def test_a_payload_only_rebuild_moves_only_the_small_layers(
 ) -> None:
     assert cluster.delivery.transport == "registry"  # the sandbox's default
     record = read_record(cluster)
+    assert record is not None
     saved_record = record_path(cluster).read_text()
     local = docker.from_env(timeout=120)
     image_bytes = local.images.get(record.image_id).attrs["Size"]

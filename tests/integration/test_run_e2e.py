@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,7 +16,7 @@ from clusterctl.cli import main
 pytestmark = pytest.mark.integration
 
 
-def _json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, object]:
+def _json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any]:
     code = main([*args, "--json"])
     out = capsys.readouterr().out
     return code, json.loads(out) if out.strip() else None

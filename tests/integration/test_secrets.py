@@ -133,7 +133,9 @@ def test_no_private_key_in_any_output_and_keys_are_private(
 
     keys = private_keys(sandbox2.state_dir, header)
     cluster_key = sandbox2.state_dir / "clusters" / cluster.cluster.name / "ssh" / "id_ed25519"
-    assert cluster_key in keys and Path(cluster.nodes[0].ssh.identity_file) in keys
+    identity_file = cluster.nodes[0].ssh.identity_file
+    assert identity_file is not None
+    assert cluster_key in keys and Path(identity_file) in keys
     assert len(keys) >= 2 + len(cluster.nodes)  # node key, cluster key, one host key per node
     for path in keys:  # 0600 files in 0700 directories
         modes = [stat.S_IMODE(p.stat().st_mode) for p in (path, path.parent)]
@@ -167,6 +169,7 @@ def _assert_containers_unprivileged_without_admin_keys(inv: Inventory, header: s
     """The benchmark containers: not privileged, IPC_LOCK plus the inventory's capabilities only, no
     device beyond the inventory's; mounts are the inventory's, localtime and the cluster's SSH directory
     (read-only); nothing in them (environment, SSH directory, /root) holds the admin's key."""
+    assert inv.nodes[0].ssh.identity_file is not None
     admin_key = Path(inv.nodes[0].ssh.identity_file)
     admin_body = key_body(admin_key, header)
     admin_public = admin_key.with_name(admin_key.name + ".pub").read_text().split()[1]
@@ -205,7 +208,7 @@ def _assert_key_modes_on_nodes(inv: Inventory, sandbox: Sandbox) -> None:
         listing = node_exec(
             sandbox, node.name, f"stat -c '%a %n' {ssh_dir} {ssh_dir}/* /root/.ssh /root/.ssh/clusterctl-*"
         )
-        modes = dict(reversed(line.split(" ", 1)) for line in listing.splitlines())
+        modes = {path: mode for mode, path in (line.split(" ", 1) for line in listing.splitlines())}
         assert modes.pop(ssh_dir) == "700" and modes.pop("/root/.ssh") == "700", listing
         keys = {path: mode for path, mode in modes.items() if not path.endswith(".pub")}
         assert len(keys) >= 5 and set(keys.values()) == {"600"}, listing

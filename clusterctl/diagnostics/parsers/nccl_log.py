@@ -137,9 +137,9 @@ def parse_nccl_log(text: str) -> NcclLog:
                 used.append((net, index))
             result.net_channels += 1
             result.gdr_channels += bool(gdr)
-    for host, used in channel_devices.items():
-        names = devices.get(host) or (next(iter(devices.values())) if len(devices) == 1 else {})
-        result.hcas_used[host] = [names.get(index, f"NET/{net}/{index}") for net, index in used]
+    for host_name, used in channel_devices.items():
+        names = devices.get(host_name) or (next(iter(devices.values())) if len(devices) == 1 else {})
+        result.hcas_used[host_name] = [names.get(index, f"NET/{net}/{index}") for net, index in used]
     if result.hcas or result.net_channels:
         result.transport = "IB"
     elif result.socket_interfaces:
