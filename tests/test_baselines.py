@@ -4,10 +4,10 @@ run they cite, the PCIe ceilings follow their formula, and the lookup picks the 
 from __future__ import annotations
 
 import pytest
-from tests.fixtures import FIXTURES, fixture_text
 
 from clusterctl.diagnostics.parsers.nccl_tests import parse_nccl_tests
 from clusterctl.results.baselines import find_baseline, load_baselines
+from tests.fixtures import FIXTURES, fixture_text
 
 BASELINES = load_baselines()
 # The captured run each measured baseline was read from.

@@ -10,7 +10,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from tests.fixtures import fixture_text
 
 from clusterctl.cli import main
 from clusterctl.diagnostics import parse
@@ -22,6 +21,7 @@ from clusterctl.diagnostics.parsers.port_counters import PortCounters
 from clusterctl.diagnostics.rules_health import port_error_rules, smi_health_rules, xid_rules
 from clusterctl.inventory import load_inventory
 from clusterctl.slurm.drain import MAX_REASON, REASON_PREFIX, SlurmAction, drain_reason, update_argv
+from tests.fixtures import fixture_text
 
 INVENTORY = Path(__file__).parents[1] / "inventories" / "modern-h100.yml"
 XID79 = "kernel_log/gpud-xid79-fallen-off-bus-sxid20034-nvswitch-partial.txt"
