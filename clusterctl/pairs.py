@@ -45,7 +45,8 @@ def halving_search(nodes: Sequence[str], healthy: Callable[[Sequence[str]], bool
     """
     if healthy(nodes):
         return None
-    suspects, cleared = list(nodes), []
+    suspects: list[str] = list(nodes)
+    cleared: list[str] = []
     while len(suspects) > 2:
         half, rest = suspects[: len(suspects) // 2], suspects[len(suspects) // 2 :]
         probe, other = (half, rest) if len(half) >= 2 else (rest, half)  # a collective needs two nodes
