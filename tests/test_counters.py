@@ -39,7 +39,7 @@ from tests.fixtures import fixture_text
 H100 = data_dir("inventories") / "modern-h100.yml"
 NET = "net_statistics/eth0-and-missing-interface-grep.txt"
 SYSFS = "sysfs_counters/gpud-h100-8ib-bond-port-data-grep.txt"
-IPOIB_MAP = "sysfs_netdev/cn-ib-notes-mlx4-ib0-dev-id-dev-port-ibdev-grep.txt"
+IPOIB_MAP = "net_statistics/cn-ib-notes-mlx4-ib0-dev-id-dev-port-ibdev-grep.txt"
 IB = FabricSpec(kind="infiniband", interface="ib0", hca=["mlx4_0:1"])
 PERFQUERY = "perfquery/infiniband-exporter-2port-extended.txt"
 ETHERNET = FabricSpec(kind="ethernet", interface="eth0")

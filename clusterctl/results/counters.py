@@ -96,6 +96,46 @@ def floor_bytes_per_node(expected: int, nodes: int, *, in_network: bool) -> int:
     return int(bound * (1 - TIMING_TOLERANCE))
 
 
+class CounterExpectation(BaseModel):
+    """What the proof by counters will expect of a run, said before it runs (`run --dry-run`)."""
+
+    nodes: int
+    allreduced_bytes: int = Field(description="Bytes each rank all-reduces over the run.")
+    derivation: str = Field(description="How ``allreduced_bytes`` was derived, in words.")
+    expected_bytes_per_node: int = Field(description="2(N-1)/N x the bytes all-reduced.")
+    floor_bytes_per_node: int = Field(description="The ring/tree floor each node's fabric must carry.")
+    in_network_floor_bytes_per_node: int = Field(
+        description="The floor when NCCL's log shows in-network reduction (SHARP/CollNet/NVLS)."
+    )
+
+    def words(self) -> str:
+        """One line for people: the expectation and where it comes from."""
+        if self.nodes < 2:
+            return f"proof by counters: one node, nothing crosses the fabric ({self.derivation})"
+        lower = (
+            ""
+            if self.in_network_floor_bytes_per_node == self.floor_bytes_per_node
+            else f" ({_gb(self.in_network_floor_bytes_per_node)} if the log shows in-network reduction)"
+        )
+        return (
+            f"proof by counters: each node's fabric must carry >= {_gb(self.floor_bytes_per_node)} each way"
+            f"{lower}; 2(N-1)/N x {self.derivation} = {_gb(self.expected_bytes_per_node)} per node"
+        )
+
+
+def counter_expectation(allreduced_bytes: int, derivation: str, nodes: int) -> CounterExpectation:
+    """The expectation for ``nodes`` nodes all-reducing ``allreduced_bytes`` per rank over a run."""
+    expected = expected_bytes_per_node(allreduced_bytes, nodes)
+    return CounterExpectation(
+        nodes=nodes,
+        allreduced_bytes=allreduced_bytes,
+        derivation=derivation,
+        expected_bytes_per_node=expected,
+        floor_bytes_per_node=floor_bytes_per_node(expected, nodes, in_network=False),
+        in_network_floor_bytes_per_node=floor_bytes_per_node(expected, nodes, in_network=True),
+    )
+
+
 class NodeTraffic(BaseModel):
     """What one node's ports moved between the two readings."""
 

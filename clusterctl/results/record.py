@@ -79,6 +79,9 @@ class RunRecord(BaseModel):
     gradient_bytes: int | None = Field(
         None, description="Bytes each rank all-reduced per step; None for a workload that trains nothing."
     )
+    bucket_cap_mb: float = Field(
+        25.0, description="DDP's bucket size the run used (MB); the prediction's fused size."
+    )
     bus_bandwidth: dict[int, float] = Field(
         default_factory=dict,
         description="A collective run's out-of-place bus bandwidth (GB/s) per message size (bytes); the "
@@ -173,6 +176,7 @@ def judge_run(
         fabric=fabric,
         counters=proof,
         gradient_bytes=gradient,
+        bucket_cap_mb=s.bucket_cap_mb,
         bus_bandwidth=workload.bus_bandwidth_by_size(output),
         findings=findings,
         valid=exit_code == 0 and fabric.valid and not any(f.severity == "error" for f in findings),
