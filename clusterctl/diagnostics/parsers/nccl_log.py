@@ -64,7 +64,7 @@ _SOCKET_CHANNEL = re.compile(r"\b(?:Channel|Ring)\s+\d+(?:/\d+)?\s*:.*\bvia NET/
 _RING_LAYOUT = re.compile(r"^Channel\s+\d+/(\d{1,3})\s*:(?:\s+\d+)+\s*$")
 # The algorithm and protocol chosen for one collective call (TUNING): named (2.20+) or numeric.
 _TUNING = re.compile(
-    r"^(?:(?P<coll>[A-Za-z]+):\s*)?(?P<bytes>\d{1,20}) Bytes -> Algo (?P<algo>\w+) proto (?P<proto>\w+)"
+    r"^(?:(?P<coll>[A-Za-z]+):\s*)?(?P<bytes>\d{1,20}) Bytes -> Algo (?P<algo>\w{1,20}) proto (?P<proto>\w{1,20})\b"
 )
 _NVLS = re.compile(r"^NVLS multicast support is (not )?available on dev (\d{1,4})\b")
 _NODES = re.compile(r"\bnRanks \d+ nNodes (\d{1,6})\b")
@@ -228,7 +228,7 @@ def _read_init_and_tuning(result: NcclLog, message: str) -> None:
 
 def _named(value: str, names: tuple[str, ...]) -> str:
     """An algorithm or protocol as NCCL names it: ``1`` -> ``RING``, ``Simple`` -> ``SIMPLE``."""
-    if value.isdigit():
+    if value.isascii() and value.isdigit():  # \w also matches digits such as '²', which int() refuses
         return names[int(value)] if int(value) < len(names) else f"#{value}"
     return value.upper()
 
