@@ -156,11 +156,18 @@ def exact_names(inventory: Inventory, names: Sequence[str]) -> str:
     return ("" if old else "=") + ",".join(names)
 
 
+# What NCCL must print for a run to be judged: see ``nccl_env``.
+NCCL_DEBUG_SUBSYS = "INIT,NET,TUNING"
+
+
 def nccl_env(inventory: Inventory, settings: RunDefaults) -> dict[str, str]:
-    """NCCL and Horovod variables for the ranks: fabric, GPUDirect level and NET debug output.
+    """NCCL and Horovod variables for the ranks: fabric, GPUDirect level and the debug output the
+    run is judged by.
 
     ``NCCL_SOCKET_IFNAME`` and ``NCCL_IB_HCA`` name exactly the inventory's interface and HCAs
-    (``exact_names``). No HCA in the inventory: ``NCCL_IB_HCA`` stays unset and NCCL uses every HCA
+    (``exact_names``). ``NCCL_DEBUG_SUBSYS`` asks for INIT (rings, trees, NVLS/CollNet set-up), NET
+    (the transport and the HCA each channel used) and TUNING (the algorithm and protocol chosen per
+    collective): the proof by counters sets its floor by the algorithm. No HCA in the inventory: ``NCCL_IB_HCA`` stays unset and NCCL uses every HCA
     it finds. The fabric settings are the same on every node (the inventory refuses nodes that
     differ), so the primary's are every rank's.
     """
@@ -170,7 +177,7 @@ def nccl_env(inventory: Inventory, settings: RunDefaults) -> dict[str, str]:
         "NCCL_SOCKET_IFNAME": exact_names(inventory, [fabric.interface]),
         "NCCL_IB_DISABLE": "0" if rdma else "1",
         "NCCL_DEBUG": "INFO",
-        "NCCL_DEBUG_SUBSYS": "NET",
+        "NCCL_DEBUG_SUBSYS": NCCL_DEBUG_SUBSYS,
         "HOROVOD_MPI_THREADS_DISABLE": "1",
     }
     if rdma and fabric.hca:

@@ -95,9 +95,15 @@ def run_benchmark(
         One (record, run directory) per repeat, in order.
     """
     # Imported on use: it pulls the collectors.
-    from clusterctl.diagnostics.check import bundle_findings, snapshot_findings
+    from clusterctl.diagnostics.check import (
+        bundle_findings,
+        chosen_nic_findings,
+        snapshot_bundles,
+        snapshot_findings,
+    )
 
     snapshot = snapshot_findings(inventory, topology_dir) if topology_dir is not None else []
+    taken = snapshot_bundles(inventory, topology_dir) if topology_dir is not None else {}
     done = []
     for _ in range(repeats):
         started = datetime.now(UTC)
@@ -119,6 +125,10 @@ def run_benchmark(
             if "topology" in result.bundles
             else snapshot,
             launcher=result.launcher,
+        )
+        # Each GPU's GDR and rail, judged against the NIC its channels used (warnings: validity stands).
+        record.findings += chosen_nic_findings(
+            inventory, result.bundles.get("topology") or taken, record.fabric.gpu_nics, record.fabric.gpu_gdr
         )
         directory = write_run_dir(
             runs_dir,

@@ -3,6 +3,7 @@ is split or parsed by hand refusing bad values with exit 2 and the option's name
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -112,3 +113,26 @@ def test_sweep_parses_its_lists_into_one_plan_per_combination(capsys: pytest.Cap
         (False, False),
     ]
     assert all("--use_fp16=False" in p for p in plans)
+
+
+@pytest.mark.parametrize(
+    ("workload", "inventory", "expected_gb"),
+    [
+        ("tf_cnn_benchmarks", "paper-c4140.yml", "11.25"),  # 25,559,081 x 4 B x 110 steps, 2 nodes
+        ("nccl-tests", "modern-h100.yml", "85.90"),  # (2^31 - 8) B x 2 x 20, 2 nodes
+    ],
+)
+def test_a_dry_run_states_the_bytes_per_node_the_proof_will_expect(
+    workload: str, inventory: str, expected_gb: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On stderr (the command on stdout still pastes exactly), and in --json beside the command."""
+    path = str(data_dir("inventories") / inventory)
+    assert main(["run", workload, "-i", path, "--dry-run"]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("mpirun ") and "proof by counters" not in out
+    assert f"= {expected_gb} GB per node" in err and "each node's fabric must carry >=" in err
+    assert main(["run", workload, "-i", path, "--dry-run", "--json"]) == 0
+    [plan] = json.loads(capsys.readouterr().out)
+    counters = plan["counters"]
+    assert f"{counters['expected_bytes_per_node'] / 1e9:.2f}" == expected_gb
+    assert counters["floor_bytes_per_node"] == int(counters["expected_bytes_per_node"] * 0.9)

@@ -18,17 +18,21 @@ from clusterctl.diagnostics.parsers.fabric_counters import (
     counter_command,
     parse_counter_output,
 )
+from clusterctl.diagnostics.parsers.nccl_log import NcclLog, parse_nccl_log
 from clusterctl.inventory import FabricSpec, Inventory, Node, load_inventory, validate_document
 from clusterctl.launch import plan_run
 from clusterctl.paths import data_dir
 from clusterctl.results.counter_reading import read_fabric_counters
 from clusterctl.results.counters import (
+    TIMING_TOLERANCE,
     CounterProof,
     counter_findings,
     expected_bytes_per_node,
+    floor_bytes_per_node,
     prove_counters,
 )
-from clusterctl.results.record import judge_run
+from clusterctl.results.fabric import in_network_reduction
+from clusterctl.results.record import RunRecord, judge_run
 from clusterctl.runner import ExecResult, run_benchmark
 from clusterctl.workloads import get_workload
 from tests.fixtures import fixture_text
@@ -36,6 +40,8 @@ from tests.fixtures import fixture_text
 H100 = data_dir("inventories") / "modern-h100.yml"
 NET = "net_statistics/eth0-and-missing-interface-grep.txt"
 SYSFS = "sysfs_counters/gpud-h100-8ib-bond-port-data-grep.txt"
+IPOIB_MAP = "net_statistics/cn-ib-notes-mlx4-ib0-dev-id-dev-port-ibdev-grep.txt"
+IB = FabricSpec(kind="infiniband", interface="ib0", hca=["mlx4_0:1"])
 PERFQUERY = "perfquery/infiniband-exporter-2port-extended.txt"
 ETHERNET = FabricSpec(kind="ethernet", interface="eth0")
 GB = 10**9
@@ -98,9 +104,34 @@ def test_the_rdma_command_names_each_listed_hca_for_perfquery(h100: Inventory) -
 
 
 def test_expected_bytes_are_the_allreduce_lower_bound() -> None:
-    assert expected_bytes_per_node(100, 5, 2) == 500  # 2(N-1)/N = 1
-    assert expected_bytes_per_node(100, 5, 4) == 750  # 1.5
-    assert expected_bytes_per_node(100, 5, 1) == 0
+    assert expected_bytes_per_node(500, 2) == 500  # 2(N-1)/N = 1
+    assert expected_bytes_per_node(500, 4) == 750  # 1.5
+    assert expected_bytes_per_node(500, 1) == 0
+
+
+def test_the_floor_is_the_algorithms_bound_less_the_timing_tolerance() -> None:
+    # Ring/tree: 90% of 2(N-1)/N x G.
+    assert floor_bytes_per_node(1000, 2, in_network=False) == 900
+    assert floor_bytes_per_node(1500, 4, in_network=False) == 1350
+    # In-network reduction: 90% of G = 2(N-1)/N x G x N/(2(N-1)); the same as ring at 2 nodes.
+    assert floor_bytes_per_node(1000, 2, in_network=True) == 900
+    assert floor_bytes_per_node(1500, 4, in_network=True) == 900  # G = 1000
+    assert floor_bytes_per_node(0, 1, in_network=False) == 0
+    assert TIMING_TOLERANCE == 0.10
+
+
+def test_a_fabric_that_carried_60_percent_of_the_ring_volume_is_invalid() -> None:
+    """The acceptance case: no in-network reduction in the log, 60% of 2(N-1)/N x G: invalid (the
+    half-volume floor of before called it valid); the same bytes under SHARP's bound at 4 nodes pass."""
+    expected = 3 * GB  # 4 nodes: 1.5 x 2 GB
+    before = {n: _eth(0, 0) for n in "abcd"}
+    after = {n: _eth(int(0.6 * expected), int(0.6 * expected)) for n in "abcd"}
+    ring = prove_counters(before, after, fabric=ETHERNET, expected_bytes_per_node=expected)
+    assert not ring.valid and ring.bound == "ring/tree" and ring.floor_bytes_per_node == int(0.9 * expected)
+    assert "90% of the ring/tree bound" in (ring.reason or "")
+    assert [f.code for f in counter_findings(ring)] == ["fabric-counters-short"]
+    sharp = prove_counters(before, after, fabric=ETHERNET, expected_bytes_per_node=expected, in_network=True)
+    assert sharp.valid and sharp.bound == "in-network"  # G = 2 GB, floor 1.8 GB, carried 1.8 GB
 
 
 def test_resnet50_gradients_are_float32_unless_horovod_compresses_them(h100: Inventory) -> None:
@@ -133,7 +164,7 @@ def test_a_node_whose_fabric_carried_far_less_makes_the_run_invalid() -> None:
     after = {"a": _eth(2 * GB, 2 * GB), "b": _eth(2 * GB, GB // 10)}
     proof = prove_counters(before, after, fabric=ETHERNET, expected_bytes_per_node=2 * GB)
     assert not proof.valid
-    assert proof.reason and "b 0.10 GB" in proof.reason and "a " not in proof.reason
+    assert proof.reason and "b 0.10 GB" in proof.reason and "a 2.00 GB" not in proof.reason
     [finding] = counter_findings(proof)
     assert finding.code == "fabric-counters-short" and finding.severity == "error"
     # One node has no other node to exchange with: nothing is judged.
@@ -253,3 +284,99 @@ def test_an_unreachable_node_gets_a_reading_with_the_reason(
     assert name == "n1" and reading.ports == {} and reading.error and "unreachable" in reading.error
     proof = prove_counters({"n1": reading}, {"n1": reading}, fabric=ETHERNET, expected_bytes_per_node=GB)
     assert proof.valid and proof.nodes["n1"].error == reading.error
+
+
+def test_the_ipoib_netdev_of_a_port_is_read_from_sysfs() -> None:
+    """ib0's HCA and port from its sysfs files (dev_port 0: port 1), and the port's link layer."""
+    reading = parse_counter_output(fixture_text(IPOIB_MAP))
+    assert reading.netdev_ports == {"ib0": "mlx4_0:1"}
+    assert reading.link_layers == {"mlx4_0:1": "InfiniBand"}
+    assert reading.ipoib("mlx4_0:1") == ["ib0"] and reading.unparsed_lines == []
+    # A RoCE port's netdev is Ethernet: nothing of it is in the RoCE data counters, nothing taken out.
+    roce = reading.model_copy(update={"link_layers": {"mlx4_0:1": "Ethernet"}})
+    assert roce.ipoib("mlx4_0:1") == []
+
+
+def test_the_command_reads_every_hca_netdev_and_link_layer() -> None:
+    command = counter_command(IB)
+    assert "device/infiniband_verbs/*/ibdev" in command and "/link_layer" in command
+    assert '"$n/dev_port" "$n/dev_id"' in command
+
+
+def _ib(port_bytes: int, ipoib_bytes: int) -> NodeCounters:
+    """A reading of one InfiniBand port and its IPoIB netdev, mapped as the real capture maps them."""
+    mapped = parse_counter_output(fixture_text(IPOIB_MAP))
+    return mapped.model_copy(
+        update={
+            "ports": {
+                "mlx4_0:1": PortBytes(tx=port_bytes, rx=port_bytes),
+                "ib0": PortBytes(tx=ipoib_bytes, rx=ipoib_bytes),
+            }
+        }
+    )
+
+
+def test_a_port_filled_by_ipoib_is_invalid_and_named_and_near_zero_ipoib_is_valid() -> None:
+    """The acceptance case: the HCA port moved the expected bytes and its IPoIB netdev nearly as many
+    (NCCL fell back to TCP over ib0): invalid, named IPoIB; the same port with IPoIB near zero: valid."""
+    expected = 2 * GB
+    before = {"a": _ib(0, 0), "b": _ib(0, 0)}
+    sockets = {"a": _ib(expected + GB // 10, expected), "b": _ib(expected + GB // 10, expected)}
+    proof = prove_counters(before, sockets, fabric=IB, expected_bytes_per_node=expected, rdma_only=True)
+    assert not proof.valid and proof.over_ipoib
+    assert proof.nodes["a"].sent == expected + GB // 10  # the port's own count, shown...
+    assert proof.nodes["a"].ipoib_sent == expected and proof.nodes["a"].rdma_sent == GB // 10  # ...and split
+    assert (proof.reason or "").startswith("traffic went over IPoIB sockets, not RDMA")
+    [finding] = counter_findings(proof)
+    assert finding.code == "fabric-over-ipoib" and "/dev/infiniband" in (finding.advice or "")
+
+    verbs = {"a": _ib(expected, 3000), "b": _ib(expected, 3000)}  # IPoIB near zero (ARP, SSH)
+    fine = prove_counters(before, verbs, fabric=IB, expected_bytes_per_node=expected, rdma_only=True)
+    assert fine.valid and fine.nodes["b"].rdma_received == expected - 3000
+    # A CPU run's Gloo/MPI go over IPoIB by design: judged on the port's total, valid.
+    cpu = prove_counters(before, sockets, fabric=IB, expected_bytes_per_node=expected)
+    assert cpu.valid and not cpu.over_ipoib
+
+
+def test_judge_run_reads_the_in_network_bound_from_the_log(h100: Inventory) -> None:
+    """A 4-node GPU run whose fabric carried 95% of G per node: short of the ring/tree bound without
+    in-network reduction in the log; valid when the log (a real one: the SHARP collnet plugin loaded
+    over /SHARP HCAs, no TUNING lines) shows in-network reduction."""
+    second = h100.secondaries[0]
+    extra = [second.model_copy(update={"name": f"gpu-node-{i}", "address": f"10.0.0.{i}"}) for i in (3, 4)]
+    four = h100.model_copy(update={"nodes": [*h100.nodes, *extra]})
+    plan = plan_run(four, "resnet50", nodes=4, steps=10, warmup_steps=2)
+    gradient = 25_557_032 * 4 * 12
+    ports = {f"{d}:1": PortBytes(tx=0, rx=0) for d in h100.primary.fabric.hca or []}
+    zero = {n.name: NodeCounters(ports=ports) for n in four.nodes}
+    share = int(0.95 * gradient) // len(ports)
+    moved = {
+        n.name: NodeCounters(ports={p: PortBytes(tx=share, rx=share) for p in ports}) for n in four.nodes
+    }
+
+    def judged(log: str) -> RunRecord:
+        return judge_run(
+            four, plan, get_workload("resnet50"), log, 0, run_id="r", started_at=datetime.now(UTC),
+            counters=(zero, moved),
+        )  # fmt: skip
+
+    sharp = judged(fixture_text("nccl_logs/nccl-issue1357-h100-4x-ib-sharp-ibext-rdma-plugin-v6-partial.txt"))
+    assert sharp.fabric.in_network and sharp.counters is not None
+    assert sharp.counters.bound == "in-network" and sharp.counters.rdma_only and sharp.counters.valid
+    ring = judged(
+        fixture_text("nccl_logs/nccl-issue1453-h100-numeric-tuning-tree-ll-ll128-glued-partial.txt")
+    )
+    assert not ring.fabric.in_network and ring.fabric.algorithms == {"TREE/LL": 3, "TREE/LL128": 3}
+    assert ring.counters is not None and ring.counters.bound == "ring/tree" and not ring.counters.valid
+
+
+def test_only_a_chosen_collnet_or_nvls_algorithm_is_in_network_reduction() -> None:
+    assert in_network_reduction(NcclLog(algorithms={"RING/LL": 2, "NVLS/SIMPLE": 1}))
+    assert in_network_reduction(NcclLog(algorithms={"COLLNET_DIRECT/SIMPLE": 1}))
+    assert not in_network_reduction(NcclLog(algorithms={"NVLS_TREE/SIMPLE": 4, "RING/SIMPLE": 1}))
+    # TUNING lines say what ran: SHARP listed on the HCAs does not override them.
+    sharp = parse_nccl_log(
+        fixture_text("nccl_logs/nccl-issue1357-h100-4x-ib-sharp-ibext-rdma-plugin-v6-partial.txt")
+    )
+    assert in_network_reduction(sharp)
+    assert not in_network_reduction(sharp.model_copy(update={"algorithms": {"RING/SIMPLE": 3}}))

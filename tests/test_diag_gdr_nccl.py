@@ -6,8 +6,9 @@ from pathlib import Path
 
 from clusterctl.diagnostics.nccl_gdr import GdrPolicy
 from clusterctl.diagnostics.parsers.nvidia_smi_topo import parse_nvidia_smi_topo
-from clusterctl.diagnostics.rules import Expectation, expectation_for, topology_rules
+from clusterctl.diagnostics.rules import Expectation, chosen_nic_rules, expectation_for, topology_rules
 from clusterctl.inventory import load_inventory
+from clusterctl.paths import data_dir
 from tests.fixtures import fixture_text
 
 _DGX = "nvidia_smi_topo/gengwg-dgx-a100-nv12-12nic-numa.txt"  # 8 GPUs, GPU0/1 PXB to mlx5_0/1, the rest SYS
@@ -92,3 +93,35 @@ def test_gdr_for_sends_needs_nvlink_on_older_gpus_and_nccl() -> None:
     assert pcie and all("without NVLink between GPUs sends" in f.message for f in pcie)
     nvlink = topology_rules(parse_nvidia_smi_topo(fixture_text(_DGX)), Expectation(nccl_version="2.21.5"))
     assert [f for f in nvlink if f.code == "gdr-usable"] and not [f for f in nvlink if "sends" in f.message]
+
+
+def test_each_gpu_is_judged_against_the_nic_its_channels_used() -> None:
+    """On a real DGX-1 matrix: GPU0 whose channels went through mlx5_0 (PIX, its nearest) with GDRDMA
+    is fine; GPU2 sent through mlx5_0 (PHB) while mlx5_1 is PIX (a rail warning); GPU4 through its
+    PIX mlx5_2 but without GDRDMA where the level allows it (a GDR warning); an HCA the log names only
+    by index is left unjudged. (The per-GPU NICs are what the NCCL log parser returns, given as values.)"""
+    topo = parse_nvidia_smi_topo(fixture_text("nvidia_smi_topo/msccl-dgx1-8gpu-nv1nv2-4nic-phb.txt"))
+    used = {0: ["mlx5_0:1"], 2: ["mlx5_0:1"], 4: ["mlx5_2:1"], 6: ["NET/IB/0"]}
+    gdr = {0: True, 2: True, 4: False, 6: False}
+    findings = chosen_nic_rules(topo, used, gdr, Expectation(nccl_version="2.18.3", node="n1"))
+    assert [(f.code, f.message.split(":")[0]) for f in findings] == [
+        ("gpu-nic-not-nearest", "GPU2"),
+        ("gdr-not-used-chosen-nic", "GPU4"),
+    ]
+    assert "mlx5_1 is PIX" in findings[0].message and all(f.node == "n1" for f in findings)
+
+
+def test_a_runs_chosen_nics_are_judged_on_the_node_the_log_host_names() -> None:
+    """The log's host prefix (the host's short hostname) is matched to the snapshot's node."""
+    from clusterctl.diagnostics.bundle import NodeBundle, NodeMeta
+    from clusterctl.diagnostics.check import chosen_nic_findings
+
+    inventory = load_inventory(data_dir("inventories") / "modern-h100.yml")
+    node = inventory.primary.name
+    topo = fixture_text("nvidia_smi_topo/msccl-dgx1-8gpu-nv1nv2-4nic-phb.txt")
+    bundles = {
+        node: NodeBundle(meta=NodeMeta(node=node, collected_at="t"), outputs={"nvidia-smi-topo": topo})
+    }
+    used = {f"{node}.cluster.example": {2: ["mlx5_0:1"]}, "elsewhere": {2: ["mlx5_0:1"]}}
+    findings = chosen_nic_findings(inventory, bundles, used, {})
+    assert [(f.code, f.node) for f in findings] == [("gpu-nic-not-nearest", node)]

@@ -28,7 +28,7 @@ PAPER_FLAGS: list[tuple[str, ...]] = [
     ("-H", "192.168.11.1:4,192.168.11.2:4"),
     ("--allow-run-as-root",),
     ("-x", "NCCL_NET_GDR_LEVEL=3"),
-    ("-x", "NCCL_DEBUG_SUBSYS=NET"),
+    ("-x", "NCCL_DEBUG_SUBSYS=INIT,NET,TUNING"),
     ("-x", "NCCL_IB_DISABLE=0"),
     ("-mca", "btl_tcp_if_include", "ib0"),
     ("-x", "NCCL_SOCKET_IFNAME==ib0"),

@@ -112,3 +112,42 @@ def test_inspect_names_plugins_dmabuf_and_a_transport_from_warn_lines() -> None:
     # RoCE on a RoCE (Ethernet) expectation is no mismatch.
     roce = inspect_text("log", ROCE_GDR_OFF, expect=Expectation(link_layer="Ethernet"))
     assert "nccl-link-layer-mismatch" not in {f.code for f in roce.findings}
+
+
+def _log(name: str) -> str:
+    return fixture_text(f"nccl_logs/{name}")
+
+
+def test_numeric_tuning_lines_name_the_algorithm_and_protocol() -> None:
+    """`Algo 1 proto 2` is RING/SIMPLE (no host prefix); `Algo 0 proto 0/1` TREE/LL and TREE/LL128,
+    also on the line a table row was glued in front of."""
+    ring = parse_nccl_log(_log("nccl-issue1595-numeric-tuning-ring-simple-no-host-prefix-partial.txt"))
+    assert ring.algorithms == {"RING/SIMPLE": 5}
+    tree = parse_nccl_log(_log("nccl-issue1453-h100-numeric-tuning-tree-ll-ll128-glued-partial.txt"))
+    assert tree.algorithms == {"TREE/LL": 3, "TREE/LL128": 3}
+
+
+def test_named_tuning_lines_are_counted_per_allreduce() -> None:
+    log = parse_nccl_log(_log("repo-2x8-roce-nccl2.27-named-tuning-tree-ll-then-ring-simple-partial.txt"))
+    # The COLL `opCount` lines are calls, not choices: only the two `-> Algo` lines count.
+    assert log.algorithms == {"TREE/LL": 1, "RING/SIMPLE": 1}
+
+
+def test_nvls_multicast_is_read_at_init() -> None:
+    log = parse_nccl_log(_log("nccl-issue1538-h100-nvls-multicast-available-init-partial.txt"))
+    assert log.nvls_multicast is True and log.algorithms == {}
+
+
+def test_a_socket_fallback_named_only_on_channel_lines_is_socket() -> None:
+    """Two nodes whose channels all go `via NET/Socket/0`, without a `NET/Socket : Using` line."""
+    log = parse_nccl_log(_log("nccl-tests-issue284-2node-socket-fallback-channels-partial.txt"))
+    assert log.transport == "Socket" and log.socket_channels == 8 and log.net_channels == 0
+
+
+def test_each_gpus_nic_and_gdr_come_from_its_channel_lines() -> None:
+    """nodea's GPU 4 crossed the network through NET/IB/0 with GDRDMA; the CollNet asked for was
+    refused (a WARN), and the P2P lines inside the nodes name no NIC."""
+    log = parse_nccl_log(_log("nccl-tests-issue133-2node-collnet-unsupported-channels-gdrdma-partial.txt"))
+    assert log.gpu_nics == {"nodea": {4: ["NET/IB/0"]}}
+    assert log.gpu_gdr == {"nodea": {4: True}}
+    assert any("CollNet is not supported" in w for w in log.warnings)

@@ -107,3 +107,10 @@ def test_the_inventory_reaches_the_payload_s_allreduce_options() -> None:
     assert "--bucket-cap-mb=50" in ddp and "--fp16-allreduce" not in ddp
     parsed = bench.parse_args(["--framework=horovod", "--fp16-allreduce"])
     assert parsed.fp16_allreduce is True
+
+
+def test_fp32_runs_as_tf32_only_where_the_gpu_has_tf32_tensor_cores() -> None:
+    assert bench.use_tf32("fp32", (9, 0)) and bench.use_tf32("fp32", (8, 0))  # H100, A100
+    assert not bench.use_tf32("fp32", (7, 0))  # V100: no TF32
+    assert not bench.use_tf32("fp32", None)  # CPU
+    assert not bench.use_tf32("bf16", (9, 0))  # autocast computes in bf16 already

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from clusterctl.results.predict import predict_throughput
+from clusterctl.results.predict import bus_bandwidth_at, fused_bytes, predict_throughput
 from clusterctl.results.record import RunConfig, RunRecord
 from clusterctl.results.report import build_report
+from clusterctl.workloads import get_workload
 from clusterctl.workloads.base import Metric
+from tests.fixtures import fixture_text
 from tests.test_report import record
 
 GRADIENTS = 25_557_032 * 4  # ResNet-50, float32
@@ -74,3 +76,42 @@ def test_no_prediction_without_a_collective_run_or_a_single_device_baseline() ->
     assert all(r.predicted is None for r in alone)
     no_base = build_report([_training("b", 2, 14.0), _collective("c", 0.2)], [])
     assert all(r.predicted is None for r in no_base)
+
+
+def test_bus_bandwidth_is_read_at_the_fused_size_on_the_collectives_curve() -> None:
+    """A real nccl-tests curve (DeepOps, 2 x DGX A100 over HDR): at a size between two rows
+    the busbw is interpolated on log2(size); below the smallest row it is that row's."""
+    log = fixture_text("nccl_tests/deepops-k8s-2x-dgx-a100-8xhdr-all_reduce_perf-old-error-column.txt")
+    curve = get_workload("nccl-tests").bus_bandwidth_by_size(log)
+    assert curve[16 << 20] < curve[max(curve)]  # a bucket-sized message is slower than the largest
+    low, high = curve[16 << 20], curve[32 << 20]
+    assert bus_bandwidth_at(curve, 16 << 20) == low
+    assert bus_bandwidth_at(curve, int(2**24.5)) == pytest.approx((low + high) / 2)
+    assert bus_bandwidth_at(curve, 1) == curve[min(curve)] and bus_bandwidth_at({}, 1) is None
+    # DDP's 25 MB bucket (bucket_cap_mb counts MiB), Horovod's 64 MiB fusion buffer, never above G.
+    assert fused_bytes("ddp", 25.0, GRADIENTS) == 25 * 2**20
+    assert fused_bytes("horovod", 25.0, GRADIENTS) == 64 * 2**20
+    assert fused_bytes("horovod", 25.0, 10**6) == 10**6
+
+
+def test_the_prediction_uses_the_fused_size_and_is_a_range_the_median_is_placed_in() -> None:
+    collective = _collective("c", 5.0)  # 5 GB/s at the largest size...
+    collective.bus_bandwidth = {16 << 20: 0.05, 64 << 20: 0.1, 1 << 30: 5.0}  # ...0.1 at 64 MiB
+    rows = {
+        (r.config.workload, r.devices): r
+        for r in build_report([_training("a", 1, 10.0), _training("b", 2, 9.0), collective], [])
+    }
+    two = rows[("resnet50", 2)]
+    assert two.predicted is not None and two.predicted.fused_bytes == 64 << 20
+    assert two.predicted.bus_bandwidth_gb_s == pytest.approx(0.1)  # Horovod's fusion size, not 1 GiB
+    assert not two.predicted.compute_bound
+    assert two.prediction_verdict == "within"  # 9 img/s between no overlap and full overlap
+    assert two.predicted.no_overlap < 9.0 < two.predicted.full_overlap
+
+
+def test_compute_bound_when_the_allreduce_fits_in_the_compute() -> None:
+    fast = predict_throughput(
+        single_device=10.0, batch_size=8, devices=2, gradient_bytes=GRADIENTS, bus_bandwidth_gb_s=100.0
+    )
+    assert fast.compute_bound and fast.full_overlap == pytest.approx(20.0)
+    assert fast.verdict(25.0) == "above" and fast.verdict(1.0) == "below"

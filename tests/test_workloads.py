@@ -148,3 +148,37 @@ def test_allreduce_runs_the_cpu_payload_over_the_training_framework() -> None:
     assert "--master-addr=10.0.0.1" in ddp
     with pytest.raises(InputError, match="nccl-tests"):
         workload.argv(RunDefaults(), gpu=True, master_addr="x")
+
+
+def test_every_workload_declares_the_volume_the_proof_expects() -> None:
+    """tf_cnn_benchmarks: its ResNet-50's float32 gradients every step (--use_fp16 keeps float32
+    variables); nccl-tests: its sizes x 2 (in/out of place) x its timed iterations; the CPU
+    allreduce: its sizes x (warm-up + timed); resnet50 as before."""
+    settings = RunDefaults(warmup_steps=2, steps=10)
+    tf = get_workload("tf_cnn_benchmarks").allreduce_volume(settings.model_copy(update={"precision": "fp16"}))
+    assert tf is not None and tf.bytes == 25_559_081 * 4 * 12
+    nccl = get_workload("nccl-tests").allreduce_volume(settings)
+    assert nccl is not None and nccl.bytes == (2**31 - 8) * 2 * 20
+    assert "-n 20 -w 5" in " ".join(get_workload("nccl-tests").argv(settings, gpu=True, master_addr="x"))
+    cpu = get_workload("allreduce").allreduce_volume(settings)
+    assert cpu is not None and cpu.bytes == (2**27 - 2**20) * 6
+    resnet = get_workload("resnet50").allreduce_volume(settings)
+    assert resnet is not None and resnet.bytes == 25_557_032 * 4 * 12 and "12 steps" in resnet.derivation
+
+
+def test_the_cpu_allreduce_volume_matches_the_payloads_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(ROOT / "clusterctl" / "payload"))  # as in the image: siblings import
+    import allreduce_bench
+
+    from clusterctl.workloads.allreduce import REPEATS, SIZES
+
+    args = allreduce_bench.parse_args([])
+    assert tuple(allreduce_bench.sizes(args.min_bytes, args.max_bytes)) == SIZES
+    assert args.warmup + args.iters == REPEATS
+
+
+def test_nccl_tests_records_its_bus_bandwidth_per_size() -> None:
+    log = fixture("nccl_tests/oci-bm-gpu-h100-8-2node-16gpu-roce-all_reduce_perf-1G-16G.txt")
+    curve = get_workload("nccl-tests").bus_bandwidth_by_size(log)
+    assert curve and min(curve) == 1 << 30 and all(v > 0 for v in curve.values())
+    assert get_workload("resnet50").bus_bandwidth_by_size(log) == {}

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from clusterctl.inventory import Inventory
     from clusterctl.launch import LaunchPlan
     from clusterctl.launchers import Launcher
-    from clusterctl.results.counters import CounterProof
+    from clusterctl.results.counters import CounterExpectation, CounterProof, NodeTraffic
     from clusterctl.results.record import RunRecord
     from clusterctl.results.report import ReportRow
 
@@ -65,6 +65,10 @@ def _print_record(record: RunRecord, directory: Path) -> None:
         f"{' GDRDMA' if record.fabric.gdr else ''}; run directory {directory}",
         highlight=False,
     )
+    if record.fabric.algorithms:
+        console.print(
+            f"  nccl algorithm/protocol: {record.fabric.algorithm_words}", markup=False, highlight=False
+        )
     if record.counters is not None:
         console.print(_counters_line(record.counters), markup=False, highlight=False)
     for finding in record.findings:
@@ -73,14 +77,20 @@ def _print_record(record: RunRecord, directory: Path) -> None:
 
 
 def _counters_line(proof: CounterProof) -> str:
-    """``  counters (eth0): node1 1.02/1.02 GB, node2 ... sent/received; expected >= 1.02 GB per node``."""
-    nodes = ", ".join(
-        f"{name} {'unknown' if t.error else f'{t.sent / 1e9:.2f}/{t.received / 1e9:.2f} GB'}"
-        for name, t in proof.nodes.items()
-    )
-    expected = proof.expected_bytes_per_node
+    """``  counters (eth0): node1 1.02/1.02 GB, ... sent/received; floor 0.92 GB per node (ring/tree)``;
+    with RDMA judged, each node's IPoIB share after its totals."""
+
+    def moved(t: NodeTraffic) -> str:
+        if t.error:
+            return "unknown"
+        ipoib = f" (IPoIB {t.ipoib_sent / 1e9:.2f}/{t.ipoib_received / 1e9:.2f})" if t.ipoib else ""
+        return f"{t.sent / 1e9:.2f}/{t.received / 1e9:.2f} GB{ipoib}"
+
+    nodes = ", ".join(f"{name} {moved(t)}" for name, t in proof.nodes.items())
+    floor = proof.floor_bytes_per_node
+    judged = " RDMA" if proof.rdma_only else ""
     return f"  counters ({proof.fabric}): {nodes} sent/received" + (
-        f"; expected >= {expected / 1e9:.2f} GB per node" if expected else ""
+        f"; floor{judged} {floor / 1e9:.2f} GB per node ({proof.bound})" if floor else ""
     )
 
 
@@ -175,23 +185,57 @@ def run(
 
 
 def _print_dry_run(launcher: Launcher, inventory: Inventory, plans: list[LaunchPlan], as_json: bool) -> None:
-    """What the launcher would run for each plan: the mpirun command, or (slurm) the batch script."""
+    """What the launcher would run for each plan: the mpirun command, or (slurm) the batch script, and
+    (on stderr, so the command still pastes exactly; in --json, beside it) the bytes per node the proof
+    by counters will expect."""
+    expectations = [_expectation(plan) for plan in plans]
     if launcher.name == "ssh":
-        _print_plans(plans, as_json)
+        _print_plans(plans, expectations, as_json)
         return
     scripts = [launcher.describe(inventory, plan) for plan in plans]
     if as_json:
-        print_json([{"launcher": launcher.name, "script": script} for script in scripts])
+        print_json(
+            [
+                {"launcher": launcher.name, "script": script, "counters": _dumped(expected)}
+                for script, expected in zip(scripts, expectations, strict=True)
+            ]
+        )
         return
-    for script in scripts:
+    for script, expected in zip(scripts, expectations, strict=True):
+        _say_expectation(expected)
         print(script, end="")  # plain: the script must paste exactly
 
 
-def _print_plans(plans: list[LaunchPlan], as_json: bool) -> None:
+def _expectation(plan: LaunchPlan) -> CounterExpectation | None:
+    from clusterctl.results.counters import counter_expectation
+    from clusterctl.workloads import get_workload
+
+    volume = get_workload(plan.options.workload).allreduce_volume(plan.options.settings)
+    return None if volume is None else counter_expectation(volume.bytes, volume.derivation, len(plan.hosts))
+
+
+def _dumped(expected: CounterExpectation | None) -> dict[str, object] | None:
+    return None if expected is None else expected.model_dump(mode="json")
+
+
+def _say_expectation(expected: CounterExpectation | None) -> None:
+    if expected is not None:
+        err_console.print(expected.words(), markup=False, highlight=False)
+
+
+def _print_plans(
+    plans: list[LaunchPlan], expectations: list[CounterExpectation | None], as_json: bool
+) -> None:
     if as_json:
-        print_json([{"argv": p.argv, "env": p.env, "command": p.shell_command()} for p in plans])
+        print_json(
+            [
+                {"argv": p.argv, "env": p.env, "command": p.shell_command(), "counters": _dumped(e)}
+                for p, e in zip(plans, expectations, strict=True)
+            ]
+        )
         return
-    for plan in plans:
+    for plan, expected in zip(plans, expectations, strict=True):
+        _say_expectation(expected)
         # Plain print: the command must paste exactly, without rich wrapping or markup.
         print(plan.shell_command())
 
@@ -238,9 +282,15 @@ def _references(row: ReportRow) -> str:
 
 
 def _predicted(row: ReportRow) -> str:
-    """The predicted throughput: without overlap - with full overlap."""
+    """The predicted range (no overlap - full overlap), where the median lands, and the message size
+    the bus bandwidth was read at; 'compute-bound' when the fabric is not the limit."""
     p = row.predicted
-    return "-" if p is None else f"{p.no_overlap:,.1f}-{p.full_overlap:,.1f} {row.unit}"
+    if p is None:
+        return "-"
+    at = f" at {p.fused_bytes / 2**20:g} MiB" if p.fused_bytes else " at max size"
+    verdict = f" [{row.prediction_verdict}]" if row.prediction_verdict else ""
+    bound = "; compute-bound: the fabric is not the limit" if p.compute_bound else ""
+    return f"{p.no_overlap:,.1f}-{p.full_overlap:,.1f} {row.unit}{at}{verdict}{bound}"
 
 
 def _vs_predicted(row: ReportRow) -> str:
@@ -299,6 +349,7 @@ _COLUMNS: tuple[_Column, ...] = (
     _Column("meas/pred", _vs_predicted, 0, right=True, sparse=True),
     _Column("predicted", _predicted, 10, right=True, sparse=True),
     _Column("fabric", _fabric, 11, right=True, sparse=True),
+    _Column("nccl algo", lambda r: ", ".join(r.algorithms) or "-", 12, sparse=True),
     _Column("reference", lambda r: _references(r) or "-", 9),
 )
 

@@ -37,7 +37,13 @@ _SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
     ("nvidia-smi-q", re.compile(r"=+NVSMI LOG=+|^ *Fabric[ \t\r]*\n[ \t\r]+State[ \t\r]+:", re.M)),
     # Before perfquery and sysfs-counters: the fabric counters' output may hold theirs after its own.
-    ("fabric-counters", re.compile(r"^/sys/class/net/[^/\s]+/statistics/[rt]x_bytes:", re.M)),
+    # (and the HCA a netdev sits on, which the counter command prints for the IPoIB subtraction)
+    (
+        "fabric-counters",
+        re.compile(
+            r"^/sys/class/net/[^/\s]+/(?:statistics/[rt]x_bytes|device/infiniband_verbs/\w+/ibdev):", re.M
+        ),
+    ),
     ("perfquery", re.compile(r"^#\s*Port (?:extended )?counters:|^Port(?:Xmit|Rcv)Data:\.{3}", re.M)),
     ("sysfs-counters", re.compile(r"^/sys/class/infiniband/[^/\s]+/ports/\d+/(?:hw_)?counters/\w+:", re.M)),
     # Before the CSV fallback: an SXid's "Data {0x.., 0x.., ...}" line has many commas.

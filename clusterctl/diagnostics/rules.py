@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
@@ -192,6 +192,58 @@ def _gpu_gdr(
         "switch or socket as the GPUs, or let NCCL use an HCA near this GPU (NCCL_IB_HCA / fabric.hca).",
         node=expect.node,
     )
+
+
+def chosen_nic_rules(
+    topo: NvidiaSmiTopo, gpu_nics: Mapping[int, list[str]], gpu_gdr: Mapping[int, bool], expect: Expectation
+) -> list[Finding]:
+    """Each GPU judged against the HCA NCCL's log says its channels used, not the nearest one.
+
+    ``gpu_nics``/``gpu_gdr``: per GPU (cudaDev, read as ``GPU<n>`` of the matrix, which holds when the
+    ranks see every GPU in bus order), the HCA ports its network channels went through and whether
+    all of them said /GDRDMA. A GPU whose NIC is farther than the nearest HCA NCCL may use crosses
+    PCIe switches or the CPU for every byte (a rail warning); a GPU whose NIC is within the GDR level
+    yet whose channels staged through host memory lost GPUDirect RDMA (a GDR warning). HCAs the log
+    names only by index (``NET/IB/0``) or the matrix does not show are left unjudged.
+    """
+    if topo.error:
+        return []
+    policy = GdrPolicy(expect.nccl_version, expect.gdr_level)
+    judge = bool(policy.legacy)
+    allowed = [nic for nic in topo.nics if not expect.hca or nic in expect.hca]
+    findings = []
+    for gpu, used in sorted(gpu_nics.items()):
+        row = topo.matrix.get(f"GPU{gpu}", {})
+        for port in used:
+            nic = port.split(":")[0]
+            path = row.get(nic)
+            if not path or nccl_path(path) is None:
+                continue
+            nearest = min(allowed, key=lambda n: path_rank(row.get(n) or ""), default=nic)
+            if path_rank(path) > path_rank(row.get(nearest) or ""):
+                findings.append(
+                    Finding(
+                        severity="warning",
+                        code="gpu-nic-not-nearest",
+                        message=f"GPU{gpu}: NCCL's channels went through {nic} ({path}) although {nearest} is "
+                        f"{row.get(nearest)}: every byte of this GPU crosses more of the PCIe tree than it must",
+                        advice="List the HCA nearest each GPU in fabric.hca (NCCL_IB_HCA) and check its port is up; "
+                        "NCCL pairs a GPU with a farther HCA only when the near one is missing or filtered out",
+                        node=expect.node,
+                    )
+                )
+            if policy.enabled(path, judge) and gpu_gdr.get(gpu) is False:
+                findings.append(
+                    Finding(
+                        severity="warning",
+                        code="gdr-not-used-chosen-nic",
+                        message=f"GPU{gpu}: its channels through {nic} ({path}) staged through host memory, "
+                        f"although NCCL_NET_GDR_LEVEL={policy.describe()} allows GPUDirect RDMA on that path",
+                        advice=GDR_DISABLED_ADVICE,
+                        node=expect.node,
+                    )
+                )
+    return findings
 
 
 def ofed_rules(info: OfedInfo, expect: Expectation) -> list[Finding]:

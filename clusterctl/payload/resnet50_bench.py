@@ -242,6 +242,20 @@ def _sgd(params, lr: float, device: torch.device) -> torch.optim.Optimizer:
     return torch.optim.SGD(params, lr=lr, fused=device.type == "cuda")
 
 
+# TF32 tensor cores arrived with Ampere (compute capability 8.0).
+TF32_SINCE = (8, 0)
+
+
+def use_tf32(precision: str, capability: tuple[int, int] | None) -> bool:
+    """Whether fp32 convolutions and matmuls should run as TF32: on a GPU that has TF32 tensor cores.
+
+    PyTorch leaves TF32 off for matmuls by default; fp32 ResNet-50 on Ampere or newer then runs on the
+    CUDA cores at a fraction of the tensor cores' rate. Mixed precision does not need it (autocast
+    computes in bf16/fp16), a CPU has no TF32 (``capability`` None), nor do GPUs before Ampere.
+    """
+    return precision == "fp32" and capability is not None and capability >= TF32_SINCE
+
+
 def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
     """The autocast dtype for ``precision`` on ``device``; None for fp32.
 
@@ -342,8 +356,12 @@ def main(argv: list[str] | None = None) -> int:
     dtype = autocast_dtype(args.precision, device)
     compile_model, compile_note = compile_wanted(args)
     memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
+    capability = torch.cuda.get_device_capability(device) if device.type == "cuda" else None
+    tf32 = use_tf32(args.precision, capability)
     if device.type == "cuda":
         torch.backends.cudnn.benchmark = True  # the input shape never changes: pick the fastest kernels
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
 
     torch.manual_seed(0)
     model = ResNet50(args.num_classes).to(device, memory_format=memory_format)  # type: ignore[call-overload]  # Module.to takes memory_format; torch's overloads omit it
@@ -406,6 +424,7 @@ def main(argv: list[str] | None = None) -> int:
             "world_size": trainer.world_size,
             "precision": args.precision,
             "channels_last": args.channels_last,
+            "tf32": tf32,
             "compile": compile_model,
             "seconds": round(slowest, 6),
             "device": device.type,

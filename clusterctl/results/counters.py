@@ -14,14 +14,29 @@ parser (a public pair: a batch script can print the same counters inside an allo
 module is pure: ``traffic`` diffs two readings, ``expected_bytes_per_node`` is what the allreduces
 had to move, ``prove_counters`` judges, ``counter_findings`` says it in findings.
 
-**What a run must move.** Any allreduce of G bytes among N nodes makes each node send, and receive,
-at least 2(N-1)/N x G across its links (each node must export its share of the reduce-scatter and
-import the rest of the all-gather); ring allreduce with one rank per node moves exactly that, and
-NCCL's rings and trees, Horovod's hierarchical allreduce and Open MPI's large-message algorithms move
-that or more (in-network reduction such as SHARP moves G: see ``SHORT_FRACTION``). Per run that is
-``2(N-1)/N x gradient bytes x (warm-up + measured steps)``. A multi-node run whose declared fabric
-carried less than ``SHORT_FRACTION`` of it on some node sent its gradients elsewhere (a management
-network, IPoIB instead of verbs on another port...): invalid.
+**What a run must move.** Any allreduce of G bytes among N nodes without in-network reduction makes
+each node send, and receive, at least 2(N-1)/N x G across its links: each node must export all but
+its 1/N share of the reduce-scatter and import the rest of the all-gather (the bandwidth lower bound
+of Patarasuk and Yuan). Ring allreduce with one rank per node moves exactly that; NCCL's rings and
+trees, Horovod's hierarchical allreduce, Gloo's and Open MPI's algorithms move that or more. With
+in-network reduction (SHARP through NCCL's CollNet, NVLS across nodes) each node sends its G once
+and receives the result once: G, which is N/(2(N-1)) of the ring volume (1 at 2 nodes, toward 1/2).
+Per run that is ``2(N-1)/N x (bytes all-reduced per rank over the run)``, the workload's
+``allreduced_bytes``.
+
+**The floor.** A node's declared fabric must have carried ``1 - TIMING_TOLERANCE`` of the bound of
+the algorithm NCCL's log shows: the ring/tree bound, or G when the log shows in-network reduction
+(``in_network``). Counters are read before the ranks start and after they end, so they can only
+over-count the run (start-up, bootstrap, TCP/IP and IB headers); the tolerance covers the few
+collectives a framework may skip or fuse differently than counted and counters read on a busy HCA a
+moment early. Below the floor the gradients went elsewhere (a management network, a socket
+fallback): invalid.
+
+**RDMA bytes only.** An InfiniBand port's data counters count every IB packet, IPoIB's included: a
+NCCL or MPI that fell back to TCP over the port's IPoIB netdev still fills the port. So, per HCA
+port, the bytes of the IPoIB netdevs on it (sysfs maps each netdev to its HCA and port) are taken
+out (``rdma_only``); both figures are kept. A run whose RDMA bytes are short while IPoIB carried the
+rest went over IPoIB sockets, not RDMA: invalid, named so.
 """
 
 from __future__ import annotations
@@ -34,11 +49,9 @@ from clusterctl.diagnostics.parsers.fabric_counters import NodeCounters, PortByt
 from clusterctl.findings import Finding
 from clusterctl.inventory import FabricSpec, Inventory, Node
 
-# Below this share of the bytes the allreduces had to move, a node's declared fabric did not carry
-# the run: TCP/IP and IB headers only add to the payload, so host-based allreduces read 100% or more.
-# In-network reduction (SHARP, NCCL's CollNet/NVLS) sends each node's G once and receives the result
-# once, G instead of 2(N-1)/N x G: never below half of it, so such runs stay valid at this share.
-SHORT_FRACTION = 0.5
+# Counters can only over-count a run (read before it starts and after it ends); this share of the
+# algorithm's bound covers a skipped or differently fused collective and a counter read a moment early.
+TIMING_TOLERANCE = 0.10
 # A rail that carried less than this share of its fair part (expected bytes / rails) carried nothing
 # that matters: a port left idle by NCCL, down, or filtered out of NCCL_IB_HCA.
 IDLE_FRACTION = 0.01
@@ -62,13 +75,65 @@ def declared_rails(fabric: FabricSpec, ports: Sequence[str]) -> list[str]:
     return [p for p in hca_ports if p in fabric.hca or p.partition(":")[0] in fabric.hca]
 
 
-def expected_bytes_per_node(gradient_bytes: int, steps: int, nodes: int) -> int:
-    """The bytes each node must send (and receive) for ``steps`` allreduces of ``gradient_bytes``.
+def expected_bytes_per_node(allreduced_bytes: int, nodes: int) -> int:
+    """The bytes each node must send (and receive) to all-reduce ``allreduced_bytes`` over ``nodes``.
 
-    ``2(N-1)/N x G x steps``: what ring allreduce moves per node with one rank per node, and the
-    least any host-based allreduce algorithm moves across N nodes. 0 on one node.
+    ``2(N-1)/N x G``: what ring allreduce moves per node with one rank per node, and the least any
+    allreduce without in-network reduction moves across N nodes. 0 on one node.
     """
-    return 2 * (nodes - 1) * gradient_bytes * steps // nodes
+    return 2 * (nodes - 1) * allreduced_bytes // nodes
+
+
+def floor_bytes_per_node(expected: int, nodes: int, *, in_network: bool) -> int:
+    """The least a node's fabric must carry: ``1 - TIMING_TOLERANCE`` of the algorithm's bound.
+
+    ``expected`` is the ring/tree bound 2(N-1)/N x G; with in-network reduction the bound is G,
+    ``expected x N / (2(N-1))``.
+    """
+    if nodes < 2:
+        return 0
+    bound = expected * nodes // (2 * (nodes - 1)) if in_network else expected
+    return int(bound * (1 - TIMING_TOLERANCE))
+
+
+class CounterExpectation(BaseModel):
+    """What the proof by counters will expect of a run, said before it runs (`run --dry-run`)."""
+
+    nodes: int
+    allreduced_bytes: int = Field(description="Bytes each rank all-reduces over the run.")
+    derivation: str = Field(description="How ``allreduced_bytes`` was derived, in words.")
+    expected_bytes_per_node: int = Field(description="2(N-1)/N x the bytes all-reduced.")
+    floor_bytes_per_node: int = Field(description="The ring/tree floor each node's fabric must carry.")
+    in_network_floor_bytes_per_node: int = Field(
+        description="The floor when NCCL's log shows in-network reduction (SHARP/CollNet/NVLS)."
+    )
+
+    def words(self) -> str:
+        """One line for people: the expectation and where it comes from."""
+        if self.nodes < 2:
+            return f"proof by counters: one node, nothing crosses the fabric ({self.derivation})"
+        lower = (
+            ""
+            if self.in_network_floor_bytes_per_node == self.floor_bytes_per_node
+            else f" ({_gb(self.in_network_floor_bytes_per_node)} if the log shows in-network reduction)"
+        )
+        return (
+            f"proof by counters: each node's fabric must carry >= {_gb(self.floor_bytes_per_node)} each way"
+            f"{lower}; 2(N-1)/N x {self.derivation} = {_gb(self.expected_bytes_per_node)} per node"
+        )
+
+
+def counter_expectation(allreduced_bytes: int, derivation: str, nodes: int) -> CounterExpectation:
+    """The expectation for ``nodes`` nodes all-reducing ``allreduced_bytes`` per rank over a run."""
+    expected = expected_bytes_per_node(allreduced_bytes, nodes)
+    return CounterExpectation(
+        nodes=nodes,
+        allreduced_bytes=allreduced_bytes,
+        derivation=derivation,
+        expected_bytes_per_node=expected,
+        floor_bytes_per_node=floor_bytes_per_node(expected, nodes, in_network=False),
+        in_network_floor_bytes_per_node=floor_bytes_per_node(expected, nodes, in_network=True),
+    )
 
 
 class NodeTraffic(BaseModel):
@@ -80,17 +145,41 @@ class NodeTraffic(BaseModel):
     other: dict[str, PortBytes] = Field(
         default_factory=dict, description="Ports read but not the declared fabric (e.g. IPoIB's netdev)."
     )
+    ipoib: dict[str, PortBytes] = Field(
+        default_factory=dict,
+        description="Per rail (HCA port): what the IPoIB netdevs on it moved, included in the rail's bytes.",
+    )
     error: str | None = Field(None, description="Why this node's traffic is not known, when it is not.")
 
     @property
     def sent(self) -> int:
-        """Bytes the declared fabric sent."""
+        """Bytes the declared fabric sent (every packet the ports counted)."""
         return sum(p.tx for p in self.rails.values())
 
     @property
     def received(self) -> int:
-        """Bytes the declared fabric received."""
+        """Bytes the declared fabric received (every packet the ports counted)."""
         return sum(p.rx for p in self.rails.values())
+
+    @property
+    def ipoib_sent(self) -> int:
+        """Bytes of those the IPoIB netdevs on the rails sent (TCP/IP over InfiniBand)."""
+        return sum(p.tx for p in self.ipoib.values())
+
+    @property
+    def ipoib_received(self) -> int:
+        """Bytes of those the IPoIB netdevs on the rails received."""
+        return sum(p.rx for p in self.ipoib.values())
+
+    @property
+    def rdma_sent(self) -> int:
+        """Bytes the rails sent that were not IPoIB's (per rail, never below 0)."""
+        return sum(max(0, p.tx - self.ipoib.get(n, PortBytes(tx=0, rx=0)).tx) for n, p in self.rails.items())
+
+    @property
+    def rdma_received(self) -> int:
+        """Bytes the rails received that were not IPoIB's (per rail, never below 0)."""
+        return sum(max(0, p.rx - self.ipoib.get(n, PortBytes(tx=0, rx=0)).rx) for n, p in self.rails.items())
 
 
 class CounterProof(BaseModel):
@@ -98,7 +187,18 @@ class CounterProof(BaseModel):
 
     fabric: str = Field(description="What was judged: the interface, or 'HCA ports'.")
     expected_bytes_per_node: int | None = Field(
-        None, description="2(N-1)/N x gradient bytes x steps; None when the workload does not say."
+        None,
+        description="2(N-1)/N x the bytes all-reduced over the run; None when the workload does not say.",
+    )
+    floor_bytes_per_node: int | None = Field(
+        None,
+        description="The least each node's fabric had to carry (the algorithm's bound less the tolerance).",
+    )
+    bound: str = Field(
+        "ring/tree", description="Whose bound the floor is: 'ring/tree' or 'in-network' (SHARP/CollNet/NVLS)."
+    )
+    rdma_only: bool = Field(
+        False, description="Judged on RDMA bytes (the IPoIB netdevs' bytes taken out of their ports')."
     )
     nodes: dict[str, NodeTraffic] = Field(default_factory=dict)
     idle_rails: dict[str, list[str]] = Field(
@@ -108,6 +208,9 @@ class CounterProof(BaseModel):
         None, description="Least-used rail / most-used rail over every multi-rail node; None: one rail."
     )
     valid: bool = Field(description="False when a node's declared fabric carried far less than expected.")
+    over_ipoib: bool = Field(
+        False, description="Invalid because the traffic went over IPoIB sockets, not RDMA."
+    )
     reason: str | None = None
 
     @property
@@ -148,6 +251,10 @@ def traffic(before: NodeCounters, after: NodeCounters, fabric: FabricSpec) -> No
             (node.rails if name in rails else node.other)[name] = PortBytes(
                 tx=new.tx - old.tx, rx=new.rx - old.rx
             )
+    for rail in node.rails:
+        moved = [node.other[n] for n in after.ipoib(rail) if n in node.other]
+        if moved:
+            node.ipoib[rail] = PortBytes(tx=sum(p.tx for p in moved), rx=sum(p.rx for p in moved))
     return node
 
 
@@ -161,41 +268,72 @@ def prove_counters(
     *,
     fabric: FabricSpec,
     expected_bytes_per_node: int | None,
+    in_network: bool = False,
+    rdma_only: bool = False,
 ) -> CounterProof:
     """Judge every node's fabric traffic between two readings (by node name). Pure.
 
     Invalid when, on a multi-node run with an expectation, some node's declared fabric sent or
-    received less than ``SHORT_FRACTION`` of ``expected_bytes_per_node``.
+    received less than the floor (``floor_bytes_per_node``: the ring/tree bound, or G with
+    ``in_network`` reduction shown by NCCL's log). With ``rdma_only`` (a GPU run on InfiniBand/RoCE,
+    whose gradients must go over verbs) the rails' IPoIB bytes do not count; a node short of RDMA
+    bytes whose IPoIB netdevs carried the rest is named: the traffic went over IPoIB sockets.
     """
     nodes = {
         name: traffic(before.get(name) or NodeCounters(error="not read before the run"), reading, fabric)
         for name, reading in after.items()
     }
     expected = expected_bytes_per_node or None
+    floor = floor_bytes_per_node(expected, len(nodes), in_network=in_network) if expected else None
     idle = {name: _idle(t, expected) for name, t in nodes.items() if t.error is None}
-    short = [
-        f"{name} {_gb(min(t.sent, t.received))}"
-        for name, t in nodes.items()
-        if t.error is None
-        and expected
-        and len(nodes) > 1
-        and min(t.sent, t.received) < SHORT_FRACTION * expected
-    ]
+    short = {
+        name: t for name, t in nodes.items() if t.error is None and floor and _carried(t, rdma_only) < floor
+    }
+    over_ipoib = [name for name, t in short.items() if rdma_only and _carried(t, False) >= (floor or 0)]
     reason = None
-    if short:
+    if over_ipoib:
+        moved = ", ".join(
+            f"{n} {_gb(_carried(short[n], True))} RDMA + {_gb(min(short[n].ipoib_sent, short[n].ipoib_received))} IPoIB"
+            for n in over_ipoib
+        )
+        reason = (
+            f"traffic went over IPoIB sockets, not RDMA: {moved} against a floor of {_gb(floor or 0)} "
+            "per node; NCCL or MPI fell back to TCP over the HCA's IPoIB interface"
+        )
+    elif short:
+        carried = ", ".join(f"{n} {_gb(_carried(t, rdma_only))}" for n, t in short.items())
         reason = (
             f"the fabric ({_fabric_words(fabric)}) carried far less than the run's allreduces had to move: "
-            f"{', '.join(short)} against {_gb(expected or 0)} per node; the traffic went over another network"
+            f"{carried} against a floor of {_gb(floor or 0)} per node ({_bound_words(in_network)}); "
+            "the traffic went over another network"
         )
     return CounterProof(
         fabric=_fabric_words(fabric),
         expected_bytes_per_node=expected_bytes_per_node,
+        floor_bytes_per_node=floor,
+        bound="in-network" if in_network else "ring/tree",
+        rdma_only=rdma_only,
         nodes=nodes,
         idle_rails={k: v for k, v in idle.items() if v},
         rail_balance=_balance(nodes.values()),
         valid=reason is None,
+        over_ipoib=bool(over_ipoib),
         reason=reason,
     )
+
+
+def _carried(node: NodeTraffic, rdma_only: bool) -> int:
+    """What the node's fabric carried both ways (the lesser of sent and received), RDMA only or all."""
+    if rdma_only:
+        return min(node.rdma_sent, node.rdma_received)
+    return min(node.sent, node.received)
+
+
+def _bound_words(in_network: bool) -> str:
+    share = f"{1 - TIMING_TOLERANCE:.0%}"
+    if in_network:
+        return f"{share} of G, the in-network reduction bound NCCL's log shows"
+    return f"{share} of the ring/tree bound 2(N-1)/N x G"
 
 
 def _idle(node: NodeTraffic, expected: int | None) -> list[str]:
@@ -223,7 +361,18 @@ def _gb(value: float) -> str:
 def counter_findings(proof: CounterProof) -> list[Finding]:
     """An error when the fabric carried far less than expected; warnings for idle rails and unread nodes."""
     findings = []
-    if proof.reason:
+    if proof.over_ipoib:
+        findings.append(
+            Finding(
+                severity="error",
+                code="fabric-over-ipoib",
+                message=proof.reason or "traffic went over IPoIB sockets, not RDMA",
+                advice="give the container /dev/infiniband, IPC_LOCK and the verbs libraries "
+                "(ibverbs-providers), name the HCAs NCCL may use in fabric.hca (NCCL_IB_HCA) and keep "
+                "NCCL_IB_DISABLE=0; NCCL's log then says NET/IB, not NET/Socket (`clusterctl check`)",
+            )
+        )
+    elif proof.reason:
         findings.append(
             Finding(
                 severity="error",

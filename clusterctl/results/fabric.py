@@ -10,6 +10,11 @@ measured part of the fabric), and a GPUDirect level asked for while no channel s
 (nvidia_peermem not loaded, or the GPU-NIC path beyond the level: every transfer is staged
 through host memory).
 
+How NCCL reduced is read from its INIT and TUNING lines: the algorithm/protocol of every allreduce
+call (``algorithms``), NVLS multicast, ring channels; ``in_network`` says whether the log shows
+in-network reduction (CollNet/SHARP or NVLS chosen; or, on an NCCL too old to print its choices, a
+SHARP collnet plugin loaded over /SHARP HCAs), which sets the proof by counters' floor.
+
 The log is GPUDirect RDMA's ground truth: ``/GDRDMA`` channels or ``DMA-BUF is available`` settle a
 peer-memory finding of the run's topology snapshot (an info, never an error, for that run); HCAs the
 log says NCCL disabled GDR on are named with NCCL's reason; and the link layer NCCL listed for each
@@ -22,7 +27,13 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, Field
 
-from clusterctl.diagnostics.parsers.nccl_log import GDR_DISABLED_ADVICE, gdr_disabled_in_words, parse_nccl_log
+from clusterctl.diagnostics.parsers.nccl_log import (
+    GDR_DISABLED_ADVICE,
+    IN_NETWORK_ALGORITHMS,
+    NcclLog,
+    gdr_disabled_in_words,
+    parse_nccl_log,
+)
 from clusterctl.findings import Finding
 
 CPU_TRANSPORT = "none (CPU run, no NCCL)"
@@ -64,8 +75,27 @@ class FabricProof(BaseModel):
     gdr_missing: bool = Field(
         False, description="A GPUDirect level was set, channels crossed the network, and none said GDRDMA."
     )
+    algorithms: dict[str, int] = Field(
+        default_factory=dict,
+        description='AllReduce calls per algorithm/protocol NCCL chose, e.g. {"RING/SIMPLE": 40}; empty: not printed.',
+    )
+    in_network: bool = Field(False, description="The log shows in-network reduction (CollNet/SHARP, NVLS).")
+    nvls_multicast: bool | None = Field(None, description="NCCL said NVLS multicast is (not) available.")
+    channels: int | None = Field(None, description="Ring channels NCCL set up.")
+    gpu_nics: dict[str, dict[int, list[str]]] = Field(
+        default_factory=dict, description="Per host, per GPU: the HCA ports its network channels used."
+    )
+    gpu_gdr: dict[str, dict[int, bool]] = Field(
+        default_factory=dict, description="Per host, per GPU: every network channel of it said /GDRDMA."
+    )
     valid: bool = Field(description="False when the transport contradicts the inventory.")
     reason: str | None = Field(None, description="Why the run is invalid, when it is.")
+
+    @property
+    def algorithm_words(self) -> str:
+        """The algorithms NCCL chose, most used first, e.g. 'RING/SIMPLE 40, TREE/LL 2'; '' when unknown."""
+        ranked = sorted(self.algorithms.items(), key=lambda kv: -kv[1])
+        return ", ".join(f"{name} {count}" for name, count in ranked)
 
 
 def prove_fabric(
@@ -94,11 +124,19 @@ def prove_fabric(
     if not gpu:
         return FabricProof(fabric_kind=fabric_kind, transport=CPU_TRANSPORT, valid=True)
     nccl = parse_nccl_log(log)
+    how = {
+        "algorithms": nccl.algorithms,
+        "in_network": in_network_reduction(nccl),
+        "nvls_multicast": nccl.nvls_multicast,
+        "channels": nccl.channels,
+        "gpu_nics": nccl.gpu_nics,
+        "gpu_gdr": nccl.gpu_gdr,
+    }
     if nccl.transport is None:
         transport = SINGLE_NODE_TRANSPORT if nodes == 1 else UNKNOWN_TRANSPORT
         # DMA-BUF is printed at init, before any NET line: it still settles peer memory.
         return FabricProof(
-            fabric_kind=fabric_kind, transport=transport, dmabuf=bool(nccl.dmabuf_gpus), valid=True
+            fabric_kind=fabric_kind, transport=transport, dmabuf=bool(nccl.dmabuf_gpus), valid=True, **how
         )
     transport = f"NET/{nccl.transport}" + (
         " (named only in WARN lines)" if nccl.transport_from_errors else ""
@@ -134,7 +172,20 @@ def prove_fabric(
         gdr_missing=multi_node_rdma and bool(gdr_level) and nccl.net_channels > 0 and nccl.gdr_channels == 0,
         valid=reason is None,
         reason=reason,
+        **how,
     )
+
+
+def in_network_reduction(nccl: NcclLog) -> bool:
+    """Whether the log shows the allreduces reduced in the network (the counters' lower floor).
+
+    Where NCCL printed its choices (TUNING), only a chosen CollNet or NVLS algorithm counts (NVLS_TREE
+    runs a tree between nodes). Where it printed none (before 2.20 it logged them at TRACE only), a
+    SHARP collnet plugin loaded over HCAs listed with /SHARP is taken as in-network reduction.
+    """
+    if nccl.algorithms:
+        return any(key.split("/")[0] in IN_NETWORK_ALGORITHMS for key in nccl.algorithms)
+    return bool(nccl.sharp_hcas) and "SHARP" in (nccl.collnet_plugin or "").upper()
 
 
 # The link layer NCCL lists an HCA with on each RDMA fabric kind.
@@ -175,7 +226,7 @@ def fabric_findings(proof: FabricProof) -> list[Finding]:
                 severity="warning",
                 code="fabric-unproven",
                 message="NCCL printed no NET lines, so the transport used is not known",
-                advice="keep NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS=NET (clusterctl sets both)",
+                advice="keep NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS=INIT,NET,TUNING (clusterctl sets both)",
             )
         ]
     findings = [

@@ -5,19 +5,35 @@ Inputs, all measured by clusterctl on the same cluster:
 - the single-device throughput ``T1`` (img/s: the median of the configuration's 1-device runs), so
   one step of batch ``b`` computes in ``t_compute = b / T1``;
 - the collective bus bandwidth ``B`` of the same fabric at the same world size (nccl-tests on GPUs,
-  the ``allreduce`` workload on CPUs; its largest message's busbw, as fused gradient buffers are
-  large), so all-reducing ``G`` gradient bytes over ``n`` ranks takes
-  ``t_allreduce = G x 2(n-1)/n / B`` (nccl-tests' ``busbw = algbw x 2(n-1)/n`` read backwards);
+  the ``allreduce`` workload on CPUs, run as `run --preflight`) **at the message size the framework
+  all-reduces**: DDP's bucket (``bucket_cap_mb``, 25 MB by default) or Horovod's fusion buffer
+  (``HOROVOD_FUSION_THRESHOLD``, 64 MiB by default), read off the collective's per-size curve
+  (interpolated on log2 of the size). Bus bandwidth at 25-64 MB is well below the 1 GiB figure; the
+  largest message's busbw is used only for runs recorded before the curve was. All-reducing ``G``
+  gradient bytes over ``n`` ranks then takes ``t_allreduce = G x 2(n-1)/n / B`` (nccl-tests'
+  ``busbw = algbw x 2(n-1)/n`` read backwards);
 - ``G``, the workload's gradient bytes per step (parameters x 4, or x 2 with Horovod's fp16 compression).
 
 Two predictions of the total throughput ``n x b / t_step``: without overlap ``t_step = t_compute +
 t_allreduce`` (communication after the backward pass), with full overlap ``t_step = max(...)``
-(Horovod and DDP all-reduce during the backward pass, so a run should land between the two).
+(Horovod and DDP all-reduce during the backward pass, so a run should land between the two). When
+``t_allreduce <= t_compute`` the run is compute-bound: overlapped, the fabric is not the limit, and
+the run's throughput says nothing about the fabric.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
+from collections.abc import Mapping
+from typing import Literal
+
 from pydantic import BaseModel, Field
+
+# Horovod's default HOROVOD_FUSION_THRESHOLD (64 MiB): the size its fused allreduces reach.
+HOROVOD_FUSION_BYTES = 64 * 1024 * 1024
+# torch DDP's bucket_cap_mb counts MiB (bucket_cap_mb * 1024 * 1024 bytes).
+MIB = 1024 * 1024
 
 
 class Prediction(BaseModel):
@@ -32,10 +48,51 @@ class Prediction(BaseModel):
     full_overlap: float = Field(
         description="Predicted total throughput, allreduce hidden in compute (img/s)."
     )
+    fused_bytes: int | None = Field(
+        None,
+        description="The message size the bus bandwidth was read at (bucket/fusion size); None: largest.",
+    )
+    compute_bound: bool = Field(
+        False, description="t_allreduce <= t_compute: overlapped, the fabric is not the limit."
+    )
+
+    def verdict(self, measured: float) -> Literal["below", "within", "above"]:
+        """Where a measured throughput lands against the range [no_overlap, full_overlap]."""
+        if measured < self.no_overlap:
+            return "below"
+        return "above" if measured > self.full_overlap else "within"
+
+
+def fused_bytes(framework: str, bucket_cap_mb: float, gradient_bytes: int) -> int:
+    """The size of the messages the framework all-reduces: a DDP bucket or Horovod's fusion buffer,
+    never more than the gradients themselves."""
+    size = int(bucket_cap_mb * MIB) if framework == "ddp" else HOROVOD_FUSION_BYTES
+    return min(size, gradient_bytes)
+
+
+def bus_bandwidth_at(curve: Mapping[int, float], size: int) -> float | None:
+    """The bus bandwidth of ``curve`` (GB/s by message bytes) at ``size``: linear in log2(size) between
+    the two measured sizes around it, the nearest end's value outside them; None for an empty curve."""
+    points = sorted((s, b) for s, b in curve.items() if s > 0)
+    if not points:
+        return None
+    if size <= points[0][0]:
+        return points[0][1]
+    for (low, low_bw), (high, high_bw) in itertools.pairwise(points):
+        if low <= size <= high:
+            t = (math.log2(size) - math.log2(low)) / (math.log2(high) - math.log2(low))
+            return low_bw + t * (high_bw - low_bw)
+    return points[-1][1]
 
 
 def predict_throughput(
-    *, single_device: float, batch_size: int, devices: int, gradient_bytes: int, bus_bandwidth_gb_s: float
+    *,
+    single_device: float,
+    batch_size: int,
+    devices: int,
+    gradient_bytes: int,
+    bus_bandwidth_gb_s: float,
+    fused: int | None = None,
 ) -> Prediction:
     """Predict the total throughput of ``devices`` ranks from the single-device one and the bus bandwidth.
 
@@ -44,7 +101,8 @@ def predict_throughput(
         batch_size: samples per device and step.
         devices: ranks of the run (n).
         gradient_bytes: bytes each rank all-reduces per step (G).
-        bus_bandwidth_gb_s: the collective's bus bandwidth at n ranks (GB/s, 1e9 bytes).
+        bus_bandwidth_gb_s: the collective's bus bandwidth at n ranks (GB/s, 1e9 bytes), at ``fused``.
+        fused: the message size that bandwidth was read at (None: the collective's largest).
     """
     compute = batch_size / single_device
     allreduce = gradient_bytes * 2 * (devices - 1) / devices / (bus_bandwidth_gb_s * 1e9)
@@ -57,4 +115,6 @@ def predict_throughput(
         allreduce_s=allreduce,
         no_overlap=samples / (compute + allreduce),
         full_overlap=samples / max(compute, allreduce),
+        fused_bytes=fused,
+        compute_bound=allreduce <= compute,
     )

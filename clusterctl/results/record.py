@@ -79,6 +79,14 @@ class RunRecord(BaseModel):
     gradient_bytes: int | None = Field(
         None, description="Bytes each rank all-reduced per step; None for a workload that trains nothing."
     )
+    bucket_cap_mb: float = Field(
+        25.0, description="DDP's bucket size the run used (MB); the prediction's fused size."
+    )
+    bus_bandwidth: dict[int, float] = Field(
+        default_factory=dict,
+        description="A collective run's out-of-place bus bandwidth (GB/s) per message size (bytes); the "
+        "prediction reads it at the framework's bucket/fusion size.",
+    )
     findings: list[Finding]
     valid: bool = Field(description="Exit 0, sane output, fabric as the inventory says (log and counters).")
 
@@ -137,9 +145,17 @@ def judge_run(
     gradient = workload.gradient_bytes(s)
     proof = None
     if counters is not None:
-        steps = s.warmup_steps + s.steps
-        expected = None if gradient is None else expected_bytes_per_node(gradient, steps, len(plan.hosts))
-        proof = prove_counters(*counters, fabric=primary.fabric, expected_bytes_per_node=expected)
+        volume = workload.allreduce_volume(s)
+        proof = prove_counters(
+            *counters,
+            fabric=primary.fabric,
+            expected_bytes_per_node=None
+            if volume is None
+            else expected_bytes_per_node(volume.bytes, len(plan.hosts)),
+            in_network=fabric.in_network,
+            # NCCL's gradients must go over verbs; CPU ranks' Gloo/MPI use TCP on the fabric by design.
+            rdma_only=plan.gpu and primary.rdma,
+        )
     findings = [
         *_exit_findings(output, exit_code, plan, launcher),
         *workload.sanity(output, plan),
@@ -160,6 +176,8 @@ def judge_run(
         fabric=fabric,
         counters=proof,
         gradient_bytes=gradient,
+        bucket_cap_mb=s.bucket_cap_mb,
+        bus_bandwidth=workload.bus_bandwidth_by_size(output),
         findings=findings,
         valid=exit_code == 0 and fabric.valid and not any(f.severity == "error" for f in findings),
     )

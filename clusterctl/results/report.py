@@ -19,7 +19,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from clusterctl.results.history import history_path, load_runs
-from clusterctl.results.predict import Prediction, predict_throughput
+from clusterctl.results.predict import Prediction, bus_bandwidth_at, fused_bytes, predict_throughput
 from clusterctl.results.record import RunConfig, RunRecord
 from clusterctl.results.references import Comparison, Reference, compare, load_references
 from clusterctl.workloads.nccl_tests import LARGE_BUSBW
@@ -54,7 +54,15 @@ class ReportRow(BaseModel):
     predicted: Prediction | None = Field(
         None,
         description="The throughput predicted from the 1-device median and the collective's bus bandwidth "
-        "at this device count (clusterctl.results.predict); None without both.",
+        "at this device count and the framework's bucket/fusion size (clusterctl.results.predict); "
+        "None without both.",
+    )
+    prediction_verdict: str | None = Field(
+        None, description="The median against the predicted range: below, within or above."
+    )
+    algorithms: list[str] = Field(
+        default_factory=list,
+        description="The allreduce algorithm/protocol NCCL chose in the valid runs, most used first.",
     )
     comparisons: list[Comparison] = Field(default_factory=list)
 
@@ -78,6 +86,8 @@ def build_report(records: list[RunRecord], references: list[Reference]) -> list[
             row.efficiency = row.speedup / row.devices
         if base and row.devices > 1:
             row.predicted = _predict(row, base, groups[(config, row.devices, row.launcher)], records)
+            if row.predicted and row.median is not None:
+                row.prediction_verdict = row.predicted.verdict(row.median)
         row.comparisons = _compare(row, references)
     return rows
 
@@ -97,25 +107,32 @@ def _predict(
     the CPU ``allreduce``, the same framework: its transport); its busbw is the median of theirs.
     """
     gradients = [r.gradient_bytes for r in group if r.gradient_bytes]
-    busbws = [
-        r.metrics[LARGE_BUSBW].value
+    if not gradients:
+        return None
+    gradient = int(statistics.median(gradients))
+    fused = fused_bytes(row.config.framework, group[0].bucket_cap_mb, gradient)
+    collectives = [
+        r
         for r in records
         if r.valid
         and r.config.workload in COLLECTIVES
-        and LARGE_BUSBW in r.metrics
         and r.config.device == row.config.device
         and r.world_size == row.devices
         and r.nodes in row.nodes
         and (r.config.workload != "allreduce" or r.config.framework == row.config.framework)
     ]
-    if not gradients or not busbws:
+    at_fused = [b for r in collectives if (b := bus_bandwidth_at(r.bus_bandwidth, fused)) is not None]
+    # Records from before the per-size curve carry only the largest message's figure.
+    largest = [r.metrics[LARGE_BUSBW].value for r in collectives if LARGE_BUSBW in r.metrics]
+    if not at_fused and not largest:
         return None
     return predict_throughput(
         single_device=base,
         batch_size=row.config.batch_size,
         devices=row.devices,
-        gradient_bytes=int(statistics.median(gradients)),
-        bus_bandwidth_gb_s=statistics.median(busbws),
+        gradient_bytes=gradient,
+        bus_bandwidth_gb_s=statistics.median(at_fused or largest),
+        fused=fused if at_fused else None,
     )
 
 
@@ -133,6 +150,10 @@ def _row(group: list[RunRecord]) -> ReportRow:
     proofs = [r.counters for r in group if r.valid and r.value is not None and r.counters]
     sent = [p.bytes_per_node / 1e9 for p in proofs if p.bytes_per_node is not None]
     balances = [p.rail_balance for p in proofs if p.rail_balance is not None]
+    chosen: dict[str, int] = defaultdict(int)
+    for r in group:
+        for name, count in r.fabric.algorithms.items() if r.valid else ():
+            chosen[name] += count
     return ReportRow(
         config=first.config,
         devices=first.world_size,
@@ -150,6 +171,7 @@ def _row(group: list[RunRecord]) -> ReportRow:
         efficiency=None,
         fabric_gb_per_node=statistics.median(sent) if sent else None,
         rail_balance=min(balances) if balances else None,
+        algorithms=sorted(chosen, key=lambda name: -chosen[name]),
     )
 
 
@@ -192,6 +214,8 @@ CSV_COLUMNS = [
     "rail_balance",
     "predicted_no_overlap",
     "predicted_full_overlap",
+    "prediction_verdict",
+    "algorithms",
 ]
 
 
@@ -207,5 +231,6 @@ def report_csv(rows: list[ReportRow]) -> str:
         }
         flat["predicted_no_overlap"] = row.predicted.no_overlap if row.predicted else None
         flat["predicted_full_overlap"] = row.predicted.full_overlap if row.predicted else None
+        flat["algorithms"] = " ".join(row.algorithms)
         writer.writerow({k: flat[k] for k in CSV_COLUMNS})
     return buffer.getvalue()

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from clusterctl.errors import InputError
 from clusterctl.image.render import CONTAINER_PAYLOAD_DIR
+from clusterctl.workloads.base import Volume
 from clusterctl.workloads.nccl_tests import NcclTests
 from clusterctl.workloads.resnet50 import DDP_MASTER_PORT
 
@@ -19,6 +20,10 @@ if TYPE_CHECKING:
     from clusterctl.inventory import ImageVersions, RunDefaults
 
 SCRIPT = f"{CONTAINER_PAYLOAD_DIR}/allreduce_bench.py"
+# The payload's defaults (allreduce_bench.py): 1 MiB to 64 MiB doubling, 1 warm-up and 5 timed
+# allreduces per size; a unit test reads them from the payload.
+SIZES = tuple(1 << k for k in range(20, 27))
+REPEATS = 1 + 5
 
 
 class Allreduce(NcclTests):
@@ -40,6 +45,12 @@ class Allreduce(NcclTests):
         if settings.framework == "ddp":
             argv += [f"--master-addr={master_addr}", f"--master-port={DDP_MASTER_PORT}"]
         return argv
+
+    def allreduce_volume(self, settings: RunDefaults) -> Volume:
+        """Every size, warm-up and timed: sum(sizes) x (warm-up + iterations)."""
+        del settings
+        total = sum(SIZES)
+        return Volume(bytes=total * REPEATS, derivation=f"{total:,} B of sizes x {REPEATS} allreduces")
 
     def image_lacks(self, versions: ImageVersions) -> str | None:
         """PyTorch, which the benchmark is written in."""

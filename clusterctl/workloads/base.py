@@ -10,7 +10,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from clusterctl.findings import Finding
 
@@ -26,6 +26,17 @@ class Metric(BaseModel):
 
     value: float
     unit: str
+
+
+class Volume(BaseModel):
+    """What one rank all-reduces over a whole run, and how that number was derived."""
+
+    model_config = ConfigDict(frozen=True)
+
+    bytes: int = Field(description="Bytes each rank all-reduces over the run (warm-up included).")
+    derivation: str = Field(
+        description="The arithmetic, in words, e.g. '25,557,032 parameters x 4 B x 12 steps'."
+    )
 
 
 class Workload(ABC):
@@ -60,6 +71,23 @@ class Workload(ABC):
         """
         del settings
         return None
+
+    def allreduce_volume(self, settings: RunDefaults) -> Volume | None:
+        """What each rank all-reduces over the run with ``settings``; None: the workload does not say.
+
+        A training workload all-reduces its gradient bytes once per step, warm-up steps included;
+        the proof by counters expects 2(N-1)/N times this per node.
+        """
+        gradient = self.gradient_bytes(settings)
+        if gradient is None:
+            return None
+        steps = settings.warmup_steps + settings.steps
+        return Volume(bytes=gradient * steps, derivation=f"{gradient:,} B of gradients x {steps} steps")
+
+    def bus_bandwidth_by_size(self, log: str) -> dict[int, float]:
+        """A collective benchmark's bus bandwidth (GB/s) per message size (bytes); empty for others."""
+        del log
+        return {}
 
     def forwarded_env(self, inventory: Inventory) -> list[str]:
         """Extra variables of the launching shell mpirun must pass to the ranks (-x NAME)."""

@@ -8,7 +8,7 @@ from clusterctl.diagnostics.parsers.nccl_tests import parse_nccl_tests
 from clusterctl.diagnostics.rules import separate_jobs_rules
 from clusterctl.errors import InputError
 from clusterctl.findings import Finding
-from clusterctl.workloads.base import Metric, Workload, expect, missing_result
+from clusterctl.workloads.base import Metric, Volume, Workload, expect, missing_result
 
 if TYPE_CHECKING:
     from clusterctl.inventory import ImageVersions, RunDefaults
@@ -18,6 +18,18 @@ if TYPE_CHECKING:
 BINARY = "/opt/nccl-tests/build/all_reduce_perf"
 # The metric of the largest message's bus bandwidth (out-of-place).
 LARGE_BUSBW = "bus_bandwidth_at_max_size"
+# all_reduce_perf's sizes (8 B to 1 GiB, doubling) and its timed and warm-up iterations per run, given
+# explicitly so the volume below does not depend on a release's defaults.
+MIN_BYTES, MAX_BYTES = 8, 1 << 30
+ITERS, WARMUP_ITERS = 20, 5
+
+
+def _sizes() -> list[int]:
+    sizes, size = [], MIN_BYTES
+    while size <= MAX_BYTES:
+        sizes.append(size)
+        size *= 2
+    return sizes
 
 
 class NcclTests(Workload):
@@ -37,7 +49,29 @@ class NcclTests(Workload):
         del settings, master_addr
         if not gpu:
             raise InputError("nccl-tests needs GPUs; this inventory's nodes have none.")
-        return [BINARY, "-b", "8", "-e", "1G", "-f", "2", "-g", "1"]
+        return [
+            BINARY, "-b", str(MIN_BYTES), "-e", str(MAX_BYTES), "-f", "2", "-g", "1",
+            "-n", str(ITERS), "-w", str(WARMUP_ITERS),
+        ]  # fmt: skip
+
+    def allreduce_volume(self, settings: RunDefaults) -> Volume:
+        """Every size, out-of-place and in-place, ``ITERS`` timed times: sum(sizes) x 2 x ITERS.
+
+        nccl-tests' warm-up iterations and its data-check pass move more (how much differs between
+        releases: warm-up at the largest size only, or at every size), so they are left out: the
+        volume is a lower bound. ``all_reduce_perf``'s own algorithm factor, busbw = algbw x
+        2(n-1)/n, is the proof's 2(N-1)/N per node.
+        """
+        del settings
+        total = sum(_sizes())
+        return Volume(
+            bytes=total * 2 * ITERS,
+            derivation=f"{total:,} B of sizes x 2 (in/out of place) x {ITERS} iterations",
+        )
+
+    def bus_bandwidth_by_size(self, log: str) -> dict[int, float]:
+        """The out-of-place bus bandwidth (GB/s) per message size (bytes) the run measured."""
+        return {row.size: row.busbw for row in parse_nccl_tests(log).rows if row.busbw is not None}
 
     def image_lacks(self, versions: ImageVersions) -> str | None:
         """CUDA and nccl-tests, which GPU images build when image.versions.nccl_tests names a tag."""

@@ -21,6 +21,10 @@ if TYPE_CHECKING:
 SCRIPT = "/benchmarks/scripts/tf_cnn_benchmarks/tf_cnn_benchmarks.py"
 # tf_cnn_benchmarks' model registry name (the whitepaper's prose calls it ResNet-50).
 MODEL = "resnet50"
+# Trainable parameters of tf_cnn_benchmarks' resnet50: the torchvision layout (its batch norms keep
+# scale and offset, models/resnet_model.py `'scale': True`; convolutions have no bias) with a 1001-way
+# classifier, as its datasets.py gives ImageNet 1001 classes: 25,557,032 + 2048 + 1.
+PARAMETERS = 25_559_081
 
 
 class TfCnnBenchmarks(Workload):
@@ -67,6 +71,17 @@ class TfCnnBenchmarks(Workload):
             f"--num_batches={settings.steps}",
         ]
         return argv
+
+    def gradient_bytes(self, settings: RunDefaults) -> int:
+        """Every trainable variable's gradient, float32, all-reduced by Horovod each step.
+
+        ``--use_fp16`` computes in float16 but keeps float32 variables (fp16_vars is off), so the
+        gradients Horovod all-reduces (``hvd.allreduce(grad)`` in benchmark_cnn.py, no compression)
+        stay float32; Horovod's fusion buffer batches them into fewer, larger messages without
+        changing their bytes.
+        """
+        del settings
+        return PARAMETERS * 4
 
     def image_lacks(self, versions: ImageVersions) -> str | None:
         """TensorFlow and the tensorflow/benchmarks clone at /benchmarks (image.versions.tf_benchmarks_branch)."""

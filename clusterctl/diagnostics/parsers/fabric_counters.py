@@ -8,11 +8,16 @@ allocation. What it prints:
 - ``grep -H .`` of ``/sys/class/net/<if>/statistics/tx_bytes`` and ``rx_bytes`` (bytes);
 - on InfiniBand/RoCE, ``grep -H .`` of every HCA port's ``port_xmit_data``/``port_rcv_data`` (4-byte
   words), or, where sysfs has none, ``perfquery -x`` of each HCA the inventory lists, each block
-  after a ``# clusterctl perfquery <hca>`` line (``-`` when it lists none: the local port).
+  after a ``# clusterctl perfquery <hca>`` line (``-`` when it lists none: the local port);
+- on InfiniBand/RoCE, every port's ``link_layer`` and, for every netdev that sits on an HCA (its
+  ``device/infiniband_verbs/*/ibdev`` names the HCA, ``dev_port``/``dev_id`` the port, counted from
+  0), that file, the two and its byte counters: the IPoIB netdevs of a port, whose bytes the port's
+  data counters include (an IB port carries IPoIB as IB packets), so the proof can take them out.
 
 Shape::
 
-    NodeCounters(ports={"eth0": PortBytes(tx=..., rx=...), "mlx5_0:1": PortBytes(...)}, error=None)
+    NodeCounters(ports={"eth0": PortBytes(tx=..., rx=...), "mlx5_0:1": PortBytes(...)},
+                 netdev_ports={"ib0": "mlx5_0:1"}, link_layers={"mlx5_0:1": "InfiniBand"}, error=None)
 """
 
 from __future__ import annotations
@@ -37,6 +42,15 @@ from clusterctl.inventory import FabricSpec
 SATURATED_WORDS = 2**32 - 1
 _PERFQUERY_MARK = "# clusterctl perfquery"
 _NET = re.compile(r"^/sys/class/net/([^/\s]+)/statistics/(tx_bytes|rx_bytes):\s*(\d{1,20})\s*$")
+_IBDEV = re.compile(r"^/sys/class/net/([^/\s]+)/device/infiniband_verbs/[^/\s]+/ibdev:\s*([\w.-]+)\s*$")
+_NETDEV_PORT = re.compile(r"^/sys/class/net/([^/\s]+)/(dev_port|dev_id):\s*(0x[0-9a-fA-F]{1,4}|\d{1,5})\s*$")
+_LINK_LAYER = re.compile(r"^/sys/class/infiniband/([^/\s]+)/ports/(\d{1,5})/link_layer:\s*(\w+)\s*$")
+# Every netdev on an HCA: its HCA, port (dev_port, or dev_id on kernels before 3.15) and byte counters.
+_NETDEV_LOOP = (
+    'for f in /sys/class/net/*/device/infiniband_verbs/*/ibdev; do [ -r "$f" ] || continue; '
+    'n=${f%%/device/*}; grep -H . "$f" "$n/dev_port" "$n/dev_id" "$n/statistics/tx_bytes" '
+    '"$n/statistics/rx_bytes" 2>/dev/null; done'
+)
 _MISSING = re.compile(r"No such file or directory|not installed|Permission denied", re.I)
 
 
@@ -54,7 +68,23 @@ class NodeCounters(Parsed):
     saturated: list[str] = Field(
         default_factory=list, description="Ports whose 32-bit data counters are stuck at their maximum."
     )
+    netdev_ports: dict[str, str] = Field(
+        default_factory=dict, description="Netdevs that sit on an HCA port, e.g. {'ib0': 'mlx5_0:1'}."
+    )
+    link_layers: dict[str, str] = Field(
+        default_factory=dict, description="Per HCA port: its link layer, 'InfiniBand' or 'Ethernet'."
+    )
     error: str | None = Field(None, description="Why (part of) the reading is missing, when it is.")
+
+    def ipoib(self, port: str) -> list[str]:
+        """The IPoIB netdevs on HCA port ``port``: the netdevs on it when its link layer is InfiniBand.
+
+        A RoCE port's netdev is Ethernet, and mlx5 counts only RoCE in a RoCE port's data counters
+        (its vport ``ib_unicast``/``ib_multicast`` octets), so there is nothing to take out there.
+        """
+        if self.link_layers.get(port) != "InfiniBand":
+            return []
+        return sorted(n for n, p in self.netdev_ports.items() if p == port)
 
 
 def counter_command(fabric: FabricSpec) -> str:
@@ -81,6 +111,9 @@ def counter_command(fabric: FabricSpec) -> str:
             "elif command -v perfquery >/dev/null 2>&1; then " + "; ".join(perfquery) + "; "
             "else echo 'perfquery: not installed, and no HCA counters in sysfs'; fi"
         )
+        links = "/sys/class/infiniband/*/ports/*/link_layer"
+        parts.append(f"if ls {links} >/dev/null 2>&1; then grep -H . {links} 2>&1; fi")
+        parts.append(_NETDEV_LOOP)
     return "; ".join(parts)
 
 
@@ -99,10 +132,19 @@ def parse_counter_output(text: str) -> NodeCounters:
     sysfs: list[str] = []
     perfquery: dict[str, list[str]] = {}
     block: list[str] | None = None
+    netdev: dict[str, dict[str, str]] = {}
     for raw in text.splitlines():
         line = raw.strip()
         if m := _NET.match(line):
             net.setdefault(m.group(1), {})[m.group(2)] = int(m.group(3))
+        elif (m := _IBDEV.match(line)) or (m := _NETDEV_PORT.match(line)):
+            values = netdev.setdefault(m.group(1), {})
+            if m.re is _IBDEV:
+                values["ibdev"] = m.group(2)
+            else:
+                values[m.group(2)] = m.group(3)
+        elif m := _LINK_LAYER.match(line):
+            result.link_layers[f"{m.group(1)}:{m.group(2)}"] = m.group(3)
         elif line.startswith(_PERFQUERY_MARK):
             block = perfquery.setdefault(line.removeprefix(_PERFQUERY_MARK).strip(), [])
         elif block is not None:
@@ -114,6 +156,10 @@ def parse_counter_output(text: str) -> NodeCounters:
     for name, values in net.items():
         if {"tx_bytes", "rx_bytes"} <= values.keys():
             result.ports[name] = PortBytes(tx=values["tx_bytes"], rx=values["rx_bytes"])
+    for name, values in netdev.items():
+        if "ibdev" in values:
+            index = max(int(values.get(key, "0"), 0) for key in ("dev_port", "dev_id"))
+            result.netdev_ports[name] = f"{values['ibdev']}:{index + 1}"
     _add_ports(result, parse_sysfs_counters("\n".join(sysfs)).ports)
     for hca, lines in perfquery.items():
         parsed = parse_perfquery("\n".join(lines))

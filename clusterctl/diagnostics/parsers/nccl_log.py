@@ -16,6 +16,14 @@ and ``Loaded collnet plugin SHARP``. GPUDirect RDMA: ``DMA-BUF is available on G
 what a channel did), and per HCA ``GPU Direct RDMA Disabled for HCA 1 'mlx5_1' (no module)``
 (net_ib.cc; newer releases drop the reason) or ``GPU Direct RDMA (DMABUF) enabled for HCA 0 'mlx5_0``.
 A run that failed early may name its transport only in WARN lines (``NET/IB : Got completion ...``).
+
+With ``NCCL_DEBUG_SUBSYS`` INIT and TUNING the log also says how NCCL reduced: per collective call
+(NCCL 2.20+, src/enqueue.cc) ``AllReduce: 4 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..0}``,
+or in older releases the numeric ``262144 Bytes -> Algo 0 proto 1 time 54.707825`` (the indexes of
+NCCL's ``NCCL_ALGO_*``/``NCCL_PROTO_*`` in src/include/devcomm.h: ``ALGORITHMS`` and ``PROTOCOLS``
+below); ``NVLS multicast support is (not) available on dev N`` at init; ``Channel 00/02 :    0   1``
+the ring channels (``NN/MM``: channel NN of MM). Which GPU a line speaks of is the ``[cudaDev]``
+after the host prefix, so a channel line also says which HCA NCCL gave that GPU.
 """
 
 from __future__ import annotations
@@ -45,12 +53,28 @@ _GDR_HCA = re.compile(
 )
 # A transport named in a WARN line: the only trace of it when a run failed before its INFO lines.
 _WARN_TRANSPORT = re.compile(r"\bNET/(IB\w*|Socket)\b")
-# `host:pid:tid [cudaDev] NCCL ...`: the host whose devices a line speaks of.
-_HOST = re.compile(r"^\s*(?:\[\d+\]\s*)?([^\s:\[\]]+):\d+:\d+\s+\[\d+\]\s*$")
+# `host:pid:tid [cudaDev] NCCL ...`: the host whose devices a line speaks of, and the GPU.
+_HOST = re.compile(r"^\s*(?:\[\d+\]\s*)?([^\s:\[\]]+):\d+:\d+\s+\[(\d{1,4})\]\s*$")
 # A channel (ring) that crosses the network: the net's name, the device index, whether GDRDMA.
 _NET_CHANNEL = re.compile(
     r"\b(?:Channel|Ring)\s+\d+(?:/\d+)?\s*:.*\bvia NET/(\w+)/(\d+)(?:\(\d+\))?(/GDRDMA)?"
 )
+_SOCKET_CHANNEL = re.compile(r"\b(?:Channel|Ring)\s+\d+(?:/\d+)?\s*:.*\bvia NET/Socket/\d+")
+# A ring's layout at init: `Channel 00/02 :    0   1   2   3` (channel 0 of 2), no `via`.
+_RING_LAYOUT = re.compile(r"^Channel\s+\d+/(\d{1,3})\s*:(?:\s+\d+)+\s*$")
+# The algorithm and protocol chosen for one collective call (TUNING): named (2.20+) or numeric.
+_TUNING = re.compile(
+    r"^(?:(?P<coll>[A-Za-z]+):\s*)?(?P<bytes>\d{1,20}) Bytes -> Algo (?P<algo>\w{1,20}) proto (?P<proto>\w{1,20})\b"
+)
+_NVLS = re.compile(r"^NVLS multicast support is (not )?available on dev (\d{1,4})\b")
+_NODES = re.compile(r"\bnRanks \d+ nNodes (\d{1,6})\b")
+# NCCL's algorithm and protocol indexes (src/include/devcomm.h, NCCL_ALGO_* and NCCL_PROTO_*); index 2
+# was plain COLLNET before 2.12 split it into COLLNET_DIRECT and COLLNET_CHAIN.
+ALGORITHMS = ("TREE", "RING", "COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS", "NVLS_TREE", "PAT")
+PROTOCOLS = ("LL", "LL128", "SIMPLE")
+# Algorithms that reduce in the network (SHARP through CollNet; NVLS across nodes runs CollNet between
+# them): each node sends its G once and receives the result once instead of 2(N-1)/N x G.
+IN_NETWORK_ALGORITHMS = frozenset({"COLLNET", "COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS"})
 _GDR = re.compile(r"via NET/\w+/\d+/GDRDMA|GPU Direct RDMA Enabled|GDRDMA")
 _VERSION = re.compile(r"NCCL version\s+v?([\d.]+(?:\+\S+)?)")
 _FAILURE = re.compile(r"NCCL (?:failure|error)\b|RuntimeError: NCCL|ncclSystemError|unhandled \w+ error")
@@ -97,6 +121,24 @@ class NcclLog(Parsed):
     )
     socket_interfaces: list[str] = Field(default_factory=list, description="Interfaces of NET/Socket.")
     ib_no_device: bool = Field(False, description="`NET/IB : No device found.` was printed.")
+    algorithms: dict[str, int] = Field(
+        default_factory=dict,
+        description='AllReduce calls per algorithm/protocol NCCL chose (TUNING lines), e.g. {"RING/SIMPLE": 40}.',
+    )
+    nvls_multicast: bool | None = Field(
+        None, description="NVLS multicast support available (True) or not (False); None: not said."
+    )
+    channels: int | None = Field(None, description="Ring channels NCCL set up (`Channel 00/NN`), the most.")
+    nodes: int | None = Field(None, description="nNodes of the communicator (INIT `comm ... nNodes N`).")
+    gpu_nics: dict[str, dict[int, list[str]]] = Field(
+        default_factory=dict,
+        description="Per host, per GPU (cudaDev): the HCA ports its network channels went through.",
+    )
+    gpu_gdr: dict[str, dict[int, bool]] = Field(
+        default_factory=dict,
+        description="Per host, per GPU: whether every one of its network channels said /GDRDMA.",
+    )
+    socket_channels: int = Field(0, description="Channel lines over NET/Socket (TCP).")
     nccl_version: str | None = None
     warnings: list[str] = Field(default_factory=list, description="NCCL WARN messages.")
     errors: list[str] = Field(default_factory=list, description="WARN messages and NCCL failures.")
@@ -114,6 +156,7 @@ def parse_nccl_log(text: str) -> NcclLog:
     result = NcclLog()
     devices: dict[str, dict[str, str]] = {}  # host -> device index -> HCA port, from its Using line
     channel_devices: dict[str, list[tuple[str, str]]] = {}  # host -> (net, device index) its channels used
+    gpu_channels: dict[str, dict[int, list[tuple[str, str, bool]]]] = {}  # host -> GPU -> (net, index, gdr)
     for raw in text.splitlines():
         _, line = split_tag(raw)
         if not line.strip():
@@ -129,25 +172,65 @@ def parse_nccl_log(text: str) -> NcclLog:
             continue
         level, message = match.groups()
         host = _HOST.match(line[: match.start()])
-        _read_message(result, level, message.strip(), host.group(1) if host else "", devices)
+        name, gpu = (host.group(1), int(host.group(2))) if host else ("", None)
+        _read_message(result, level, message.strip(), name, devices)
+        if level == "INFO":
+            _read_init_and_tuning(result, message.strip())
         if level == "INFO" and (channel := _NET_CHANNEL.search(message)) and channel.group(1) != "Socket":
             net, index, gdr = channel.groups()
-            used = channel_devices.setdefault(host.group(1) if host else "", [])
+            used = channel_devices.setdefault(name, [])
             if (net, index) not in used:
                 used.append((net, index))
+            if gpu is not None:
+                by_gpu = gpu_channels.setdefault(name, {}).setdefault(gpu, [])
+                by_gpu.append((net, index, bool(gdr)))
             result.net_channels += 1
             result.gdr_channels += bool(gdr)
+        elif level == "INFO" and _SOCKET_CHANNEL.search(message):
+            result.socket_channels += 1
     for host_name, used in channel_devices.items():
-        names = devices.get(host_name) or (next(iter(devices.values())) if len(devices) == 1 else {})
+        names = _host_devices(devices, host_name)
         result.hcas_used[host_name] = [names.get(index, f"NET/{net}/{index}") for net, index in used]
+    for host_name, gpus in gpu_channels.items():
+        names = _host_devices(devices, host_name)
+        for gpu, channels in sorted(gpus.items()):
+            nics = list(dict.fromkeys(names.get(index, f"NET/{net}/{index}") for net, index, _ in channels))
+            result.gpu_nics.setdefault(host_name, {})[gpu] = nics
+            result.gpu_gdr.setdefault(host_name, {})[gpu] = all(gdr for _, _, gdr in channels)
     if result.hcas or result.net_channels:
         result.transport = "IB"
-    elif result.socket_interfaces:
+    elif result.socket_interfaces or result.socket_channels:
         result.transport = "Socket"
     else:
         result.transport = _transport_in_errors(result.warnings)
         result.transport_from_errors = result.transport is not None
     return result
+
+
+def _host_devices(devices: dict[str, dict[str, str]], host: str) -> dict[str, str]:
+    """The device index -> HCA port names of ``host``'s Using line (the only list when there is one)."""
+    return devices.get(host) or (next(iter(devices.values())) if len(devices) == 1 else {})
+
+
+def _read_init_and_tuning(result: NcclLog, message: str) -> None:
+    """The algorithm/protocol of a collective call, NVLS multicast, ring channels and node count."""
+    if m := _TUNING.match(message):
+        if m.group("coll") in (None, "AllReduce"):  # numeric lines name no collective
+            key = f"{_named(m.group('algo'), ALGORITHMS)}/{_named(m.group('proto'), PROTOCOLS)}"
+            result.algorithms[key] = result.algorithms.get(key, 0) + 1
+    elif m := _NVLS.match(message):
+        result.nvls_multicast = bool(result.nvls_multicast) or m.group(1) is None
+    elif m := _RING_LAYOUT.match(message):
+        result.channels = max(result.channels or 0, int(m.group(1)))
+    elif m := _NODES.search(message):
+        result.nodes = int(m.group(1))
+
+
+def _named(value: str, names: tuple[str, ...]) -> str:
+    """An algorithm or protocol as NCCL names it: ``1`` -> ``RING``, ``Simple`` -> ``SIMPLE``."""
+    if value.isascii() and value.isdigit():  # \w also matches digits such as '²', which int() refuses
+        return names[int(value)] if int(value) < len(names) else f"#{value}"
+    return value.upper()
 
 
 def gdr_disabled_in_words(gdr_disabled: dict[str, str]) -> str:
