@@ -138,11 +138,11 @@ def parse_counter_output(text: str) -> NodeCounters:
         if m := _NET.match(line):
             net.setdefault(m.group(1), {})[m.group(2)] = int(m.group(3))
         elif (m := _IBDEV.match(line)) or (m := _NETDEV_PORT.match(line)):
-            values = netdev.setdefault(m.group(1), {})
+            found = netdev.setdefault(m.group(1), {})
             if m.re is _IBDEV:
-                values["ibdev"] = m.group(2)
+                found["ibdev"] = m.group(2)
             else:
-                values[m.group(2)] = m.group(3)
+                found[m.group(2)] = m.group(3)
         elif m := _LINK_LAYER.match(line):
             result.link_layers[f"{m.group(1)}:{m.group(2)}"] = m.group(3)
         elif line.startswith(_PERFQUERY_MARK):
@@ -156,10 +156,10 @@ def parse_counter_output(text: str) -> NodeCounters:
     for name, values in net.items():
         if {"tx_bytes", "rx_bytes"} <= values.keys():
             result.ports[name] = PortBytes(tx=values["tx_bytes"], rx=values["rx_bytes"])
-    for name, values in netdev.items():
-        if "ibdev" in values:
-            index = max(int(values.get(key, "0"), 0) for key in ("dev_port", "dev_id"))
-            result.netdev_ports[name] = f"{values['ibdev']}:{index + 1}"
+    for name, attrs in netdev.items():
+        if "ibdev" in attrs:
+            index = max(int(attrs.get(key, "0"), 0) for key in ("dev_port", "dev_id"))
+            result.netdev_ports[name] = f"{attrs['ibdev']}:{index + 1}"
     _add_ports(result, parse_sysfs_counters("\n".join(sysfs)).ports)
     for hca, lines in perfquery.items():
         parsed = parse_perfquery("\n".join(lines))
