@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,9 @@ PAYLOAD = Path(__file__).resolve().parents[1] / "clusterctl" / "payload" / "resn
 
 
 def _load_payload():
+    # The payload imports its siblings (ranks.py) as the image runs it: from its own directory.
+    if str(PAYLOAD.parent) not in sys.path:
+        sys.path.insert(0, str(PAYLOAD.parent))
     spec = importlib.util.spec_from_file_location("resnet50_bench", PAYLOAD)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)

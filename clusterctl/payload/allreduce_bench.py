@@ -21,7 +21,7 @@ import sys
 import time
 
 import torch
-from resnet50_bench import Trainer
+from resnet50_bench import Trainer, add_rendezvous_options
 
 MIB = 1 << 20
 
@@ -34,8 +34,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-bytes", type=int, default=64 * MIB)
     p.add_argument("--iters", type=int, default=5, help="timed allreduces per size")
     p.add_argument("--warmup", type=int, default=1, help="untimed allreduces per size")
-    p.add_argument("--master-addr", default="127.0.0.1", help="DDP: rank 0's address")
-    p.add_argument("--master-port", type=int, default=29500, help="DDP: rendezvous port")
+    add_rendezvous_options(p)
     return p.parse_args(argv)
 
 
