@@ -26,12 +26,23 @@ _STYLE = {
 }
 
 
-def _live(result: HostStepResult) -> None:
-    reason = f" ({result.reason})" if result.reason and result.status != "ok" else ""
-    console.print(
-        f"[{_STYLE[result.status]}]{result.status:>12}[/] {result.node}: {result.step}{reason}",
-        highlight=False,
-    )
+class _Live:
+    """Prints each host-step outcome as it arrives; an unreachable host once (the recap counts the rest)."""
+
+    def __init__(self) -> None:
+        self.unreachable: set[str] = set()
+
+    def __call__(self, result: HostStepResult) -> None:
+        if result.status == "unreachable":
+            if result.node in self.unreachable:
+                return
+            self.unreachable.add(result.node)
+        reason = f" ({result.reason})" if result.reason and result.status != "ok" else ""
+        later = "; no later step runs there" if result.status == "unreachable" else ""
+        console.print(
+            f"[{_STYLE[result.status]}]{result.status:>12}[/] {result.node}: {result.step}{reason}{later}",
+            highlight=False,
+        )
 
 
 def _recap(report: ProvisionReport) -> Table:
@@ -87,7 +98,7 @@ def command(
             dry_run=dry_run,
             accept_new=accept_new_host_keys,
             deliver_image=image,
-            on_result=None if as_json else _live,
+            on_result=None if as_json else _Live(),
             on_bytes=on_bytes,
         )
     status_dir = str(outcome.status_dir) if outcome.status_dir else None
