@@ -44,3 +44,13 @@ def test_fp16_on_cpu_is_refused_with_a_clear_message() -> None:
     with pytest.raises(SystemExit, match="fp16 is not supported on CPU"):
         bench.autocast_dtype("fp16", torch.device("cpu"))
     assert bench.autocast_dtype("bf16", torch.device("cpu")) == torch.bfloat16
+
+
+def test_horovod_missing_from_the_image_is_a_clear_error_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "horovod.torch", None)  # as in NGC's PyTorch images: no Horovod
+    monkeypatch.setenv("CLUSTERCTL_IMAGE", "nvcr.io#nvidia/pytorch:24.01-py3")
+    with pytest.raises(
+        SystemExit, match=r"needs Horovod, which nvcr.io#nvidia/pytorch:24.01-py3 lacks"
+    ) as info:
+        bench.import_horovod()
+    assert "--framework ddp" in str(info.value)

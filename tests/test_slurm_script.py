@@ -188,3 +188,10 @@ def test_a_cpu_job_asks_for_no_gpu_binding() -> None:
     script = _script()
     assert '--cpus-per-task="$cpus_per_task" --cpu-bind=cores \\\n' in script
     assert "--gpu-bind" not in script and "MELLANOX_VISIBLE_DEVICES" not in script
+
+
+def test_the_ranks_know_their_image() -> None:
+    inventory = _modern_pyxis(image="nvcr.io#nvidia/pytorch:24.01-py3")
+    script = plan_batch(inventory, plan_run(inventory, "resnet50"), STARTED, "t").script
+    assert "export CLUSTERCTL_IMAGE='nvcr.io#nvidia/pytorch:24.01-py3'" in script
+    assert "|CLUSTERCTL_IMAGE) args+=" in _script()  # the docker runtime passes it into the task's container

@@ -25,6 +25,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -117,6 +118,22 @@ def parameter_count(model: nn.Module) -> int:
 # --------------------------------------------------------------------------- ranks and frameworks
 
 
+def import_horovod() -> Any:
+    """``horovod.torch``; SystemExit naming the image (``CLUSTERCTL_IMAGE``, set by the launcher) without it.
+
+    NGC's PyTorch images no longer ship Horovod: under Slurm they run the payload with DDP.
+    """
+    try:
+        import horovod.torch as hvd
+    except ImportError as exc:
+        image = os.environ.get("CLUSTERCTL_IMAGE") or "this image"
+        raise SystemExit(
+            f"resnet50_bench: --framework horovod needs Horovod, which {image} lacks ({exc}); run "
+            "--framework ddp, or an image with Horovod (the one `clusterctl image build` makes)."
+        ) from None
+    return hvd
+
+
 class Trainer:
     """What differs between Horovod and DDP: initialisation, wrapping, and the optimizer step."""
 
@@ -124,8 +141,8 @@ class Trainer:
         self.framework: str = args.framework
         self.horovod_version: str | None = None
         if self.framework == "horovod":
+            hvd = import_horovod()
             import horovod
-            import horovod.torch as hvd
 
             hvd.init()
             self.hvd = hvd

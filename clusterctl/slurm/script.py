@@ -105,10 +105,10 @@ def sbatch_options(slurm: SlurmSpec, gpus_per_node: int) -> list[str]:
     return [*options, *slurm.extra_sbatch]
 
 
-def rank_env(inventory: Inventory, plan: LaunchPlan, slurm: SlurmSpec) -> list[tuple[str, str]]:
+def rank_env(inventory: Inventory, plan: LaunchPlan, slurm: SlurmSpec, image: str) -> list[tuple[str, str]]:
     """Every rank's variables: the plan's NCCL/Horovod ones (not those the allocation decides), the MCA
-    parameters as OMPI_MCA_*, and for pyxis on an RDMA fabric enroot's MELLANOX_VISIBLE_DEVICES=all (its
-    Mellanox hook then brings the HCAs and verbs providers into the container)."""
+    parameters as OMPI_MCA_*, for pyxis on an RDMA fabric enroot's MELLANOX_VISIBLE_DEVICES=all (its
+    Mellanox hook then brings the HCAs and verbs providers into the container), and CLUSTERCTL_IMAGE."""
     pairs = mca_params(inventory)
     mca = [
         (f"OMPI_MCA_{pairs[i + 1]}", pairs[i + 2])
@@ -119,7 +119,8 @@ def rank_env(inventory: Inventory, plan: LaunchPlan, slurm: SlurmSpec) -> list[t
     hcas = (
         [("MELLANOX_VISIBLE_DEVICES", "all")] if slurm.runtime == "pyxis" and inventory.primary.rdma else []
     )
-    return [*own, *mca, *hcas]
+    named = [("CLUSTERCTL_IMAGE", image)] if image else []  # the payload names it when it lacks Horovod
+    return [*own, *mca, *hcas, *named]
 
 
 def _docker_flags(inventory: Inventory, image: str, payload: Mount) -> list[str]:
@@ -205,7 +206,7 @@ def render_batch(
         "nodes": len(plan.hosts),
         "ranks_per_node": ranks_per_node(plan),
         "sbatch_options": sbatch_options(slurm, gpus),
-        "env": rank_env(inventory, plan, slurm),
+        "env": rank_env(inventory, plan, slurm, image),
         "rendezvous": "MASTER_ADDR" in plan.env,
         "gpus": gpus,
         "payload": payload,
