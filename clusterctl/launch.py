@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from clusterctl.errors import InputError
-from clusterctl.image.render import CONTAINER_SSH_DIR
+from clusterctl.image.render import CONTAINER_PAYLOAD_DIR, CONTAINER_SSH_DIR
 from clusterctl.inventory import Inventory, Node, RunDefaults
 from clusterctl.versions import version_tuple
 from clusterctl.workloads import get_workload
@@ -31,6 +31,11 @@ if TYPE_CHECKING:
 # cpu image sets no LD_LIBRARY_PATH, and mpirun warns about a -x of an unset variable.
 FORWARDED_ENV = ("PATH",)
 GPU_FORWARDED_ENV = ("LD_LIBRARY_PATH",)
+# DDP rendezvous port on rank 0 (MASTER_PORT); torch's customary default.
+DDP_MASTER_PORT = 29500
+# What every rank of the ssh launcher runs first: it binds the rank to its GPU's CPUs, then execs the
+# rank's command (clusterctl/payload/bind.py; mpirun itself keeps the whitepaper's --bind-to none).
+BIND_WRAPPER = ("python3", f"{CONTAINER_PAYLOAD_DIR}/bind.py", "--")
 
 
 class RunOptions(BaseModel):
@@ -120,7 +125,8 @@ class LaunchPlan(BaseModel):
     env: dict[str, str] = Field(description="Variables set on every rank (passed with -x NAME=VALUE).")
     argv: list[str] = Field(description="The whole command: mpirun, its flags, the workload's argv.")
     rank_argv: list[str] = Field(
-        description="What every rank runs (the end of argv): the slurm launcher's srun starts it directly."
+        description="What every rank runs (the end of argv, after the binding wrapper where there is one): "
+        "the slurm launcher's srun starts it directly and binds through Slurm."
     )
     gpu: bool = Field(description="Whether the ranks run on GPUs (NCCL) or CPUs (Gloo/MPI).")
 
@@ -226,6 +232,22 @@ def rsh_args(inventory: Inventory) -> str:
     )
 
 
+def rendezvous_env(settings: RunDefaults, master_addr: str) -> dict[str, str]:
+    """torch's MASTER_ADDR / MASTER_PORT for a DDP run (rank 0's address); nothing for Horovod."""
+    if settings.framework != "ddp":
+        return {}
+    return {"MASTER_ADDR": master_addr, "MASTER_PORT": str(DDP_MASTER_PORT)}
+
+
+def binds_ranks(inventory: Inventory) -> bool:
+    """Whether the ssh launcher's ranks start through ``BIND_WRAPPER`` (Python 3 in the image).
+
+    The paper-2020 image reproduces the whitepaper's command as it was (TensorFlow 1.14 on Python 2.7,
+    ``--bind-to none`` and nothing else); every other image binds each rank near its GPU.
+    """
+    return inventory.image.profile != "paper-2020"
+
+
 def build_plan(inventory: Inventory, options: RunOptions, workload: Workload) -> LaunchPlan:
     """The launch plan for ``workload`` with ``options`` on ``inventory``.
 
@@ -236,7 +258,7 @@ def build_plan(inventory: Inventory, options: RunOptions, workload: Workload) ->
     check_image_runs(workload, inventory)
     nodes = select_nodes(inventory, options.nodes)
     hosts = [HostSlots(node=n.name, address=n.fabric_ip, slots=_slots(n, options)) for n in nodes]
-    env = nccl_env(inventory, options.settings)
+    env = {**nccl_env(inventory, options.settings), **rendezvous_env(options.settings, hosts[0].address)}
     gpu = inventory.primary.gpus.count > 0
     forwarded = [*FORWARDED_ENV, *(GPU_FORWARDED_ENV if gpu else ()), *workload.forwarded_env(inventory)]
     world = sum(h.slots for h in hosts)
@@ -258,9 +280,15 @@ def build_plan(inventory: Inventory, options: RunOptions, workload: Workload) ->
         argv += ["-x", f"{name}={value}"]
     for name in forwarded:
         argv += ["-x", name]
-    rank_argv = workload.argv(options.settings, gpu=gpu, master_addr=hosts[0].address)
+    rank_argv = workload.argv(options.settings, gpu=gpu)
+    wrapper = list(BIND_WRAPPER) if binds_ranks(inventory) else []
     return LaunchPlan(
-        options=options, hosts=hosts, env=env, argv=[*argv, *rank_argv], rank_argv=rank_argv, gpu=gpu
+        options=options,
+        hosts=hosts,
+        env=env,
+        argv=[*argv, *wrapper, *rank_argv],
+        rank_argv=rank_argv,
+        gpu=gpu,
     )
 
 

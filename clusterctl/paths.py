@@ -28,6 +28,11 @@ def payload_dir() -> Path:
     return _PACKAGE / "payload"
 
 
+def payload_files() -> list[Path]:
+    """The payload's scripts, as the image and a Slurm job's mounted copy hold them (not the package marker)."""
+    return sorted(p for p in payload_dir().glob("*.py") if p.name != "__init__.py")
+
+
 def state_dir() -> Path:
     """The root of everything clusterctl writes outside a run directory."""
     explicit = os.environ.get(STATE_DIR_ENV)

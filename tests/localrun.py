@@ -40,12 +40,12 @@ def local_mpirun(
 ) -> ExecResult:
     """Run ``plan``'s rank command with ``mpirun -np <world size> --oversubscribe`` on this host."""
     del inventory
-    script = next(a for a in plan.argv if a.startswith(f"{CONTAINER_PAYLOAD_DIR}/"))
-    rank_argv = plan.argv[plan.argv.index(script) - 1 :]
+    rank_argv = list(plan.rank_argv)
     rank_argv[0] = sys.executable
-    rank_argv[1] = str(LOCAL_PAYLOAD_DIR / script.rpartition("/")[2])
+    rank_argv[1] = str(LOCAL_PAYLOAD_DIR / rank_argv[1].removeprefix(f"{CONTAINER_PAYLOAD_DIR}/"))
     argv = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--tag-output", "-np", str(plan.world_size)]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    rendezvous = {k: v for k, v in plan.env.items() if k.startswith("MASTER_")}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", **rendezvous}
     proc = subprocess.run(
         [*argv, *rank_argv], capture_output=True, text=True, timeout=timeout_s, env=env, check=False
     )

@@ -266,10 +266,18 @@ def test_fabric_address_present_means_no_mismatch(tmp_path: Path) -> None:
     assert "ipoib-address-mismatch" not in codes and "fabric-interface-down" not in codes
 
 
-def test_peermem_loaded_per_sys_module_clears_the_finding(tmp_path: Path) -> None:
+def test_peermem_loaded_but_not_registered_is_its_own_finding(tmp_path: Path) -> None:
     outputs = {**FIXTURE_NODE, "peermem": "/sys/module/nvidia_peermem/version\n"}
     report = judge_bundle({"c4140-1": _bundle("c4140-1", outputs)}, _paper(tmp_path))
-    assert "peermem-missing" not in {f.code for f in report.nodes["c4140-1"].findings}
+    codes = {f.code for f in report.nodes["c4140-1"].findings}
+    assert "peermem-missing" not in codes and "peermem-not-registered" in codes
+    registered = "/sys/kernel/mm/memory_peers/nv_mem_nc/version\n/sys/module/nvidia_peermem/version\n"
+    report = judge_bundle(
+        {"c4140-1": _bundle("c4140-1", {**outputs, "peermem": registered})}, _paper(tmp_path)
+    )
+    assert not {"peermem-missing", "peermem-not-registered"} & {
+        f.code for f in report.nodes["c4140-1"].findings
+    }
 
 
 # ------------------------------------------------------------------------------------ the command

@@ -30,6 +30,16 @@ def test_gpus_are_judged_against_the_hcas_nccl_may_use() -> None:
     assert "mlx5_0, is SYS away" in far.message and "NCCL_IB_HCA" in far.advice
 
 
+def test_gpus_whose_nearest_usable_hca_is_on_another_numa_node_are_warned_about() -> None:
+    # the real DGX A100: GPU0/1 (NUMA 3) sit under mlx5_0's switch; GPU2-7 (NUMA 1, 7, 5) reach it across sockets
+    topo = parse_nvidia_smi_topo(fixture_text(_DGX))
+    (far,) = [f for f in topology_rules(topo, Expectation(hca=["mlx5_0"])) if f.code == "hca-other-numa-node"]
+    assert far.severity == "warning"
+    assert far.message.startswith(", ".join(f"GPU{i} (mlx5_0)" for i in range(2, 8)) + ": ")
+    # every HCA allowed: each GPU has one on its own switch, nothing to say
+    assert all(f.code != "hca-other-numa-node" for f in topology_rules(topo, Expectation()))
+
+
 def test_one_hca_as_a_string_or_with_its_port_is_the_same_list() -> None:
     topo = parse_nvidia_smi_topo(fixture_text(_DGX))
     as_list = topology_rules(topo, Expectation(hca=["mlx5_0"], nccl_version="2.18.3"))
@@ -48,11 +58,11 @@ def test_nccl_2_5_disables_gdr_at_distance_equal_to_the_level() -> None:
     """NCCL 2.5: SYS is distance 4 and `distance >= level` disables GDR, so level 4 leaves it off."""
     topo = parse_nvidia_smi_topo(fixture_text(_A10_SYS))
     old = topology_rules(topo, Expectation(gdr_level=4, nccl_version="2.5.6"))
-    assert {f.code for f in old} == {"gdr-not-used-topology"}
+    assert {f.code for f in old} == {"gdr-not-used-topology", "hca-other-numa-node"}
     assert "NCCL_NET_GDR_LEVEL=5 (NCCL before 2.6 takes integers only" in old[0].advice
     assert "or 4)" not in old[0].advice
     new = topology_rules(topo, Expectation(gdr_level=4, nccl_version="2.21.5"))
-    assert {f.code for f in new} == {"gdr-usable"}
+    assert {f.code for f in new} == {"gdr-usable", "hca-other-numa-node"}
 
 
 def test_unknown_nccl_version_gives_both_forms_of_advice() -> None:
@@ -90,7 +100,8 @@ def test_gdr_for_sends_needs_nvlink_on_older_gpus_and_nccl() -> None:
     pcie = topology_rules(
         parse_nvidia_smi_topo(fixture_text(_A10_SYS)), Expectation(gdr_level=4, nccl_version="2.21.5")
     )
-    assert pcie and all("without NVLink between GPUs sends" in f.message for f in pcie)
+    gdr = [f for f in pcie if f.code == "gdr-usable"]
+    assert gdr and all("without NVLink between GPUs sends" in f.message for f in gdr)
     nvlink = topology_rules(parse_nvidia_smi_topo(fixture_text(_DGX)), Expectation(nccl_version="2.21.5"))
     assert [f for f in nvlink if f.code == "gdr-usable"] and not [f for f in nvlink if "sends" in f.message]
 

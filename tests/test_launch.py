@@ -118,7 +118,18 @@ def test_nodes_n_picks_the_primary_and_n_minus_1_secondaries() -> None:
 
 def test_ddp_rendezvous_is_rank_0s_fabric_address() -> None:
     plan = _plan(SANDBOX, "resnet50", nodes=2, framework="ddp")
-    assert "--master-addr=10.213.0.11" in plan.argv
+    assert plan.env["MASTER_ADDR"] == "10.213.0.11" and plan.env["MASTER_PORT"] == "29500"
+    assert _contains_run(plan.argv, ("-x", "MASTER_ADDR=10.213.0.11"))
+    assert "MASTER_ADDR" not in _plan(SANDBOX, "resnet50", nodes=2, framework="horovod").env
+
+
+def test_ssh_ranks_start_bound_through_the_wrapper_except_on_the_paper_image() -> None:
+    modern = _plan(ROOT / "inventories" / "modern-h100.yml", "resnet50", nodes=2)
+    script = modern.argv.index("/opt/clusterctl/payload/resnet50_bench.py")
+    # mpirun leaves the binding to the wrapper, which starts the rank's own command
+    assert modern.argv[script - 4 : script] == ["python3", "/opt/clusterctl/payload/bind.py", "--", "python"]
+    assert modern.argv[script - 1 :] == modern.rank_argv
+    assert "bind.py" not in " ".join(_plan(PAPER, "tf_cnn_benchmarks", nodes=2).argv)
 
 
 def test_run_options_are_validated_like_the_inventory() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,9 @@ PAYLOAD = Path(__file__).resolve().parents[1] / "clusterctl" / "payload" / "resn
 
 
 def _load_payload():
+    # The payload imports its siblings (ranks.py) as the image runs it: from its own directory.
+    if str(PAYLOAD.parent) not in sys.path:
+        sys.path.insert(0, str(PAYLOAD.parent))
     spec = importlib.util.spec_from_file_location("resnet50_bench", PAYLOAD)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
@@ -40,3 +44,13 @@ def test_fp16_on_cpu_is_refused_with_a_clear_message() -> None:
     with pytest.raises(SystemExit, match="fp16 is not supported on CPU"):
         bench.autocast_dtype("fp16", torch.device("cpu"))
     assert bench.autocast_dtype("bf16", torch.device("cpu")) == torch.bfloat16
+
+
+def test_horovod_missing_from_the_image_is_a_clear_error_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "horovod.torch", None)  # as in NGC's PyTorch images: no Horovod
+    monkeypatch.setenv("CLUSTERCTL_IMAGE", "nvcr.io#nvidia/pytorch:24.01-py3")
+    with pytest.raises(
+        SystemExit, match=r"needs Horovod, which nvcr.io#nvidia/pytorch:24.01-py3 lacks"
+    ) as info:
+        bench.import_horovod()
+    assert "--framework ddp" in str(info.value)

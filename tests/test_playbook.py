@@ -154,16 +154,84 @@ def test_ipoib_sets_and_persists_the_inventory_address(
     assert f"ip addr replace {address} dev {iface}" in r.apply
 
 
-def test_peermem_accepts_either_module_name() -> None:
-    r = _rendered("paper-c4140.yml", "gpudirect-rdma")
-    for probe in (
-        "/sys/module/nvidia_peermem",
-        "/sys/module/nv_peer_mem",
-        "/sys/kernel/mm/memory_peers/nv_mem/version",
-    ):
-        assert probe in r.check
-    assert "modinfo nvidia_peermem" in r.apply and "modinfo nv_peer_mem" in r.apply
-    assert "/etc/modules-load.d/clusterctl-peermem.conf" in r.apply
+def test_gpudirect_is_checked_by_registration_and_set_up_per_driver_generation() -> None:
+    paper, modern = (
+        _rendered("paper-c4140.yml", "gpudirect-rdma"),
+        _rendered("modern-h100.yml", "gpudirect-rdma"),
+    )
+    for r in (paper, modern):
+        # registered with MOFED's ib_core, not merely loaded: /sys/module/nvidia_peermem is no proof
+        assert "test -f /sys/kernel/mm/memory_peers/nv_mem/version" in r.check
+        assert "memory_peers/nv_mem_nc/version" in r.check and "/sys/module" not in r.check
+        assert "registered || {" in r.apply
+    # CUDA 10.0 (driver before R470): nv_peer_mem built from Mellanox's pinned source, as its README says
+    assert "nv_peer_memory/archive/refs/tags/1.1-0.tar.gz" in paper.apply
+    assert "./build_module.sh" in paper.apply and "dpkg-buildpackage -us -uc" in paper.apply
+    assert "modprobe nv_peer_mem" in paper.apply and "nvidia_peermem" not in paper.apply
+    assert "grep -qsx nv_peer_mem /etc/modules-load.d/clusterctl-peermem.conf" in paper.check
+    # CUDA 12: the driver's nvidia-peermem, its DKMS modules rebuilt against MOFED when it registers nothing
+    assert 'dkms install -m nvidia -v "$ver" -k "$(uname -r)"' in modern.apply
+    assert modern.apply.index("dkms install") < modern.apply.rindex("modprobe nvidia_peermem")
+    assert "nv_peer_memory" not in modern.apply
+
+
+def test_the_driver_is_checked_never_installed() -> None:
+    r = _rendered("modern-h100.yml", "nvidia-driver")
+    assert "nvidia-smi -L" in r.check and "-ge 8 ]" in r.check
+    assert "apt-get" not in r.apply and r.apply.rstrip().endswith("exit 1")
+    assert "never installs a driver" in r.apply
+
+
+def test_the_toolkit_repository_is_added_with_nvidias_pinned_key() -> None:
+    r = _rendered("modern-h100.yml", "nvidia-runtime")
+    assert "apt-cache show nvidia-container-toolkit" in r.apply  # only where the package is missing
+    assert "want=C95B321B61E88C1809C4F759DDCAE044F796ECB0" in r.apply
+    assert r.apply.index('[ "$got" != "$want" ]') < r.apply.index("nvidia-container-toolkit.list")
+    assert "signed-by=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg" in r.apply
+
+
+@pytest.mark.parametrize(
+    ("fixture", "ok"),
+    [
+        ("gpud-8xrtx4090-535.154.05-fabric-na-idle-gen1.txt", True),  # no NVSwitch: nothing to do
+        ("gpud-8xh100-535.161.08-fabric-completed.txt", False),  # HGX: fabric manager wanted
+        ("gptq-doc-h100-sxm-vm-fabric-in-progress-grep.txt", False),  # fabric not initialised
+    ],
+)
+def test_fabric_manager_is_wanted_exactly_on_nvswitch_systems(fixture: str, ok: bool, tmp_path: Path) -> None:
+    """The step's probe run by a real shell over real `nvidia-smi -q` outputs (no GPU here: a stand-in
+    nvidia-smi prints them; dpkg-query finds no fabric manager on this machine)."""
+    from fixtures import FIXTURES
+
+    r = _rendered("modern-h100.yml", "fabric-manager")
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text(
+        f'#!/bin/sh\ncase "$1" in -q) tail -n +3 {FIXTURES / "nvidia_smi_q" / fixture} ;; *) echo 535.161.08 ;; esac\n'
+    )
+    fake.chmod(0o755)
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin"}
+    done = subprocess.run(["sh", "-c", r.check], env=env, capture_output=True, text=True, timeout=30)
+    assert (done.returncode == 0) is ok, done.stderr
+
+
+def test_subnet_manager_check_names_the_inventory_hcas() -> None:
+    r = _rendered("modern-h100.yml", "ib-subnet-manager")
+    assert 'wanted=" "\'mlx5_0 mlx5_1 mlx5_4 mlx5_5 mlx5_6 mlx5_7 mlx5_8 mlx5_9\'" "' in r.check
+    assert "grep -q ACTIVE" in r.check
+    assert "no subnet manager" in r.apply and "opensm" in r.apply and r.apply.rstrip().endswith("exit 1")
+    assert _rendered("sandbox-example.yml", "ib-subnet-manager").skip_reason
+
+
+@pytest.mark.parametrize("inventory", ["paper-c4140.yml", "modern-h100.yml"])
+def test_every_rendered_command_is_valid_shell(inventory: str, tmp_path: Path) -> None:
+    inv = load_inventory(data_dir("inventories") / inventory)
+    for step in load_playbook(PLAYBOOK).steps:
+        r = render_step(step, inv.nodes[0], _context(inv))
+        for phase in ("check", "apply", "verify"):
+            script = tmp_path / f"{step.name}-{phase}.sh"
+            script.write_text(getattr(r, phase))
+            checked = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+            assert checked.returncode == 0, (step.name, phase, checked.stderr)
 
 
 def test_nvidia_runtime_never_restarts_under_running_gpu_containers() -> None:
@@ -174,7 +242,18 @@ def test_nvidia_runtime_never_restarts_under_running_gpu_containers() -> None:
 
 
 @pytest.mark.parametrize(
-    "step", ["mofed", "ipoib", "gpudirect-rdma", "nvidia-runtime", "docker-memlock", "kernel-headers"]
+    "step",
+    [
+        "mofed",
+        "ipoib",
+        "gpudirect-rdma",
+        "nvidia-runtime",
+        "docker-memlock",
+        "kernel-headers",
+        "nvidia-driver",
+        "fabric-manager",
+        "ib-subnet-manager",
+    ],
 )
 def test_hardware_steps_are_skipped_on_the_sandbox_with_a_reason(step: str) -> None:
     r = _rendered("sandbox-example.yml", step)
@@ -263,3 +342,43 @@ def test_playbook_model_rejects_unknown_keys() -> None:
                 "steps": [{"name": "a", "description": "d", "check": "t", "apply": "t", "sudo": True}],
             }
         )
+
+
+def test_provision_plan_prints_every_step_per_node_without_connecting(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from clusterctl.cli import main
+    from clusterctl.hosts import provision
+
+    def no_connection(*args: object, **kwargs: object) -> None:
+        raise AssertionError("provision --plan connected to a node")
+
+    monkeypatch.setattr(provision, "connect", no_connection)
+    plans = {}
+    for name in ("paper-c4140", "modern-h100"):
+        path = data_dir("inventories") / f"{name}.yml"
+        assert main(["provision", "--plan", "-i", str(path), "--json"]) == 0
+        plans[name] = json.loads(capsys.readouterr().out)["plan"]
+    for name, plan in plans.items():
+        assert len(plan) == 2  # both nodes
+        steps = {s["step"]: s for s in plan[0]["steps"]}
+        assert set(steps) >= {"nvidia-driver", "fabric-manager", "nvidia-runtime", "mofed", "gpudirect-rdma"}
+        assert "memory_peers/nv_mem/version" in steps["gpudirect-rdma"]["check"], name
+        assert "C95B321B61E88C1809C4F759DDCAE044F796ECB0" in steps["nvidia-runtime"]["apply"], name
+        assert (
+            "nvidia-smi -L" in steps["nvidia-driver"]["check"]
+            and "Fabric" in steps["fabric-manager"]["check"]
+        )
+    paper = {s["step"]: s for s in plans["paper-c4140"][0]["steps"]}
+    modern = {s["step"]: s for s in plans["modern-h100"][0]["steps"]}
+    assert "dpkg-buildpackage" in paper["gpudirect-rdma"]["apply"]  # nv_peer_mem built from source
+    assert "dkms install -m nvidia" in modern["gpudirect-rdma"]["apply"]  # rebuilt after MOFED
+    order = [s["step"] for s in plans["modern-h100"][0]["steps"]]
+    assert order.index("mofed") < order.index("gpudirect-rdma")
+    # the human form: per node, the steps' commands, offline
+    assert main(["provision", "--plan", "-i", str(data_dir("inventories") / "modern-h100.yml")]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("provision plan (offline: no node was contacted")
+    assert "hgx-02" in text and "dkms install -m nvidia" in text

@@ -12,6 +12,7 @@ from clusterctl.sandbox.inventory import write_inventory
 from clusterctl.sandbox.nodeimage import render_context, render_slurm_context
 from clusterctl.sandbox.plan import plan_cpus, plan_sandbox
 from clusterctl.sandbox.slurm import (
+    DECLARED_CPUS,
     RUN_DIR,
     munge_key,
     parse_sinfo_nodes,
@@ -23,14 +24,18 @@ from clusterctl.sandbox.state import sandbox_files
 SHELLCHECK = Path("/usr/bin/shellcheck")
 
 
-def test_slurm_conf_gives_each_node_its_cpusets_cpu_count() -> None:
+def test_slurm_conf_gives_each_node_its_cpusets_cpu_count_and_at_least_the_declared_cpus() -> None:
     plan = plan_sandbox("dev-1", 3, "10.9.0.0/24")
+    big = render_slurm_conf(plan, plan_cpus(list(range(30)), 3))  # 10 CPUs each
+    assert "NodeName=node1 NodeAddr=10.9.0.11 CPUs=10 State=UNKNOWN\n" in big
     conf = render_slurm_conf(plan, plan_cpus([0, 1, 2, 3, 4, 5, 6], 3))  # 2 CPUs each, 1 left over
+    # declared more than it has, so that 2 ranks per node can start; slurmd keeps the declared count
+    assert "SlurmdParameters=config_overrides\n" in conf
     assert "SlurmctldHost=node1(10.9.0.11)\n" in conf
     assert "SlurmctldParameters=enable_configless\n" in conf
     assert "ClusterName=dev_1\n" in conf
     for i in (1, 2, 3):
-        assert f"NodeName=node{i} NodeAddr=10.9.0.{10 + i} CPUs=2 State=UNKNOWN\n" in conf
+        assert f"NodeName=node{i} NodeAddr=10.9.0.{10 + i} CPUs={DECLARED_CPUS} State=UNKNOWN\n" in conf
     assert "Epilog=/etc/slurm/clusterctl-epilog.sh\n" in conf
     assert "ProctrackType=proctrack/linuxproc\n" in conf
 

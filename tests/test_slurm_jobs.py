@@ -7,11 +7,13 @@ import pytest
 from clusterctl.diagnostics.model import split_tag
 from clusterctl.slurm.jobs import (
     JobStatus,
+    hopeless_pending,
     job_outcome,
     parse_mpi_list,
     parse_sacct,
     parse_scontrol_job,
     parse_squeue,
+    refusal_fix,
 )
 from tests.fixtures import fixture_text
 
@@ -92,3 +94,19 @@ def test_srun_labels_are_rank_tags() -> None:
     assert split_tag("0: CLUSTERCTL_RESULT {}") == (0, "CLUSTERCTL_RESULT {}")
     assert split_tag(" 3: step 10") == (3, "step 10")
     assert split_tag("[1,2]<stdout>:x") == (2, "x")
+
+
+def test_only_reasons_no_wait_cures_are_hopeless() -> None:
+    never = parse_scontrol_job(fixture_text("slurm/sandbox_scontrol_o_pending_partitionconfig.out"))
+    assert never is not None and never.reason == "PartitionConfig"
+    assert "PartitionConfig" in (hopeless_pending(never) or "")
+    waiting = parse_scontrol_job(fixture_text("slurm/sandbox_scontrol_o_pending.out"))
+    assert waiting is not None and waiting.reason == "Resources" and hopeless_pending(waiting) is None
+    finished = parse_scontrol_job(fixture_text("slurm/sandbox_scontrol_o_failed_3.out"))
+    assert finished is not None and hopeless_pending(finished) is None
+
+
+def test_an_unsatisfiable_sbatch_refusal_gets_the_fix() -> None:
+    said = fixture_text("slurm/sandbox_sbatch_test_only_unsatisfiable.out")
+    assert "Fix: ask for what the partition has" in refusal_fix(said)
+    assert refusal_fix("sbatch: error: Invalid account or account/partition combination specified") == ""

@@ -122,3 +122,18 @@ def test_collect_hands_over_the_script_and_the_counters_read_in_the_allocation(
     before, after = got.counters
     assert set(before) == set(after) == {"c7"} and after["c7"].ports["eth0"].tx == 5770551
     assert set(got.bundles) == {"topology", "topology-after"}
+
+
+def test_a_job_that_can_never_start_is_cancelled_at_once_with_the_cause_and_the_fix(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # 2 ranks per node on nodes declaring 1 CPU: Slurm keeps it PENDING (PartitionConfig) forever
+    login = LoginNode(states=[_text("sandbox_scontrol_o_pending_partitionconfig.out")], chunks=[])
+    launch = _launch(login, monkeypatch)  # pending_limit_s: the default hour
+    seen: list[str] = []
+    assert launch.follow(seen.append, deadline=float("inf")) == 1
+    assert login.calls.count(["scancel", "8"]) == 1
+    assert sum(call[0] == "scontrol" for call in login.calls) == 1  # no second poll
+    (cause,) = [line for line in seen if "can never start" in line]
+    assert "reason PartitionConfig" in cause and "more tasks per node than a node has CPUs" in cause
+    assert "Fix: ask for what the partition has" in cause and "--ranks-per-node" in cause

@@ -69,7 +69,9 @@ def test_runtime_flags_are_the_ones_each_runtime_needs() -> None:
     pyxis = _script(runtime="pyxis", image="nvcr.io#nvidia/pytorch:24.01-py3")
     assert "'--container-image=nvcr.io#nvidia/pytorch:24.01-py3' --no-container-mount-home" in pyxis
     apptainer = _script(runtime="apptainer", image="/shared/bench.sif")
-    assert "apptainer exec /shared/bench.sif" in apptainer  # --nv only on GPU nodes
+    job = "/shared/clusterctl/sandbox-20260102T030405Z-abc123"
+    # --nv only on GPU nodes; the job's payload bound where the image's would be
+    assert f"apptainer exec --bind={job}/payload:/opt/clusterctl/payload:ro /shared/bench.sif" in apptainer
     docker = _script()
     for flag in (
         "--ipc host --pid host",
@@ -79,8 +81,10 @@ def test_runtime_flags_are_the_ones_each_runtime_needs() -> None:
         assert flag in docker
     assert "--network=host" in docker and "clusterctl/sandbox:cpu-0123456789ab" in docker
     assert "/etc/clusterctl/ssh" not in docker  # no mpirun: the cluster's SSH material stays out
+    assert f"-v {job}/payload:/opt/clusterctl/payload:ro" in docker
     none = _script(runtime="none", image=None)
     assert "docker run" not in none and "apptainer" not in none
+    assert f"python {job}/payload/resnet50_bench.py --framework=" in none  # on the host: the job's copy
 
 
 def test_the_ssh_launchers_environment_reaches_every_rank() -> None:
@@ -142,3 +146,52 @@ def test_launcher_default_follows_the_slurm_block() -> None:
         get_launcher(plain, "slurm")
     with pytest.raises(InputError, match="--launcher 'pbs'"):
         get_launcher(plain, "pbs")
+
+
+MODERN = ROOT / "inventories" / "modern-h100.yml"
+
+
+def _modern_pyxis(**slurm: Any) -> Inventory:
+    document = load_yaml(MODERN)
+    document["slurm"] = {"login": {"address": "10.20.0.100"}, "run_dir": "/shared/clusterctl", "runtime": "pyxis",
+                         **slurm}  # fmt: skip
+    return validate_document(document, MODERN)
+
+
+def test_pyxis_runs_the_mounted_payload_in_the_ngc_image_bound_near_its_gpus() -> None:
+    inventory = _modern_pyxis(image="nvcr.io#nvidia/pytorch:24.01-py3")
+    script = plan_batch(inventory, plan_run(inventory, "resnet50", framework="ddp"), STARTED, "t").script
+    job = "/shared/clusterctl/h100-pair-20260102T030405Z-t"
+    # the job's copy of the payload, read-only where the command looks for it (pyxis: SRC:DST:FLAGS)
+    assert f"--container-mounts={job}/payload:/opt/clusterctl/payload:ro" in script
+    assert "python /opt/clusterctl/payload/resnet50_bench.py --framework=ddp" in script
+    # DDP meets on the allocation's first node, not on the inventory's primary
+    assert 'mapfile -t CLUSTERCTL_NODES < <(scontrol show hostnames "$SLURM_JOB_NODELIST")' in script
+    assert 'export MASTER_ADDR="${CLUSTERCTL_NODES[0]}"' in script and "10.21.0.1" not in script
+    # the snapshot: exactly one task per node of the allocation, whatever the job's 8 per node
+    assert 'srun -N "$SLURM_NNODES" -n "$SLURM_NNODES" --ntasks-per-node=1' in script
+    # binding: an equal share of the node's CPUs per rank, on cores, the closest GPUs; threads to match
+    assert '--cpus-per-task="$cpus_per_task" --cpu-bind=cores --gpu-bind=closest' in script
+    assert "cpus_per_task=${SLURM_CPUS_PER_TASK:-$(( SLURM_CPUS_ON_NODE / SLURM_NTASKS_PER_NODE ))}" in script
+    assert 'export OMP_NUM_THREADS="$cpus_per_task"' in script
+    assert "export MELLANOX_VISIBLE_DEVICES='all'" in script  # enroot's hook brings the HCAs in
+
+
+def test_pyxis_without_an_image_names_the_fix() -> None:
+    inventory = _modern_pyxis()
+    with pytest.raises(InputError, match="enroot on the nodes cannot import") as info:
+        plan_batch(inventory, plan_run(inventory, "resnet50"), STARTED, "t")
+    assert "nvcr.io#nvidia/pytorch:24.01-py3" in str(info.value)
+
+
+def test_a_cpu_job_asks_for_no_gpu_binding() -> None:
+    script = _script()
+    assert '--cpus-per-task="$cpus_per_task" --cpu-bind=cores \\\n' in script
+    assert "--gpu-bind" not in script and "MELLANOX_VISIBLE_DEVICES" not in script
+
+
+def test_the_ranks_know_their_image() -> None:
+    inventory = _modern_pyxis(image="nvcr.io#nvidia/pytorch:24.01-py3")
+    script = plan_batch(inventory, plan_run(inventory, "resnet50"), STARTED, "t").script
+    assert "export CLUSTERCTL_IMAGE='nvcr.io#nvidia/pytorch:24.01-py3'" in script
+    assert "|CLUSTERCTL_IMAGE) args+=" in _script()  # the docker runtime passes it into the task's container

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -14,7 +15,7 @@ from clusterctl.cli.image import DeliveryProgress, print_deliveries
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from clusterctl.hosts.provision import HostStepResult, ProvisionReport
+    from clusterctl.hosts.provision import HostStepResult, NodePlan, ProvisionReport
 
 _STYLE = {
     "ok": "green",
@@ -26,12 +27,45 @@ _STYLE = {
 }
 
 
-def _live(result: HostStepResult) -> None:
-    reason = f" ({result.reason})" if result.reason and result.status != "ok" else ""
-    console.print(
-        f"[{_STYLE[result.status]}]{result.status:>12}[/] {result.node}: {result.step}{reason}",
-        highlight=False,
-    )
+class _Live:
+    """Prints each host-step outcome as it arrives; an unreachable host once (the recap counts the rest)."""
+
+    def __init__(self) -> None:
+        self.unreachable: set[str] = set()
+
+    def __call__(self, result: HostStepResult) -> None:
+        if result.status == "unreachable":
+            if result.node in self.unreachable:
+                return
+            self.unreachable.add(result.node)
+        reason = f" ({result.reason})" if result.reason and result.status != "ok" else ""
+        later = "; no later step runs there" if result.status == "unreachable" else ""
+        console.print(
+            f"[{_STYLE[result.status]}]{result.status:>12}[/] {result.node}: {result.step}{reason}{later}",
+            highlight=False,
+        )
+
+
+def _print_plan(plans: list[NodePlan]) -> None:
+    """Each node's steps as a reviewer reads them: skipped with why, or the commands in order."""
+    console.print("provision plan (offline: no node was contacted; apply runs only where check fails)")
+    for plan in plans:
+        console.rule(f"[bold]{plan.node}[/]")
+        for rendered in plan.steps:
+            if rendered.skip_reason:
+                console.print(
+                    f"[dim]{rendered.step.name}: skipped ({rendered.skip_reason})[/]", highlight=False
+                )
+                continue
+            console.print(f"[bold]{rendered.step.name}[/]: {rendered.step.description}", highlight=False)
+            for source, dest, mode in rendered.uploads:
+                console.print(f"  upload  {source} -> {dest} (mode {mode:o})", highlight=False)
+            for phase in ("check", "apply", "verify"):
+                text = getattr(rendered, phase)
+                if phase == "verify" and text == rendered.check:
+                    continue
+                console.print(f"  {phase}:", highlight=False)
+                console.out(textwrap.indent(text.rstrip(), "    "), highlight=False)
 
 
 def _recap(report: ProvisionReport) -> Table:
@@ -69,15 +103,28 @@ def command(
         "--image",
         help="Also deliver the built benchmark image to the nodes (the image stage; see `image build`).",
     ),
+    plan: bool = typer.Option(
+        False,
+        "--plan",
+        help="Print every step's commands per node (check, apply where the check fails, verify) without "
+        "connecting to any node, to review before a run.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the recap as JSON."),
 ) -> int:
     """Set up every node: packages, hostnames, cluster SSH, memlock, Docker (+NVIDIA runtime), MOFED, IPoIB, GPUDirect RDMA.
 
     Exit 0 when every host is ok/changed/skipped, 1 when a host failed or was unreachable, 2 on bad input.
     """
-    from clusterctl.hosts.provision import provision_cluster
+    from clusterctl.hosts.provision import plan_provision, provision_cluster
 
     inv = load(inventory)
+    if plan:
+        plans = plan_provision(inv, playbook_path=playbook_file, step_names=step, limit=limit)
+        if as_json:
+            print_json({"plan": [p.to_json() for p in plans]})
+        else:
+            _print_plan(plans)
+        return 0
     with DeliveryProgress() as on_bytes:
         outcome = provision_cluster(
             inv,
@@ -87,7 +134,7 @@ def command(
             dry_run=dry_run,
             accept_new=accept_new_host_keys,
             deliver_image=image,
-            on_result=None if as_json else _live,
+            on_result=None if as_json else _Live(),
             on_bytes=on_bytes,
         )
     status_dir = str(outcome.status_dir) if outcome.status_dir else None

@@ -129,8 +129,34 @@ def topology_rules(topo: NvidiaSmiTopo, expect: Expectation) -> list[Finding]:
         return [_missing("nvidia-smi topo -m", topo.error, expect)]
     policy = GdrPolicy(expect.nccl_version, expect.gdr_level)
     nics = [nic for nic in topo.nics if not expect.hca or nic in expect.hca]
+    gdr = [finding for gpu in topo.gpus if (finding := _gpu_gdr(gpu, topo, nics, policy, expect)) is not None]
+    return [*gdr, *_hca_across_numa(topo, nics, expect)]
+
+
+def _hca_across_numa(topo: NvidiaSmiTopo, nics: list[str], expect: Expectation) -> list[Finding]:
+    """One warning naming the GPUs whose nearest usable HCA is on another NUMA node (SYS, or the legacy SOC).
+
+    Their rank is bound to the GPU's CPUs (the ssh launcher's bind.py, Slurm's --cpu-bind with
+    --gpu-bind=closest), so every byte they send crosses the inter-socket link on its way to the HCA.
+    """
+    far = []
+    for gpu in topo.gpus:
+        paths = [(nic, topo.matrix.get(gpu, {}).get(nic) or "") for nic in nics]
+        known = sorted(((nic, p) for nic, p in paths if nccl_path(p)), key=lambda np: path_rank(np[1]))
+        if known and nccl_path(known[0][1]) == "SYS":
+            far.append(f"{gpu} ({known[0][0]})")
+    if not far:
+        return []
     return [
-        finding for gpu in topo.gpus if (finding := _gpu_gdr(gpu, topo, nics, policy, expect)) is not None
+        Finding(
+            severity="warning",
+            code="hca-other-numa-node",
+            message=f"{', '.join(far)}: the nearest HCA NCCL may use is on another NUMA node (SYS): the rank, "
+            "bound near its GPU, reaches the fabric across the inter-socket link",
+            advice="Let NCCL use an HCA on each GPU's socket (fabric.hca: one per GPU or per socket), or move the "
+            "HCA to a slot under the same socket as the GPUs.",
+            node=expect.node,
+        )
     ]
 
 

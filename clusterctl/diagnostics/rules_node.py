@@ -134,6 +134,8 @@ def peermem_rules(node: Node, inventory: Inventory, facts: dict[str, Parsed]) ->
     probe, modules = facts.get("peermem"), facts.get("modules")
     if isinstance(probe, PeerMem):
         loaded = probe.loaded
+        if loaded and not probe.registered:
+            return [_peermem_unregistered(node)]
     elif isinstance(modules, ProcModules) and not modules.error:
         loaded = any(m in PEERMEM_MODULES for m in modules.modules)
     else:
@@ -168,6 +170,21 @@ def peermem_rules(node: Node, inventory: Inventory, facts: dict[str, Parsed]) ->
             node=node.name,
         )
     ]
+
+
+def _peermem_unregistered(node: Node) -> Finding:
+    """nvidia_peermem is loaded, but no client is registered under /sys/kernel/mm/memory_peers."""
+    return Finding(
+        severity="warning",
+        code="peermem-not-registered",
+        message="nvidia_peermem is loaded but registered no peer-memory client (no "
+        "/sys/kernel/mm/memory_peers/nv_mem{,_nc}/version): NCCL counts the module as present, yet GPU "
+        "memory cannot be registered with the HCA",
+        advice="The driver's modules were built without MOFED's peer-memory API (driver installed before "
+        "MLNX OFED): rebuild them by DKMS against MOFED's ib_core and reload nvidia_peermem "
+        "(`clusterctl provision --step gpudirect-rdma` does both).",
+        node=node.name,
+    )
 
 
 def gpu_count_rules(node: Node, csv: NvidiaSmiCsv) -> list[Finding]:

@@ -37,6 +37,7 @@ from clusterctl.image.registry import certs_d_path, ensure_tls
 from clusterctl.inventory import Inventory, Node
 from clusterctl.paths import data_dir
 from clusterctl.sshkeys import known_hosts_line
+from clusterctl.versions import version_tuple
 
 if TYPE_CHECKING:
     from clusterctl.image.distribute import DeliveryResult
@@ -111,9 +112,21 @@ def step_context(inventory: Inventory, host_keys: dict[str, str]) -> dict[str, A
             "key_path": key_path,
             "ssh_config": f"Host {' '.join(names)}\n    IdentityFile {key_path}\n    IdentitiesOnly yes\n",
             "public_key": ensure_cluster_keys(inventory).client_key.with_suffix(".pub").read_text().strip(),
+            "peermem": peer_memory_module(inventory),
             **_registry_context(inventory),
         },
     }
+
+
+# CUDA 11.4 came with driver R470, the first to ship nvidia-peermem.
+PEERMEM_IN_DRIVER_SINCE_CUDA = (11, 4)
+
+
+def peer_memory_module(inventory: Inventory) -> str:
+    """The GPUDirect RDMA peer-memory module for the hosts' driver generation, which the image's CUDA stands
+    for: ``nv_peer_mem`` (Mellanox's, built from source) before R470, else the driver's ``nvidia_peermem``."""
+    cuda = version_tuple(inventory.image.versions.cuda)
+    return "nv_peer_mem" if cuda is not None and cuda < PEERMEM_IN_DRIVER_SINCE_CUDA else "nvidia_peermem"
 
 
 def _registry_context(inventory: Inventory) -> dict[str, str]:
@@ -277,6 +290,54 @@ def provision(
         for conn in conns.values():
             conn.close()
     return report
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    """Every step of a playbook rendered for one node, as ``provision`` would run it (``--plan``)."""
+
+    node: str
+    steps: list[RenderedStep]
+
+    def to_json(self) -> dict[str, Any]:
+        """The node's steps as plain data: a skip reason, or the check, apply, verify and uploads."""
+        return {
+            "node": self.node,
+            "steps": [
+                {"step": r.step.name, "skipped": r.skip_reason}
+                if r.skip_reason
+                else {
+                    "step": r.step.name,
+                    "check": r.check,
+                    "apply": r.apply,
+                    "verify": r.verify,
+                    "uploads": [{"source": s, "dest": d, "mode": oct(m)} for s, d, m in r.uploads],
+                }
+                for r in self.steps
+            ],
+        }
+
+
+def plan_provision(
+    inventory: Inventory,
+    *,
+    playbook_path: Path | None = None,
+    step_names: Sequence[str] = (),
+    limit: str | None = None,
+) -> list[NodePlan]:
+    """Every step's commands rendered per node, without connecting to any (`provision --plan`).
+
+    What a real run would do where each ``check`` fails; the nodes' host keys are not known offline,
+    so the cluster-ssh step's known_hosts lines are the ones a run learns on connect (left out here).
+
+    Raises:
+        InputError: a bad playbook, step name or ``--limit``.
+    """
+    playbook = load_playbook(playbook_path or data_dir("playbooks") / "host-setup.yml")
+    steps = select_steps(playbook, list(step_names))
+    context = step_context(inventory, {})
+    return [NodePlan(node.name, [render_step(step, node, context) for step in steps])
+            for node in select_nodes(inventory, limit)]  # fmt: skip
 
 
 @dataclass

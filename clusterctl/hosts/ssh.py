@@ -6,11 +6,14 @@ connection and on every ProxyJump gateway Fabric builds from the admin's ``~/.ss
 checked against the system's known_hosts files, the inventory's ``ssh.known_hosts`` and the cluster's
 own known_hosts (where ``--accept-new-host-keys`` records new keys, appending, never rewriting).
 
-Per-host outcomes are values (``CommandResult``): one host failing never stops the others.
+Per-host outcomes are values (``CommandResult``): one host failing never stops the others. An
+unreachable host is one line with its cause: paramiko's own log records (its transport thread logs a
+failed banner read with two tracebacks) go nowhere, since the cause reaches the caller as an exception.
 """
 
 from __future__ import annotations
 
+import logging
 import shlex
 import time
 from collections.abc import Callable, Sequence
@@ -27,6 +30,10 @@ from clusterctl.errors import ConnectError
 from clusterctl.inventory import Inventory, Node
 from clusterctl.paths import cluster_state_dir
 from clusterctl.sshkeys import append_known_hosts, fingerprint, known_hosts_line
+
+# paramiko logs through the "paramiko" logger; without a handler Python's last resort prints its errors
+# (tracebacks included) on stderr. Every cause it logs also reaches clusterctl as an exception.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 SYSTEM_KNOWN_HOSTS = (Path("~/.ssh/known_hosts"), Path("/etc/ssh/ssh_known_hosts"))
 # How many nodes are worked on at once (pyinfra runs every host in parallel; a cap keeps the
@@ -139,6 +146,9 @@ def connect(inventory: Inventory, node: Node, *, accept_new: bool = False) -> fa
         raise ConnectError(
             f"{where}: authentication failed ({exc}). Fix: check ssh.user and ssh.identity_file."
         ) from None
+    except paramiko.ssh_exception.NoValidConnectionsError as exc:  # its text is "[Errno None] Unable to..."
+        causes = sorted({e.strerror or str(e) for e in exc.errors.values()})
+        raise ConnectError(f"{where}: unreachable ({'; '.join(causes)}).") from None
     except (OSError, paramiko.SSHException, EOFError) as exc:
         raise ConnectError(f"{where}: unreachable ({exc or type(exc).__name__}).") from None
     return conn

@@ -16,7 +16,7 @@ from clusterctl import __version__
 from clusterctl.errors import InputError
 from clusterctl.image.profiles import CUDA_KEYRING_VERSION
 from clusterctl.inventory import Inventory
-from clusterctl.paths import payload_dir
+from clusterctl.paths import payload_files
 from clusterctl.templating import template_environment
 
 # Where the container's sshd and ssh client read their keys; mounted read-only at run time.
@@ -97,9 +97,9 @@ def write_context(inventory: Inventory, out: Path) -> RenderedContext:
     (out / "config").mkdir()
     for name in ("sshd_config", "ssh_config"):
         (out / "config" / name).write_text(render_config(inventory, name))
-    shutil.copytree(
-        payload_dir(), out / "payload", ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "__init__.py")
-    )
+    (out / "payload").mkdir()
+    for script in payload_files():
+        shutil.copy2(script, out / "payload" / script.name)
     wheelhouse = inventory.image.wheelhouse
     if wheelhouse is not None:
         source = Path(wheelhouse).expanduser()

@@ -3,7 +3,8 @@ cancel and collect over SSH (the login node's host key verified like any node's)
 
 The job's output file is read from the login node as it grows (the run directory is on storage the
 batch host shares with it). Polls back off from ``POLL_FIRST_S`` to ``POLL_MAX_S``; a job PENDING
-past ``slurm.pending_limit_s`` is cancelled with its reason. ``cancel`` runs ``scancel`` and waits,
+past ``slurm.pending_limit_s`` is cancelled with its reason; one pending for a reason no wait can
+cure (``clusterctl.slurm.jobs.hopeless_pending``) is cancelled at once, with the cause and the fix. ``cancel`` runs ``scancel`` and waits,
 bounded, until the job has left ``squeue`` (its Epilog has run by then). ``collect`` reads back
 the snapshots the job took on the nodes it got, before and after the run
 (``clusterctl.slurm.snapshots``): the run directory's topology and the fabric counters the proof by
@@ -28,15 +29,18 @@ from clusterctl.hosts.ssh import CommandResult, connect, run
 from clusterctl.inventory import FabricSpec, Inventory, Node, SlurmSpec
 from clusterctl.launch import LaunchPlan
 from clusterctl.launchers import Collected, LauncherName
+from clusterctl.paths import payload_files
 from clusterctl.slurm.jobs import (
     JobStatus,
+    hopeless_pending,
     job_outcome,
     parse_mpi_list,
     parse_sacct,
     parse_scontrol_job,
     parse_squeue,
+    refusal_fix,
 )
-from clusterctl.slurm.script import BatchJob, plan_batch, slurm_block
+from clusterctl.slurm.script import PAYLOAD_SUBDIR, BatchJob, plan_batch, slurm_block
 from clusterctl.slurm.snapshots import job_files_command, read_job_snapshots, split_job_files
 
 POLL_FIRST_S = 1.0
@@ -125,6 +129,11 @@ class SlurmLaunch:
                 self._emit(f"clusterctl: {outcome.message}", on_line)
                 return outcome.exit_code
             waited = time.monotonic() - submitted
+            hopeless = hopeless_pending(status)
+            if hopeless is not None:
+                self.cancel()
+                self._emit(f"clusterctl: slurm job {self.job_id} can never start: {hopeless}", on_line)
+                return 1
             if status.state == "PENDING" and waited > self.slurm.pending_limit_s:
                 self.cancel()
                 self._emit(
@@ -243,6 +252,8 @@ def _submit(conn: fabric.Connection, node: Node, slurm: SlurmSpec, job: BatchJob
     script = f"{job.directory}/job.sh"
     try:
         with conn.sftp() as sftp:
+            for source in payload_files():  # the copy every runtime mounts (or runs, with none)
+                write_file(sftp, source, f"{job.directory}/{PAYLOAD_SUBDIR}/{source.name}", 0o644)
             write_file(sftp, job.script.encode(), script, 0o750)
     except OSError as exc:
         raise RunFailed(f"slurm login node {node.address}: cannot write {script}: {exc}") from None
@@ -251,8 +262,9 @@ def _submit(conn: fabric.Connection, node: Node, slurm: SlurmSpec, job: BatchJob
     )
     job_id = submitted.stdout.strip().split(";", 1)[0]
     if not submitted.ok or not job_id.isdigit():
+        said = (submitted.stderr or submitted.error or "").strip()
         raise RunFailed(
-            f"sbatch on {node.address} refused {script}: {(submitted.stderr or submitted.error or '').strip()} "
-            f"(command: {shlex.join(['sbatch', '--parsable', script])})"
+            f"sbatch on {node.address} refused {script}: {said} "
+            f"(command: {shlex.join(['sbatch', '--parsable', script])}).{refusal_fix(said)}"
         )
     return job_id

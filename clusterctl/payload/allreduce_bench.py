@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING
 import torch
 
 if TYPE_CHECKING:  # the checker reads the payload as the package module; the image ships it top-level
-    from clusterctl.payload.resnet50_bench import Trainer
+    from clusterctl.payload.resnet50_bench import Trainer, add_rendezvous_options
 else:
-    from resnet50_bench import Trainer
+    from resnet50_bench import Trainer, add_rendezvous_options
 
 MIB = 1 << 20
 
@@ -39,8 +39,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-bytes", type=int, default=64 * MIB)
     p.add_argument("--iters", type=int, default=5, help="timed allreduces per size")
     p.add_argument("--warmup", type=int, default=1, help="untimed allreduces per size")
-    p.add_argument("--master-addr", default="127.0.0.1", help="DDP: rank 0's address")
-    p.add_argument("--master-port", type=int, default=29500, help="DDP: rendezvous port")
+    add_rendezvous_options(p)
     return p.parse_args(argv)
 
 

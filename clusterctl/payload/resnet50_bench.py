@@ -6,7 +6,10 @@ written here because no CPU build of torchvision exists: it is torchvision's Res
 (Bottleneck blocks [3, 4, 6, 3], stride on the 3x3 convolution), 25,557,032 parameters at 1000
 classes.
 
-Ranks come from Open MPI's environment (OMPI_COMM_WORLD_RANK / _SIZE / _LOCAL_RANK). Rank 0 prints
+Under DDP, ranks come from whichever launcher started them (``ranks.resolve_ranks``: Open MPI, Slurm,
+PMIx or torchrun, which must agree) and the rendezvous from ``MASTER_ADDR``/``MASTER_PORT`` (the
+launchers set them: the ssh launcher rank 0's fabric address, the batch script the allocation's first
+node). Rank 0 prints
 one line of throughput every --display-every steps and, at the end, one machine-readable line:
 
     CLUSTERCTL_RESULT {"total_images_per_sec": ..., "world_size": ..., ...}
@@ -26,6 +29,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from ranks import resolve_ranks
 from torch import nn
 
 RESULT_PREFIX = "CLUSTERCTL_RESULT "
@@ -114,9 +118,20 @@ def parameter_count(model: nn.Module) -> int:
 # --------------------------------------------------------------------------- ranks and frameworks
 
 
-def mpi_env(name: str, default: int) -> int:
-    """An integer from Open MPI's environment (``OMPI_COMM_WORLD_<name>``), else ``default``."""
-    return int(os.environ.get(f"OMPI_COMM_WORLD_{name}", default))
+def import_horovod() -> Any:
+    """``horovod.torch``; SystemExit naming the image (``CLUSTERCTL_IMAGE``, set by the launcher) without it.
+
+    NGC's PyTorch images no longer ship Horovod: under Slurm they run the payload with DDP.
+    """
+    try:
+        import horovod.torch as hvd
+    except ImportError as exc:
+        image = os.environ.get("CLUSTERCTL_IMAGE") or "this image"
+        raise SystemExit(
+            f"resnet50_bench: --framework horovod needs Horovod, which {image} lacks ({exc}); run "
+            "--framework ddp, or an image with Horovod (the one `clusterctl image build` makes)."
+        ) from None
+    return hvd
 
 
 class Trainer:
@@ -126,8 +141,8 @@ class Trainer:
         self.framework: str = args.framework
         self.horovod_version: str | None = None
         if self.framework == "horovod":
+            hvd = import_horovod()
             import horovod
-            import horovod.torch as hvd
 
             hvd.init()
             self.hvd = hvd
@@ -136,9 +151,8 @@ class Trainer:
         else:
             import torch.distributed as dist
 
-            self.rank = mpi_env("RANK", 0)
-            self.world_size = mpi_env("SIZE", 1)
-            self.local_rank = mpi_env("LOCAL_RANK", 0)
+            ranks = resolve_ranks(os.environ)
+            self.rank, self.world_size, self.local_rank = ranks.rank, ranks.world_size, ranks.local_rank
             backend = "nccl" if torch.cuda.is_available() else "gloo"
             dist.init_process_group(
                 backend,
@@ -147,8 +161,11 @@ class Trainer:
                 world_size=self.world_size,
             )
             self.dist = dist
+        # Slurm's --gpu-bind can leave each task only the GPUs near it: local rank modulo what it sees.
         self.device = (
-            torch.device("cuda", self.local_rank) if torch.cuda.is_available() else torch.device("cpu")
+            torch.device("cuda", self.local_rank % torch.cuda.device_count())
+            if torch.cuda.is_available()
+            else torch.device("cpu")
         )
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
@@ -174,7 +191,7 @@ class Trainer:
             return model, optimizer
         from torch.nn.parallel import DistributedDataParallel
 
-        ids = [self.local_rank] if self.device.type == "cuda" else None
+        ids = [self.device.index] if self.device.type == "cuda" else None
         ddp = DistributedDataParallel(
             model,
             device_ids=ids,
@@ -330,9 +347,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--image-size", type=int, default=224)
     p.add_argument("--num-classes", type=int, default=1000)
     p.add_argument("--display-every", type=int, default=10)
-    p.add_argument("--master-addr", default="127.0.0.1", help="rank 0's address (DDP rendezvous)")
-    p.add_argument("--master-port", type=int, default=29500, help="rank 0's port (DDP rendezvous)")
+    add_rendezvous_options(p)
     return p.parse_args(argv)
+
+
+def add_rendezvous_options(parser: argparse.ArgumentParser) -> None:
+    """DDP's rendezvous options, defaulting to torch's MASTER_ADDR / MASTER_PORT variables."""
+    parser.add_argument(
+        "--master-addr",
+        default=os.environ.get("MASTER_ADDR", "127.0.0.1"),
+        help="rank 0's address (DDP rendezvous); default $MASTER_ADDR, else 127.0.0.1",
+    )
+    parser.add_argument(
+        "--master-port",
+        type=int,
+        default=int(os.environ.get("MASTER_PORT", "29500")),
+        help="rank 0's port (DDP rendezvous); default $MASTER_PORT, else 29500",
+    )
 
 
 def use_allowed_cpus() -> int:

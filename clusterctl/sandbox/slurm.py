@@ -3,7 +3,8 @@
 Every node gets the sandbox's own munge key (made once, kept in the sandbox's files), the Epilog that
 removes a job's containers, and the shared volume mounted at ``SHARED_DIR`` (the run directory the
 login node and the batch host share). node1 gets ``slurm.conf`` (rendered from
-``templates/sandbox-slurm.conf.j2`` with each node's real CPU count, its cpuset's size) and runs
+``templates/sandbox-slurm.conf.j2``: each node declares at least ``DECLARED_CPUS``, more than its
+cpuset may hold, so that several ranks per node can run on a small machine) and runs
 slurmctld; every node runs ``slurmd --conf-server node1``. Daemons already running are kept; a
 changed ``slurm.conf`` restarts slurmctld and the slurmds. ``up`` waits, bounded, until ``sinfo``
 shows every node idle. A node container that restarts starts munge, slurmctld and slurmd again from
@@ -44,14 +45,18 @@ READY_DEADLINE_S = 120
 POLL_INTERVAL_S = 1.0
 # Node states in which a node takes jobs.
 _USABLE = {"idle", "mixed", "allocated", "completing"}
+# CPUs each node declares at least (a simulation: ranks share the node's real cpuset, as `up`'s
+# containers do), so that a job with --ranks-per-node up to this many can start; slurm.conf says so.
+DECLARED_CPUS = 8
 
 Log = Callable[[str], None]
 
 
 def render_slurm_conf(plan: SandboxPlan, cpus: CpuPlan) -> str:
-    """The sandbox's slurm.conf: node1 the controller, each node with its cpuset's CPU count (pure)."""
+    """The sandbox's slurm.conf: node1 the controller, each node with its cpuset's CPU count, at least
+    ``DECLARED_CPUS`` (pure)."""
     nodes = [
-        {"name": node.name, "address": node.address, "cpus": len(parse_cpu_list(cpuset))}
+        {"name": node.name, "address": node.address, "cpus": max(len(parse_cpu_list(cpuset)), DECLARED_CPUS)}
         for node, cpuset in zip(plan.nodes, cpus.cpusets, strict=True)
     ]
     return (
@@ -61,6 +66,7 @@ def render_slurm_conf(plan: SandboxPlan, cpus: CpuPlan) -> str:
             name=plan.name,
             controller=plan.nodes[0],
             nodes=nodes,
+            declared_cpus=DECLARED_CPUS,
             partition=PARTITION,
             epilog=EPILOG,
             job_label=JOB_LABEL,

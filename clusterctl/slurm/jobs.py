@@ -140,3 +140,37 @@ def parse_mpi_list(text: str) -> list[str]:
         elif stripped and " " not in stripped and not stripped.endswith(":"):
             names.append(stripped.removeprefix("mpi/"))
     return names
+
+
+# Pending reasons no wait cures (Slurm's job reason codes): the request itself does not fit the
+# partition, the account or the nodes; each with what to change.
+HOPELESS_REASONS = {
+    "PartitionConfig": "the request does not fit the partition's configuration (more tasks per node than a "
+    "node has CPUs, GPUs a partition lacks, an account it does not allow, or no node of it up)",
+    "PartitionNodeLimit": "the job's node count is outside the partition's limits (or its nodes are down)",
+    "PartitionTimeLimit": "the job's time limit exceeds the partition's",
+    "BadConstraints": "no node has the constraints asked for",
+    "AccountNotAllowed": "the partition does not allow the job's account",
+    "QOSNotAllowed": "the partition does not allow the job's QOS",
+    "InvalidAccount": "the job's account is invalid",
+    "InvalidQOS": "the job's QOS is invalid",
+}
+_FIX = (
+    "Fix: ask for what the partition has (`sinfo -N -l` and `scontrol show partition` on the login node): "
+    "fewer --ranks-per-node or --nodes, or the slurm block's partition, account, qos, time_limit or "
+    "constraint."
+)
+# What sbatch says when it refuses a request no node can satisfy.
+_UNSATISFIABLE = ("Requested node configuration is not available", "Node count specification invalid")
+
+
+def hopeless_pending(status: JobStatus) -> str | None:
+    """Why ``status`` can never start, with the fix; None when it is not pending or may still start."""
+    if status.state != "PENDING" or status.reason not in HOPELESS_REASONS:
+        return None
+    return f"PENDING with reason {status.reason}: {HOPELESS_REASONS[status.reason]}. {_FIX}"
+
+
+def refusal_fix(sbatch_stderr: str) -> str:
+    """The fix for an sbatch refusal no resubmission of the same request cures; empty for other refusals."""
+    return f" {_FIX}" if any(words in sbatch_stderr for words in _UNSATISFIABLE) else ""

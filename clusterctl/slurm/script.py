@@ -6,6 +6,13 @@ environment (and its MCA parameters as ``OMPI_MCA_*``), and runs one
 runtime's container: pyxis (``--container-image``), apptainer (``apptainer exec``), docker (``docker
 run`` per task, the sandbox's) or none (on the host). ``srun --label`` prefixes each line with its
 rank, which ``clusterctl.diagnostics.model.split_tag`` reads like mpirun's ``--tag-output``.
+
+Every runtime runs the job's own copy of the payload (uploaded into the job directory at submit,
+``PAYLOAD_SUBDIR``), mounted read-only where the image expects it: any image with PyTorch runs it,
+the NGC one included. The ranks find their place from Slurm's variables (the payload's ``ranks.py``);
+DDP meets at the allocation's first node (``scontrol show hostnames``). Each rank gets an equal share
+of its node's CPUs (``--cpus-per-task``, bound to cores) and the GPUs closest to them
+(``--gpu-bind=closest``); torch and OpenMP use as many threads as it has CPUs.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ import jinja2
 from clusterctl.container_plan import container_flags, container_spec
 from clusterctl.diagnostics.collect import collection_script
 from clusterctl.errors import InputError
-from clusterctl.image.render import CONTAINER_SSH_DIR
+from clusterctl.image.render import CONTAINER_PAYLOAD_DIR, CONTAINER_SSH_DIR
 from clusterctl.inventory import Inventory, Mount, SlurmSpec
 from clusterctl.launch import LaunchPlan, mca_params
 from clusterctl.slurm.snapshots import job_collectors
@@ -32,6 +39,10 @@ JOB_LABEL = "io.clusterctl.slurm-job"
 SLURMD_SPOOL_DIR = "/var/spool/slurmd"
 # MCA parameters that only concern mpirun's own ssh launch (no mpirun under srun).
 _MPIRUN_ONLY_MCA = {"plm_rsh_args"}
+# Set by the script from the allocation, not from the inventory (DDP's rendezvous: its first node).
+_FROM_ALLOCATION = {"MASTER_ADDR"}
+# The job directory's copy of the payload, mounted read-only at CONTAINER_PAYLOAD_DIR.
+PAYLOAD_SUBDIR = "payload"
 
 
 @dataclass(frozen=True)
@@ -94,25 +105,32 @@ def sbatch_options(slurm: SlurmSpec, gpus_per_node: int) -> list[str]:
     return [*options, *slurm.extra_sbatch]
 
 
-def rank_env(inventory: Inventory, plan: LaunchPlan) -> list[tuple[str, str]]:
-    """Every rank's variables: the plan's NCCL/Horovod ones and the MCA parameters as OMPI_MCA_*."""
+def rank_env(inventory: Inventory, plan: LaunchPlan, slurm: SlurmSpec, image: str) -> list[tuple[str, str]]:
+    """Every rank's variables: the plan's NCCL/Horovod ones (not those the allocation decides), the MCA
+    parameters as OMPI_MCA_*, for pyxis on an RDMA fabric enroot's MELLANOX_VISIBLE_DEVICES=all (its
+    Mellanox hook then brings the HCAs and verbs providers into the container), and CLUSTERCTL_IMAGE."""
     pairs = mca_params(inventory)
     mca = [
         (f"OMPI_MCA_{pairs[i + 1]}", pairs[i + 2])
         for i in range(0, len(pairs), 3)
         if pairs[i + 1] not in _MPIRUN_ONLY_MCA
     ]
-    return [*plan.env.items(), *mca]
+    own = [(name, value) for name, value in plan.env.items() if name not in _FROM_ALLOCATION]
+    hcas = (
+        [("MELLANOX_VISIBLE_DEVICES", "all")] if slurm.runtime == "pyxis" and inventory.primary.rdma else []
+    )
+    named = [("CLUSTERCTL_IMAGE", image)] if image else []  # the payload names it when it lacks Horovod
+    return [*own, *mca, *hcas, *named]
 
 
-def _docker_flags(inventory: Inventory, image: str) -> list[str]:
+def _docker_flags(inventory: Inventory, image: str, payload: Mount) -> list[str]:
     """The benchmark container's docker flags (as `up` starts it) for a task's container.
 
     Without the cluster's SSH mount (no mpirun reaches it) and without the node's cpuset: the task's
-    wrapper gives the container the CPUs Slurm gave the task.
+    wrapper gives the container the CPUs Slurm gave the task. With the job's payload mounted.
     """
     spec = container_spec(inventory, inventory.primary, image)
-    mounts = [m for m in spec.mounts if m.target != CONTAINER_SSH_DIR]
+    mounts = [*(m for m in spec.mounts if m.target != CONTAINER_SSH_DIR), payload]
     # No clusterctl labels either: `down` and `status` own the containers `up` starts, not a job's.
     spec = spec.model_copy(update={"mounts": mounts, "cpuset": None, "labels": {}})
     return container_flags(spec)
@@ -123,31 +141,47 @@ def _mount(mount: Mount) -> str:
     return f"{mount.source}:{mount.target}{':ro' if mount.read_only else ''}"
 
 
-def _command_lines(inventory: Inventory, plan: LaunchPlan, slurm: SlurmSpec, image: str) -> list[str]:
+def payload_mount(directory: str) -> Mount:
+    """The job directory's copy of the payload, read-only where the image's payload would be."""
+    return Mount(source=f"{directory}/{PAYLOAD_SUBDIR}", target=CONTAINER_PAYLOAD_DIR, read_only=True)
+
+
+def _command_lines(
+    inventory: Inventory, plan: LaunchPlan, slurm: SlurmSpec, image: str, payload: Mount
+) -> list[str]:
     """What srun starts per task, one quoted line per part (the runtime's wrapper, then the rank's argv)."""
     rank_argv = plan.rank_argv
-    mounts = inventory.container.mounts
     if slurm.runtime == "docker":
         return [
             'bash -c "$CLUSTERCTL_TASK" clusterctl-task',
-            shlex.join(_docker_flags(inventory, image)),
+            shlex.join(_docker_flags(inventory, image, payload)),
             shlex.join([image, *rank_argv]),
         ]
     if slurm.runtime == "apptainer":
-        binds = [f"--bind={_mount(m)}" for m in mounts]
+        binds = [f"--bind={_mount(m)}" for m in [payload, *inventory.container.mounts]]
         gpu = ["--nv"] if plan.gpu else []
         return [shlex.join(["apptainer", "exec", *gpu, *binds, image]), shlex.join(rank_argv)]
+    if slurm.runtime == "none":  # on the host: the job's copy itself
+        prefix = f"{CONTAINER_PAYLOAD_DIR}/"
+        rank_argv = [
+            f"{payload.source}/{a.removeprefix(prefix)}" if a.startswith(prefix) else a for a in rank_argv
+        ]
     return [shlex.join(rank_argv)]
 
 
-def srun_flags(inventory: Inventory, plan: LaunchPlan, slurm: SlurmSpec, image: str) -> list[str]:
-    """srun's flags: the MPI plugin, kill the step when a rank fails, rank labels, the runtime's flags."""
+def srun_flags(
+    inventory: Inventory, plan: LaunchPlan, slurm: SlurmSpec, image: str, payload: Mount
+) -> list[str]:
+    """srun's flags: the MPI plugin, kill the step when a rank fails, rank labels, the runtime's flags.
+
+    pyxis (0.24's options): the image, no home directory, the payload and the inventory's mounts
+    (``--container-mounts=SRC:DST[:ro],...``; the inventory refuses paths with ``,`` or ``:``). The
+    binding flags follow in the template (they use the script's own ``cpus_per_task``).
+    """
     flags = [f"--mpi={slurm.mpi}", "--kill-on-bad-exit=1", "--label"]
     if slurm.runtime == "pyxis":
-        mounts = ",".join(_mount(m) for m in inventory.container.mounts)
-        flags += [f"--container-image={image}", "--no-container-mount-home"]
-        if mounts:
-            flags.append(f"--container-mounts={mounts}")
+        mounts = ",".join(_mount(m) for m in [payload, *inventory.container.mounts])
+        flags += [f"--container-image={image}", "--no-container-mount-home", f"--container-mounts={mounts}"]
     return [shlex.quote(flag) for flag in flags]
 
 
@@ -163,6 +197,7 @@ def render_batch(
     """
     output = f"{directory}/output.log"
     gpus = slurm.gpus_per_node if slurm.gpus_per_node is not None else inventory.primary.gpus.count
+    payload = payload_mount(directory)
     values = {
         "workload": plan.options.workload,
         "runtime": slurm.runtime,
@@ -171,11 +206,15 @@ def render_batch(
         "nodes": len(plan.hosts),
         "ranks_per_node": ranks_per_node(plan),
         "sbatch_options": sbatch_options(slurm, gpus),
-        "env": rank_env(inventory, plan),
+        "env": rank_env(inventory, plan, slurm, image),
+        "rendezvous": "MASTER_ADDR" in plan.env,
+        "gpus": gpus,
+        "payload": payload,
+        "image": image,
         "job_label": JOB_LABEL,
         "spool_dir": SLURMD_SPOOL_DIR,
-        "srun_flags": srun_flags(inventory, plan, slurm, image),
-        "command_lines": _command_lines(inventory, plan, slurm, image),
+        "srun_flags": srun_flags(inventory, plan, slurm, image, payload),
+        "command_lines": _command_lines(inventory, plan, slurm, image, payload),
         "directory": directory,
         "collect_script": collection_script(job_collectors(inventory.primary.fabric)),
     }
@@ -184,13 +223,22 @@ def render_batch(
 
 
 def job_image(inventory: Inventory, slurm: SlurmSpec) -> str:
-    """The image the ranks run in: ``slurm.image``, else (docker, pyxis) the one `image build` made.
+    """The image the ranks run in: ``slurm.image``, else (docker) the one `image build` made.
 
     Raises:
-        InputError: docker or pyxis runtime and no image built yet.
+        InputError: pyxis without slurm.image (enroot cannot import the local Docker tag `image build`
+            makes), or docker and no image built yet.
     """
     if slurm.image or slurm.runtime == "none":
         return slurm.image or ""
+    if slurm.runtime == "pyxis":
+        raise InputError(
+            "slurm.image is unset, and pyxis cannot run the image `clusterctl image build` made: it is a "
+            "Docker tag on one engine, which enroot on the nodes cannot import. Fix: set slurm.image to an "
+            "image the nodes pull, e.g. nvcr.io#nvidia/pytorch:24.01-py3 (any image with PyTorch: the job "
+            "mounts its own copy of the payload), or to a squashfs made with `enroot import dockerd://IMAGE` "
+            "on storage the nodes share."
+        )
     from clusterctl.image.build import effective_image_ref  # the docker SDK: only when no image is named
 
     return effective_image_ref(inventory)

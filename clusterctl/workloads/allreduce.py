@@ -14,7 +14,6 @@ from clusterctl.errors import InputError
 from clusterctl.image.render import CONTAINER_PAYLOAD_DIR
 from clusterctl.workloads.base import Volume
 from clusterctl.workloads.nccl_tests import NcclTests
-from clusterctl.workloads.resnet50 import DDP_MASTER_PORT
 
 if TYPE_CHECKING:
     from clusterctl.inventory import ImageVersions, RunDefaults
@@ -33,7 +32,7 @@ class Allreduce(NcclTests):
     model = "allreduce"
     description = "clusterctl's CPU allreduce bandwidth benchmark (Horovod or Gloo, as the payload trains)"
 
-    def argv(self, settings: RunDefaults, *, gpu: bool, master_addr: str) -> list[str]:
+    def argv(self, settings: RunDefaults, *, gpu: bool) -> list[str]:
         """``python allreduce_bench.py`` over the settings' framework.
 
         Raises:
@@ -41,10 +40,7 @@ class Allreduce(NcclTests):
         """
         if gpu:
             raise InputError("allreduce measures CPU ranks; on GPUs run nccl-tests.")
-        argv = ["python", SCRIPT, f"--framework={settings.framework}"]
-        if settings.framework == "ddp":
-            argv += [f"--master-addr={master_addr}", f"--master-port={DDP_MASTER_PORT}"]
-        return argv
+        return ["python", SCRIPT, f"--framework={settings.framework}"]
 
     def allreduce_volume(self, settings: RunDefaults) -> Volume:
         """Every size, warm-up and timed: sum(sizes) x (warm-up + iterations)."""

@@ -48,7 +48,7 @@ class Workload(ABC):
     description: ClassVar[str]
 
     @abstractmethod
-    def argv(self, settings: RunDefaults, *, gpu: bool, master_addr: str) -> list[str]:
+    def argv(self, settings: RunDefaults, *, gpu: bool) -> list[str]:
         """The command every rank runs (after mpirun's own flags)."""
 
     @abstractmethod

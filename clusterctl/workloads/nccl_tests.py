@@ -40,13 +40,13 @@ class NcclTests(Workload):
     primary_metric = "avg_bus_bandwidth"
     description = "NVIDIA nccl-tests all_reduce_perf (needs GPUs and an image built with nccl-tests)"
 
-    def argv(self, settings: RunDefaults, *, gpu: bool, master_addr: str) -> list[str]:
+    def argv(self, settings: RunDefaults, *, gpu: bool) -> list[str]:
         """all_reduce_perf over doubling sizes, one GPU per rank.
 
         Raises:
             InputError: the run has no GPUs.
         """
-        del settings, master_addr
+        del settings
         if not gpu:
             raise InputError("nccl-tests needs GPUs; this inventory's nodes have none.")
         return [

@@ -16,8 +16,6 @@ if TYPE_CHECKING:
 
 RESULT_PREFIX = "CLUSTERCTL_RESULT "
 SCRIPT = f"{CONTAINER_PAYLOAD_DIR}/resnet50_bench.py"
-# DDP rendezvous port on rank 0's fabric address; torch's customary default.
-DDP_MASTER_PORT = 29500
 # Trainable parameters of the payload's ResNet-50 at 1000 classes (torchvision's count; a test
 # counts the payload's model).
 PARAMETERS = 25_557_032
@@ -53,7 +51,7 @@ class ResNet50(Workload):
     primary_metric = "total_images_per_sec"
     description = "clusterctl's PyTorch ResNet-50 synthetic benchmark (the image's payload)"
 
-    def argv(self, settings: RunDefaults, *, gpu: bool, master_addr: str) -> list[str]:
+    def argv(self, settings: RunDefaults, *, gpu: bool) -> list[str]:
         """``python resnet50_bench.py`` with the run's settings."""
         del gpu
         argv = [
@@ -71,8 +69,7 @@ class ResNet50(Workload):
             argv.append("--channels-last")
         if settings.xla:
             argv.append("--compile")
-        if settings.framework == "ddp":
-            argv += [f"--master-addr={master_addr}", f"--master-port={DDP_MASTER_PORT}"]
+        if settings.framework == "ddp":  # the rendezvous address comes from MASTER_ADDR (launch.py)
             argv.append(f"--bucket-cap-mb={settings.bucket_cap_mb:g}")
         elif settings.fp16_allreduce:
             argv.append("--fp16-allreduce")

@@ -35,13 +35,12 @@ class TfCnnBenchmarks(Workload):
     primary_metric = "total_images_per_sec"
     description = "tensorflow/benchmarks tf_cnn_benchmarks.py (the whitepaper's script; paper-2020 image)"
 
-    def argv(self, settings: RunDefaults, *, gpu: bool, master_addr: str) -> list[str]:
+    def argv(self, settings: RunDefaults, *, gpu: bool) -> list[str]:
         """The whitepaper's tf_cnn_benchmarks flags for these settings.
 
         Raises:
             InputError: settings tf_cnn_benchmarks cannot run (DDP, bf16).
         """
-        del master_addr
         if settings.framework != "horovod":
             raise InputError("tf_cnn_benchmarks runs under Horovod only; drop --framework ddp.")
         if settings.precision == "bf16":

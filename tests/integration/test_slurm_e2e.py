@@ -1,6 +1,9 @@
 """The slurm launcher on the session sandbox's real Slurm 22.05 (munge, slurmctld, configless slurmd):
-the benchmark through sbatch + srun --mpi=pmix in per-task containers, its fabric counters read inside
-the allocation, next to the ssh launcher's run in the report; Ctrl-C leaves no job and no container; a failing rank fails the run with its state."""
+DDP on 2 nodes x 2 ranks through sbatch + srun --mpi=pmix in per-task containers running the job's own
+payload copy (ranks from Slurm's variables, the rendezvous on the allocation's first node, one snapshot
+task per node), its fabric counters read inside the allocation, next to the ssh launcher's run (each
+rank through the binding wrapper) in the report; Ctrl-C leaves no job and no container; a failing rank
+fails the run with its state."""
 
 from __future__ import annotations
 
@@ -53,18 +56,32 @@ def _job_containers(inv: Inventory) -> dict[str, list[str]]:
     return found
 
 
-def test_resnet50_through_slurm_is_valid_and_reported_next_to_ssh(
+def test_ddp_2x2_through_slurm_is_valid_and_reported_next_to_ssh(
     cluster: Inventory, sandbox2, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     inv = ["-i", str(sandbox2.inventory_path)]
     runs = tmp_path / "runs"
     records = {}
+    # 2 ranks per node on nodes of 1 CPU each: the sandbox's Slurm declares the CPUs it needs
+    ddp_2x2 = [
+        "--framework",
+        "ddp",
+        "--nodes",
+        "2",
+        "--ranks-per-node",
+        "2",
+        "--steps",
+        "4",
+        "--warmup-steps",
+        "1",
+    ]
     assert main(["up", *inv]) == 0
     try:
         for launcher in ("ssh", "slurm"):
             capsys.readouterr()
-            code = main(["run", "resnet50", *inv, "--nodes", "2", "--launcher", launcher, "--runs-dir", str(runs),
-                         "--json"])  # fmt: skip
+            code = main(
+                ["run", "resnet50", *inv, *ddp_2x2, "--launcher", launcher, "--runs-dir", str(runs), "--json"]
+            )
             captured = capsys.readouterr()
             assert code == 0, captured.err[-3000:]
             (records[launcher],) = json.loads(captured.out)["runs"]
@@ -76,7 +93,7 @@ def test_resnet50_through_slurm_is_valid_and_reported_next_to_ssh(
     for launcher, record in records.items():
         assert record["valid"], record
         assert record["launcher"] == launcher
-        assert record["world_size"] == 2 and record["nodes"] == 2
+        assert record["world_size"] == 4 and record["nodes"] == 2
         assert record["metrics"]["total_images_per_sec"]["value"] > 0
         # the proof by counters: eth0 carried at least the allreduces' bytes on both nodes (for slurm,
         # read by the batch script inside the allocation, on the nodes Slurm gave the job)
@@ -88,7 +105,16 @@ def test_resnet50_through_slurm_is_valid_and_reported_next_to_ssh(
             assert node["rails"]["eth0"]["tx"] >= proof["expected_bytes_per_node"] > 0, (launcher, name)
     slurm_dir = runs / records["slurm"]["run_id"]
     assert (slurm_dir / "command.txt").read_text().startswith("#!/bin/bash\n#")  # the batch script
-    assert "srun --mpi=pmix" in (slurm_dir / "command.txt").read_text()
+    script = (slurm_dir / "command.txt").read_text()
+    assert "srun --mpi=pmix" in script and 'srun -N "$SLURM_NNODES" -n "$SLURM_NNODES"' in script
+    # every rank found its place from Slurm's variables (not rank 0 of 1) and met on the first node
+    assert '"world_size": 4' in (slurm_dir / "output.log").read_text()
+    assert (
+        'export MASTER_ADDR="${CLUSTERCTL_NODES[0]}"' in script
+        and "/payload:/opt/clusterctl/payload:ro" in script
+    )
+    ssh_output = (runs / records["ssh"]["run_id"] / "output.log").read_text()
+    assert all(f"bind: rank {r} (local {r % 2}) on CPUs " in ssh_output for r in range(4))
     for folder in ("topology", "topology-after"):  # the job's own snapshots, as bundles
         for node in ("node1", "node2"):
             meta = json.loads((slurm_dir / folder / node / "meta.json").read_text())
@@ -107,8 +133,8 @@ def test_resnet50_through_slurm_is_valid_and_reported_next_to_ssh(
     assert code == 0
     # one configuration, one row per launcher, side by side
     assert [(row["launcher"], row["runs"], row["devices"]) for row in rows] == [
-        ("ssh", 1, 2),
-        ("slurm", 1, 2),
+        ("ssh", 1, 4),
+        ("slurm", 1, 4),
     ]
 
 

@@ -39,6 +39,11 @@ class PeerMem(Parsed):
         """Whether NCCL would find a peer-memory client: one of :data:`PEERMEM_PATHS` exists."""
         return any(path in PEERMEM_PATHS for path in self.present)
 
+    @property
+    def registered(self) -> bool:
+        """Whether a client is registered with MOFED's ib_core (a memory_peers path), not only a module loaded."""
+        return any(path in PEERMEM_PATHS and "/memory_peers/" in path for path in self.present)
+
 
 def parse_peermem(text: str) -> PeerMem:
     """Parse what `ls -d PEERMEM_PATHS` printed.
