@@ -15,8 +15,8 @@ from tests.fixtures import fixture_text
 PAYLOAD = Path(__file__).resolve().parents[1] / "clusterctl" / "payload"
 sys.path.insert(0, str(PAYLOAD))  # the payload imports its siblings from its own directory, as in the image
 
-from bind import gpu_cpu_lists, parse_cpu_list, rank_cpus  # noqa: E402
-from ranks import RankError, Ranks, resolve_ranks  # noqa: E402
+from bind import gpu_cpu_lists, parse_cpu_list, rank_cpus  # type: ignore[import-not-found]  # noqa: E402  (the payload's top-level names, as in the image)
+from ranks import RankError, Ranks, resolve_ranks  # type: ignore[import-not-found]  # noqa: E402
 
 # What each launcher sets for the second rank on the second node of a 2 x 2 job (srun: the Slurm
 # manual's OUTPUT ENVIRONMENT VARIABLES; mpirun: Open MPI's mpirun(1) "Exported Environment Variables";

@@ -201,7 +201,7 @@ def test_the_toolkit_repository_is_added_with_nvidias_pinned_key() -> None:
 def test_fabric_manager_is_wanted_exactly_on_nvswitch_systems(fixture: str, ok: bool, tmp_path: Path) -> None:
     """The step's probe run by a real shell over real `nvidia-smi -q` outputs (no GPU here: a stand-in
     nvidia-smi prints them; dpkg-query finds no fabric manager on this machine)."""
-    from fixtures import FIXTURES
+    from tests.fixtures import FIXTURES
 
     r = _rendered("modern-h100.yml", "fabric-manager")
     fake = tmp_path / "nvidia-smi"

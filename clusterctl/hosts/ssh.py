@@ -147,7 +147,7 @@ def connect(inventory: Inventory, node: Node, *, accept_new: bool = False) -> fa
             f"{where}: authentication failed ({exc}). Fix: check ssh.user and ssh.identity_file."
         ) from None
     except paramiko.ssh_exception.NoValidConnectionsError as exc:  # its text is "[Errno None] Unable to..."
-        causes = sorted({e.strerror or str(e) for e in exc.errors.values()})
+        causes = sorted({getattr(e, "strerror", None) or str(e) for e in exc.errors.values()})
         raise ConnectError(f"{where}: unreachable ({'; '.join(causes)}).") from None
     except (OSError, paramiko.SSHException, EOFError) as exc:
         raise ConnectError(f"{where}: unreachable ({exc or type(exc).__name__}).") from None

@@ -25,12 +25,16 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
-from ranks import resolve_ranks
 from torch import nn
+
+if TYPE_CHECKING:  # the checker reads the payload as the package module; the image ships it top-level
+    from clusterctl.payload.ranks import resolve_ranks
+else:
+    from ranks import resolve_ranks
 
 RESULT_PREFIX = "CLUSTERCTL_RESULT "
 MODEL_NAME = "resnet50"
