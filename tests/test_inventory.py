@@ -173,8 +173,8 @@ INVALID = [
         "mount-relative-target",
         "      target: /data\n",
         "      target: data\n",
-        "container.mounts[0]",
-        "    - source: /srv/data",
+        "container.mounts[0].target",
+        "      target: data",
     ),
     (
         "mount-hostile-source",
