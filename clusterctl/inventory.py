@@ -188,13 +188,6 @@ def _check_address(value: str) -> str:
         address = None
     if isinstance(address, ipaddress.IPv4Address):
         return value
-    if address is None and _reads_as_ipv4(value):
-        raise ValueError(
-            f"{shown(value)} is not a dotted-quad IPv4 address, but ssh and mpirun (inet_aton) read it as "
-            f"{socket.inet_ntoa(socket.inet_aton(value))} (leading zeros are octal, 0x is hexadecimal, a short "
-            "form fills in zeros), so it would bypass the duplicate-address rule and may name another host; "
-            "write the address as four decimal numbers without leading zeros, e.g. '10.0.0.2'"
-        )
     if address is not None:
         raise ValueError(
             f"{shown(value)} is an IPv6 address; clusterctl needs IPv4 management addresses (Open MPI's -H cuts "
@@ -204,6 +197,13 @@ def _check_address(value: str) -> str:
     if not re.fullmatch(rf"(?=.{{1,253}}$){_LABEL}(\.{_LABEL})*", value):
         raise ValueError(
             f"{shown(value)} is neither an IPv4 address nor a hostname; use e.g. '10.0.0.11' or 'gpu01'"
+        )
+    if _reads_as_ipv4(value):
+        raise ValueError(
+            f"{shown(value)} is not a dotted-quad IPv4 address, but ssh and mpirun (inet_aton) read it as "
+            f"{socket.inet_ntoa(socket.inet_aton(value))} (leading zeros are octal, 0x is hexadecimal, a short "
+            "form fills in zeros), so it would bypass the duplicate-address rule and may name another host; "
+            "write the address as four decimal numbers without leading zeros, e.g. '10.0.0.2'"
         )
     return value
 
