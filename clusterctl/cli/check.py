@@ -9,9 +9,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
-from rich.markup import escape
 
-from clusterctl.cli.common import InventoryOption, console, err_console, load, print_json
+from clusterctl.cli.common import (
+    InventoryOption,
+    console,
+    err_console,
+    load,
+    markup_safe,
+    print_json,
+    safe_text,
+)
 from clusterctl.errors import InputError
 
 if TYPE_CHECKING:
@@ -88,7 +95,7 @@ def topology(
     else:
         _show(inventory, report)
         done = "judged from" if source is not None else "written to"
-        err_console.print(f"bundle {done} {directory}", highlight=False, markup=False)
+        err_console.print(safe_text(f"bundle {done} {directory}"), highlight=False, markup=False)
     return exit_code(report.findings, strict=strict)
 
 
@@ -105,7 +112,7 @@ def collect_command(
     inventory = load(inventory_path)
     bundles = collect_bundle(inventory, inventory.nodes, output, timeout_s=timeout)
     console.print(_tools_table({name: b.meta for name, b in bundles.items()}))
-    console.print(f"bundle written to {output}", highlight=False, markup=False)
+    console.print(safe_text(f"bundle written to {output}"), highlight=False, markup=False)
     return 1 if any(b.meta.unreachable or b.meta.error for b in bundles.values()) else 0
 
 
@@ -120,7 +127,8 @@ def findings_table(findings: list[Finding]) -> Table:
     for f in sorted(findings, key=lambda f: order[f.severity]):
         style = _SEVERITY_STYLE[f.severity]
         table.add_row(
-            f"[{style}]{f.severity}[/]", *map(escape, (f.node or "(cluster)", f.code, f.message, f.advice))
+            f"[{style}]{f.severity}[/]",
+            *map(markup_safe, (f.node or "(cluster)", f.code, f.message, f.advice)),
         )
     return table
 
@@ -171,19 +179,19 @@ def _show(inventory: Inventory, report: TopologyReport) -> None:
             for ca in ib.cas:
                 for p in ca.ports:
                     rate = f"{p.rate:g}" if p.rate is not None else "?"
-                    ports.add_row(*map(escape, (node.name, ca.name, ca.type or "?", ca.firmware or "?", str(p.port),
+                    ports.add_row(*map(markup_safe, (node.name, ca.name, ca.type or "?", ca.firmware or "?", str(p.port),
                                   p.state or "?", p.physical_state or "?", rate, p.link_layer or "?")))  # fmt: skip
         else:
             ports.add_row(node.name, "unknown", *[""] * 7)
         if isinstance(topo := facts.get("nvidia-smi-topo"), NvidiaSmiTopo) and topo.gpus:
             for gpu in topo.gpus:
                 nic, path = topo.nearest_nic(gpu) or ("none", "")
-                gdr.add_row(*map(escape, (node.name, gpu, nic, path, topo.cpu_affinity.get(gpu, ""))))
+                gdr.add_row(*map(markup_safe, (node.name, gpu, nic, path, topo.cpu_affinity.get(gpu, ""))))
         else:
             gdr.add_row(node.name, "unknown", "", "", "")
         versions.add_row(
             *map(
-                escape,
+                markup_safe,
                 (node.name, *(v or "unknown" for v in node_versions(node, report.nodes[node.name]).values())),
             )
         )
@@ -193,7 +201,7 @@ def _show(inventory: Inventory, report: TopologyReport) -> None:
             has = ", ".join(interface.addresses) if interface else "no such interface"
             addressing.add_row(
                 *map(
-                    escape,
+                    markup_safe,
                     (
                         node.name,
                         node.fabric.interface,

@@ -43,6 +43,24 @@ def _where(device: PciDevice) -> str:
     return f"{'GPU' if device.is_gpu else 'HCA'} {device.bdf} ({device.description})"
 
 
+# Bridges a finding names; a real device has a handful above it, a hostile output thousands.
+MAX_BRIDGES_NAMED = 8
+
+
+def _redirecting(bridges: list[PciDevice]) -> str | None:
+    """The switch ports among ``bridges`` that redirect peer-to-peer traffic, as a message part; None: none.
+
+    A root port's redirect changes nothing: traffic between two root ports goes through the root complex
+    anyway. A switch port's redirect is what pulls GPU<->HCA traffic up out of the switch.
+    """
+    redirecting = [b for b in bridges if b.acs_redirect and b.port_type != "Root Port"]
+    if not redirecting:
+        return None
+    named = ", ".join(f"{b.bdf} ({'/'.join(b.acs_redirect)})" for b in redirecting[:MAX_BRIDGES_NAMED])
+    more = len(redirecting) - MAX_BRIDGES_NAMED
+    return named + (f" and {more} more" if more > 0 else "")
+
+
 def acs_rules(lspci: Lspci, expect: Expectation) -> list[Finding]:
     """PCIe switch ports above a GPU or an HCA that redirect peer-to-peer traffic (ACSCtl ReqRedir+/CmpltRedir+).
 
@@ -50,14 +68,14 @@ def acs_rules(lspci: Lspci, expect: Expectation) -> list[Finding]:
     redirecting bridge is reported as a warning that names no device.
     """
     findings: list[Finding] = []
+    # Devices on one bus share their bridges: each bus is judged once (linear in the devices).
+    judged: dict[tuple[str, int], str | None] = {}
     for device in (d for d in lspci.devices if d.is_gpu or d.is_hca):
-        # A root port's redirect changes nothing: traffic between two root ports goes through the root
-        # complex anyway. A switch port's redirect is what pulls GPU<->HCA traffic up out of the switch.
-        redirecting = [
-            b for b in lspci.bridges_above(device) if b.acs_redirect and b.port_type != "Root Port"
-        ]
-        if redirecting:
-            bridges = ", ".join(f"{b.bdf} ({'/'.join(b.acs_redirect)})" for b in redirecting)
+        key = (device.domain, device.bus)
+        if key not in judged:
+            judged[key] = _redirecting(lspci.bridges_above(device))
+        bridges = judged[key]
+        if bridges:
             findings.append(
                 Finding(
                     severity="error",

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from clusterctl.results.history import history_path, load_runs
+from clusterctl.results.history import history_path, read_history
 from clusterctl.results.predict import Prediction, predict_throughput
 from clusterctl.results.record import RunConfig, RunRecord
 from clusterctl.results.references import Comparison, Reference, compare, load_references
@@ -103,12 +103,13 @@ def _predict(
         if r.valid
         and r.config.workload in COLLECTIVES
         and LARGE_BUSBW in r.metrics
+        and r.metrics[LARGE_BUSBW].value > 0  # a record judged before zero rates were refused
         and r.config.device == row.config.device
         and r.world_size == row.devices
         and r.nodes in row.nodes
         and (r.config.workload != "allreduce" or r.config.framework == row.config.framework)
     ]
-    if not gradients or not busbws:
+    if not gradients or not busbws or not base > 0:
         return None
     return predict_throughput(
         single_device=base,
@@ -119,9 +120,15 @@ def _predict(
     )
 
 
-def report_of(runs_dir: Path) -> list[ReportRow]:
-    """The report of every run recorded in ``runs_dir``'s history, against the shipped references."""
-    return build_report(load_runs(history_path(runs_dir)), load_references())
+def report_of(runs_dir: Path) -> tuple[list[ReportRow], list[str]]:
+    """The report of every run recorded in ``runs_dir``'s history, against the shipped references, and
+    one line per history row or file left out (``read_history``).
+
+    Raises:
+        InputError: as ``read_history``.
+    """
+    history = read_history(history_path(runs_dir))
+    return build_report(history.runs, load_references()), history.skipped
 
 
 def _row(group: list[RunRecord]) -> ReportRow:
