@@ -11,14 +11,11 @@ from pathlib import Path
 from pydantic import BaseModel, Field, ValidationError
 
 from clusterctl.diagnostics import detect_kind, parse
-from clusterctl.diagnostics.bundle import META, NodeMeta
+from clusterctl.diagnostics.bundle import MAX_OUTPUT_BYTES, META, NodeMeta
 from clusterctl.diagnostics.collect import COLLECTOR_BY_KEY
 from clusterctl.diagnostics.rules import Expectation, apply_rules
 from clusterctl.findings import Finding
 from clusterctl.readfile import read_capped
-
-# The largest output inspect reads (a long NCCL INFO log is a few MB; every parser is linear).
-MAX_INSPECT_BYTES = 32 << 20
 
 
 class Inspection(BaseModel):
@@ -93,11 +90,11 @@ def inspect_file(path: Path, kind: str | None = None, expect: Expectation | None
     """Read ``path`` and inspect it; a bundle's file takes its collector's kind unless ``kind`` is given.
 
     Raises:
-        InputError: the file cannot be read, is not a regular file, or is over ``MAX_INSPECT_BYTES``.
+        InputError: the file cannot be read, is not a regular file, or is over ``MAX_OUTPUT_BYTES``.
     """
     data = read_capped(
         path,
-        MAX_INSPECT_BYTES,
+        MAX_OUTPUT_BYTES,
         "pass a saved command output (a regular file); cut a larger log to its relevant part",
     )
     raw = data.decode("utf-8", errors="replace")

@@ -91,7 +91,7 @@ def test_inspect_reads_only_regular_files_within_its_limit(
     os.mkfifo(fifo)  # blocked forever
     big = tmp_path / "big.txt"
     big.write_text("NVIDIA-SMI 550.90.07\n" * 100)
-    monkeypatch.setattr(diagnostics_inspect, "MAX_INSPECT_BYTES", 1000)
+    monkeypatch.setattr(diagnostics_inspect, "MAX_OUTPUT_BYTES", 1000)
     for path, expected in [
         (Path("/dev/zero"), "not a regular file"),  # read until memory ran out
         (fifo, "not a regular file"),
