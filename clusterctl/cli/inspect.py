@@ -51,7 +51,8 @@ def inspect(
 
 
 def _show(result: Inspection) -> None:
-    console.print(f"[bold]{markup_safe(result.file)}[/]  kind: {result.kind or 'unknown'}  "
+    also = f" (also judged as {', '.join(result.also_read_as)})" if result.also_read_as else ""
+    console.print(f"[bold]{markup_safe(result.file)}[/]  kind: {result.kind or 'unknown'}{also}  "
                   f"unparsed lines: {len(result.unparsed_lines)}")  # fmt: skip
     if not result.findings:
         console.print("  no findings")
