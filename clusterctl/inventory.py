@@ -319,7 +319,10 @@ class FabricSpec(Strict):
         "list, e.g. the 8 compute ConnectX-7 of an HGX H100. Passed as NCCL_IB_HCA with '=' (exact names); "
         "None: NCCL uses every HCA it finds.",
     )
-    rate_gbps: float | None = Field(None, gt=0, description="Expected link rate in Gb/s, e.g. 100 for EDR.")
+    # 1,600 Gb/s: twice XDR's 800, the fastest InfiniBand port there is.
+    rate_gbps: float | None = Field(
+        None, gt=0, le=1600, description="Expected link rate in Gb/s, e.g. 100 for EDR, 400 for NDR."
+    )
     gid_index: int | None = Field(
         None,
         ge=0,
@@ -521,8 +524,9 @@ class RunDefaults(Strict):
     xla: bool = Field(False, description="Kernel fusion: XLA (TensorFlow) or torch.compile (PyTorch).")
     data_format: Literal["NCHW", "NHWC"] = Field("NCHW", description="Memory layout (NHWC = channels-last).")
     optimizer: Literal["sgd", "momentum"] = Field("sgd", description="Optimizer.")
-    warmup_steps: int = Field(10, ge=0, description="Steps run before measuring.")
-    steps: int = Field(100, ge=1, description="Measured steps.")
+    # Bounds: a million steps is days of training on any device; a larger count is a typo that never ends.
+    warmup_steps: int = Field(10, ge=0, le=1_000_000, description="Steps run before measuring.")
+    steps: int = Field(100, ge=1, le=1_000_000, description="Measured steps.")
     image_size: int = Field(224, ge=32, le=1024, description="Synthetic image side in pixels.")
     gdr_level: int | None = Field(
         None, ge=0, le=5, description="NCCL_NET_GDR_LEVEL for GPUDirect RDMA; None: NCCL's default."
@@ -530,7 +534,7 @@ class RunDefaults(Strict):
     data_dir: SafePath | None = Field(
         None, description="Data set path in the container; None: synthetic data."
     )
-    display_every: int = Field(10, ge=1, description="Print throughput every N steps.")
+    display_every: int = Field(10, ge=1, le=1_000_000, description="Print throughput every N steps.")
     fp16_allreduce: bool = Field(
         False,
         description="Horovod only: compress gradients to fp16 for the allreduce (half the bytes on the "

@@ -14,6 +14,7 @@ from clusterctl.cli.common import (
     InventoryOption,
     console,
     err_console,
+    finite_seconds,
     load,
     markup_safe,
     print_json,
@@ -35,7 +36,11 @@ _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
 _STATUS_STYLE = {"ok": "green", "missing": "yellow", "failed": "red", "timed-out": "red", "no-answer": "red"}
 DEFAULT_TIMEOUT_S = 180.0
 TimeoutOption = typer.Option(
-    DEFAULT_TIMEOUT_S, "--timeout", min=1, help="Seconds each node gets for the whole collection."
+    DEFAULT_TIMEOUT_S,
+    "--timeout",
+    min=1,
+    callback=finite_seconds,
+    help="Seconds each node gets for the whole collection.",
 )
 
 
@@ -62,6 +67,7 @@ def topology(
         None,
         "--timeout",
         min=1,
+        callback=finite_seconds,
         help=f"Seconds each node gets for the whole collection. Default: {DEFAULT_TIMEOUT_S:g}.",
     ),
 ) -> int:

@@ -204,6 +204,22 @@ def split_option(value: str, option: str, convert: Callable[[str], T], expected:
     return converted
 
 
+# The longest --timeout: a week. A run longer than that is a hang, and nan, inf and 1e309 (inf) are no time.
+MAX_TIMEOUT_S = 7 * 86400.0
+
+
+def finite_seconds(value: float | None) -> float | None:
+    """A --timeout's callback: the seconds given, refused unless a finite number up to ``MAX_TIMEOUT_S``.
+
+    Raises:
+        typer.BadParameter: nan, inf (1e309 reads as inf) or more than a week (a usage error: exit 2).
+    """
+    if value is not None and not (math.isfinite(value) and value <= MAX_TIMEOUT_S):
+        raise typer.BadParameter(f"{value!r} is not a number of seconds up to {MAX_TIMEOUT_S:g} (a week). Fix: give "
+                                 "the seconds as a plain number, e.g. 3600.")  # fmt: skip
+    return value
+
+
 def positive_int(text: str) -> int:
     """``text`` as a whole number of at least 1; ValueError otherwise."""
     number = int(text)

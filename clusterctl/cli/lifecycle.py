@@ -9,13 +9,25 @@ from pathlib import Path
 
 import typer
 
-from clusterctl.cli.common import InventoryOption, console, err_console, load, print_json, safe_text
+from clusterctl.cli.common import (
+    InventoryOption,
+    console,
+    err_console,
+    finite_seconds,
+    load,
+    print_json,
+    safe_text,
+)
 
 
 def up(
     inventory: Path | None = InventoryOption,
     timeout: float = typer.Option(
-        60.0, "--timeout", min=1, help="Seconds each stage's sshd may take to answer a login."
+        60.0,
+        "--timeout",
+        min=1,
+        callback=finite_seconds,
+        help="Seconds each stage's sshd may take to answer a login.",
     ),
     dry_run: bool = typer.Option(
         False,

@@ -13,6 +13,7 @@ from clusterctl.cli.common import (
     InventoryOption,
     console,
     err_console,
+    finite_seconds,
     load,
     output_file,
     positive_int,
@@ -37,7 +38,9 @@ if TYPE_CHECKING:
 
 RunsDirOption = typer.Option(Path("runs"), "--runs-dir", help="Where run directories and history.sqlite go.")
 JsonOption = typer.Option(False, "--json", help="Machine-readable output on stdout.")
-TimeoutOption = typer.Option(3600.0, "--timeout", min=1, help="Seconds one run may take before it is killed.")
+TimeoutOption = typer.Option(
+    3600.0, "--timeout", min=1, callback=finite_seconds, help="Seconds one run may take before it is killed."
+)
 RepeatsOption = typer.Option(1, "--repeats", min=1, help="Run K times; report the median and spread.")
 DryRunOption = typer.Option(False, "--dry-run", help="Print the mpirun command and stop.")
 LauncherOption = typer.Option(
@@ -108,7 +111,7 @@ def run(
         None, "--nodes", min=1, help="Primary plus N-1 secondaries (default: all)."
     ),
     ranks_per_node: int | None = typer.Option(
-        None, "--ranks-per-node", min=1, help="Default: GPUs per node (1 on CPU)."
+        None, "--ranks-per-node", min=1, max=256, help="Default: GPUs per node (1 on CPU); at most 256."
     ),
     framework: str | None = typer.Option(None, "--framework", help="horovod or ddp."),
     batch_size: int | None = typer.Option(None, "--batch-size", help="Per device."),
