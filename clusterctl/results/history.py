@@ -147,8 +147,8 @@ def read_history(db: Path) -> History:
     Opened read-only: nothing is migrated or written. No file: no runs.
 
     Raises:
-        InputError: ``db`` or its directory exists but is not a regular file (a directory, a FIFO) or
-            a directory.
+        InputError: ``db``'s directory (the runs directory) exists and is not a directory, or ``db``
+            exists and is not a regular file (a directory, a FIFO).
     """
     if db.parent.exists() and not db.parent.is_dir():
         raise InputError(
