@@ -3,12 +3,12 @@ the peer-memory rule as NCCL's gdr.cc decides it, on real captured outputs."""
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 import pytest
 from fixtures import fixture_text
+from strictjson import strict_loads
 
 from clusterctl.cli import main
 from clusterctl.diagnostics import parse
@@ -259,6 +259,6 @@ def test_inspect_detects_and_judges_an_acsctl_capture(
     raw = tmp_path / "acs.txt"
     raw.write_text(fixture_text("lspci_vvv/nccl-issue523-grep-acsctl-redirect-enabled-no-device-headers.txt"))
     assert main(["inspect", "--json", str(raw)]) == 0  # a warning: exit 0 unless --strict
-    [item] = json.loads(capsys.readouterr().out)
+    [item] = strict_loads(capsys.readouterr().out)
     assert item["kind"] == "lspci-vvv" and [f["code"] for f in item["findings"]] == ["pcie-acs-enabled"]
     assert main(["inspect", "--strict", str(raw)]) == 1

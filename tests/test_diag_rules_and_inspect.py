@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import json
-
 from fixtures import FIXTURES, fixture_text
+from strictjson import strict_loads
 
 from clusterctl.cli import main
 from clusterctl.diagnostics.parsers.ibstat import parse_ibstat
@@ -88,7 +87,7 @@ def test_inspect_json_array_and_exit_code(capsys) -> None:
         str(FIXTURES / "ofed_info/nvpeermem-issue63-mlnx-ofed-4.7-1.0.0.1-s.txt"),
     ]
     code = main(["inspect", "--json", *files])
-    out = json.loads(capsys.readouterr().out)
+    out = strict_loads(capsys.readouterr().out)
     assert code == 1
     assert [item["kind"] for item in out] == ["ibstat", "ofed-info"]
     assert set(out[0]) == {"file", "kind", "parsed", "findings", "unparsed_lines", "also_read_as"}
@@ -113,4 +112,4 @@ def test_inspect_forced_kind_on_raw_file(tmp_path, capsys) -> None:
     raw = tmp_path / "ibstat.txt"
     raw.write_text(_SLOW_PORT)
     assert main(["inspect", "--json", "--kind", "ibstat", "--expected-rate", "100", str(raw)]) == 1
-    assert json.loads(capsys.readouterr().out)[0]["findings"][0]["code"] == "ib-rate-below-expected"
+    assert strict_loads(capsys.readouterr().out)[0]["findings"][0]["code"] == "ib-rate-below-expected"

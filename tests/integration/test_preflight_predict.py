@@ -4,10 +4,10 @@ nothing else runs); one it reaches lets it run, and `report` shows measured/pred
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
+from strictjson import strict_loads
 
 from clusterctl import containers
 from clusterctl.cli import main
@@ -51,7 +51,7 @@ def test_preflight_refuses_a_slow_fabric_and_report_predicts(
     capsys.readouterr()
 
     assert main(["report", *runs, "--json"]) == 0
-    rows = {(r["config"]["workload"], r["devices"]): r for r in json.loads(capsys.readouterr().out)}
+    rows = {(r["config"]["workload"], r["devices"]): r for r in strict_loads(capsys.readouterr().out)}
     two = rows[("resnet50", 2)]
     predicted = two["predicted"]
     assert predicted is not None, two

@@ -18,7 +18,6 @@ half-loaded tar (``docker-import-*``) and no engine connection is left on any no
 from __future__ import annotations
 
 import contextlib
-import json
 import shutil
 import signal
 import subprocess
@@ -30,6 +29,7 @@ from pathlib import Path
 
 import docker
 import pytest
+from strictjson import strict_loads
 
 from clusterctl.cli import main
 from clusterctl.hosts.docker_remote import docker_client
@@ -120,7 +120,7 @@ def _nothing_left(cluster: Inventory, sandbox: Sandbox, reference: str) -> None:
 def _push_verifies_every_node(sandbox: Sandbox, image_id: str, capsys: pytest.CaptureFixture[str]) -> None:
     capsys.readouterr()
     assert main(["image", "push", "-i", str(sandbox.inventory_path), "--json"]) == 0
-    report = json.loads(capsys.readouterr().out)
+    report = strict_loads(capsys.readouterr().out)
     assert report["image_id"] == image_id
     assert report["nodes"]["node2"]["status"] == "delivered"
     assert {n["image_id"] for n in report["nodes"].values()} == {image_id}  # verified on each

@@ -4,11 +4,11 @@
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from pathlib import Path
 
 import pytest
+from strictjson import strict_loads
 
 from clusterctl.cli import main
 
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.integration
 def _json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, object]:
     code = main([*args, "--json"])
     out = capsys.readouterr().out
-    return code, json.loads(out) if out.strip() else None
+    return code, strict_loads(out) if out.strip() else None
 
 
 def test_resnet50_on_two_nodes_end_to_end(
@@ -51,7 +51,7 @@ def test_resnet50_on_two_nodes_end_to_end(
             )
             captured = capsys.readouterr()
             assert code == 0, captured.err[-3000:]
-            (record,) = json.loads(captured.out)["runs"]
+            (record,) = strict_loads(captured.out)["runs"]
             results[framework] = record
             # rank 0's tagged result line was streamed live; mpirun had nothing to warn about
             assert "[1,0]<stdout>:CLUSTERCTL_RESULT" in captured.err

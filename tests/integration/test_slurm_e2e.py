@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from strictjson import strict_loads
 
 from clusterctl.cli import main
 from clusterctl.hosts.docker_remote import docker_client
@@ -67,7 +68,7 @@ def test_resnet50_through_slurm_is_valid_and_reported_next_to_ssh(
                          "--json"])  # fmt: skip
             captured = capsys.readouterr()
             assert code == 0, captured.err[-3000:]
-            (records[launcher],) = json.loads(captured.out)["runs"]
+            (records[launcher],) = strict_loads(captured.out)["runs"]
     finally:
         assert main(["down", *inv]) == 0
     # srun --label tagged rank 0's result line; the job ended COMPLETED through sbatch + srun --mpi=pmix
@@ -103,7 +104,7 @@ def test_resnet50_through_slurm_is_valid_and_reported_next_to_ssh(
 
     capsys.readouterr()
     code = main(["report", "--runs-dir", str(runs), "--json"])
-    rows = json.loads(capsys.readouterr().out)
+    rows = strict_loads(capsys.readouterr().out)
     assert code == 0
     # one configuration, one row per launcher, side by side
     assert [(row["launcher"], row["runs"], row["devices"]) for row in rows] == [

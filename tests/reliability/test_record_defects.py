@@ -22,6 +22,7 @@ import pytest
 from hostile import reproducible
 from hypothesis import given
 from hypothesis import strategies as st
+from strictjson import strict_loads
 
 from clusterctl.cli import main
 from clusterctl.inventory import Inventory, load_inventory
@@ -36,15 +37,6 @@ from clusterctl.workloads.nccl_tests import LARGE_BUSBW
 ROOT = Path(__file__).resolve().parents[2]
 NCCL_TESTS = ROOT / "tests/fixtures/nccl_tests/oci-bm-gpu4-8-2node-16xa100-g8-all_reduce_perf-10G.txt"
 STARTED = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
-
-
-def strict_json(text: str) -> Any:
-    """``text`` parsed as RFC 8259 JSON: NaN, Infinity and -Infinity fail the test."""
-
-    def refuse(constant: str) -> None:
-        pytest.fail(f"{constant} in --json output: not JSON")
-
-    return json.loads(text, parse_constant=refuse)
 
 
 @pytest.fixture(scope="module")
@@ -201,7 +193,7 @@ def test_bad_history_rows_are_skipped_and_counted_in_every_report_mode(
     assert "5 history entries left out of the report" in " ".join(err.split())
     assert "Traceback" not in err and "internal error" not in err
     if "--json" in mode:
-        [row] = strict_json(out)
+        [row] = strict_loads(out)
         assert row["runs"] == 2
     assert read_history(db).skipped and len(read_history(db).runs) == 2
 
@@ -240,7 +232,7 @@ def test_a_corrupt_history_is_read_from_the_run_directories_and_rebuilt_by_the_n
     capsys.readouterr()
     assert main(["report", "--runs-dir", str(runs), "--json"]) == 0
     out, err = capsys.readouterr()
-    assert strict_json(out)[0]["runs"] == 2 and "cannot be read" in err
+    assert strict_loads(out)[0]["runs"] == 2 and "cannot be read" in err
     later = _judge(sandbox, "later", total_images_per_sec=11.0, images_per_sec_per_device=11.0)
     add_run(db, later, runs / "later")
     rebuilt = read_history(db)
@@ -277,7 +269,7 @@ def test_report_json_writes_an_overflowed_figure_as_null_and_says_so(
     capsys.readouterr()
     assert main(["report", "--runs-dir", str(runs), "--json"]) == 0
     out, err = capsys.readouterr()
-    [row] = strict_json(out)
+    [row] = strict_loads(out)
     assert row["median"] is None and "not finite" in err and "median" in err
     # The plot leaves the overflowed row out: nothing is left to draw, said plainly (no axis-limit crash).
     assert main(["report", "--runs-dir", str(runs), "--plot", str(tmp_path / "p.png")]) == 2
@@ -290,7 +282,7 @@ def test_inspect_json_is_strict_for_a_nan_bus_bandwidth(
     path = tmp_path / "nccl.txt"
     path.write_text(NCCL_TESTS.read_text().replace("222.88", "nan").replace("220.921", "inf"))
     main(["inspect", str(path), "--json"])
-    strict_json(capsys.readouterr().out)
+    strict_loads(capsys.readouterr().out)
 
 
 json_value = st.recursive(
@@ -316,7 +308,7 @@ def test_print_json_is_strict_for_any_value(capsys: pytest.CaptureFixture[str], 
     capsys.readouterr()
     print_json(value)
     out, err = capsys.readouterr()
-    parsed = strict_json(out)
+    parsed = strict_loads(out)
     assert ("not finite" in err) == _has_non_finite(value)
     if not _has_non_finite(value):
         assert parsed == value

@@ -8,7 +8,6 @@ terminal), so rich adds no escape sequences of its own: any ESC in it came from 
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import pytest
 from hostile import BASE, reproducible
 from hypothesis import given
 from hypothesis import strategies as st
+from strictjson import strict_loads
 
 from clusterctl.cli import main
 from clusterctl.cli.common import safe_text
@@ -103,7 +103,7 @@ def test_report_wide_shows_a_records_controls_escaped(
         assert main(["report", "--runs-dir", str(tmp_path), *argv]) == 0
         out, err = capsys.readouterr()
         if argv == ["--json"]:  # JSON escapes controls itself (\u001b), and keeps the value exact
-            assert json.loads(out)[0]["config"]["device"] == f"cpu{RETITLE_AND_CLEAR}"
+            assert strict_loads(out)[0]["config"]["device"] == f"cpu{RETITLE_AND_CLEAR}"
         _no_raw_controls(out + err)
 
 
