@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from clusterctl.diagnostics.model import to_float
 from clusterctl.diagnostics.parsers.ibstat import IbStat
 from clusterctl.diagnostics.parsers.ibv_devinfo import IbvDevinfo
 from clusterctl.diagnostics.parsers.lspci import ACS_REDIRECT, Lspci, PciDevice, PciLink
@@ -205,10 +206,11 @@ def mtu_rules(info: IbvDevinfo, expect: Expectation) -> list[Finding]:
     findings: list[Finding] = []
     for device in (d for d in info.devices if not expect.hca or d.name in expect.hca):
         for port in device.ports:
+            # "4096 (5)" as printed; any number (4096.0 too) is read, anything else is unknown.
             mtu = (
-                int(port.active_mtu.split()[0]) if port.active_mtu and port.active_mtu[:1].isdigit() else None
+                to_float(port.active_mtu.split()[0]) if port.active_mtu and port.active_mtu.split() else None
             )
-            if port.state != "PORT_ACTIVE" or mtu is None or mtu >= _FULL_MTU:
+            if port.state != "PORT_ACTIVE" or mtu is None or not mtu < _FULL_MTU:
                 continue
             roce = port.link_layer == "Ethernet"
             findings.append(
@@ -216,7 +218,7 @@ def mtu_rules(info: IbvDevinfo, expect: Expectation) -> list[Finding]:
                     severity="warning",
                     code="ib-mtu-below-4096",
                     message=f"{device.name} port {port.port} ({port.link_layer or 'link layer unknown'}) has active_mtu "
-                    f"{mtu}; NCCL's IB transport sends in packets of the port's active MTU",
+                    f"{mtu:g}; NCCL's IB transport sends in packets of the port's active MTU",
                     advice="Set the interface MTU to at least 4200 (RoCE active_mtu follows it) on every node and "
                     "the switches."
                     if roce

@@ -130,3 +130,17 @@ def test_a_job_log_that_begins_with_an_nvidia_smi_banner_keeps_its_nccl_errors(
     assert "also judged as nccl-log" in capsys.readouterr().out
     alone = inspect_text("smi", smi)
     assert alone.also_read_as == [] and not [f for f in alone.findings if f.severity == "error"]
+
+
+@pytest.mark.parametrize(
+    ("mtu", "below"), [("4096.0", False), ("2048.0", True), ("nan", False), ("1e999", False)]
+)
+def test_an_active_mtu_that_is_a_float_is_read_not_a_crash(mtu: str, below: bool) -> None:
+    """``active_mtu: 4096.0`` (a real capture, its MTU rewritten) was an internal error (issue 26, item 7)."""
+    text = output_text(
+        (FIXTURES / "ibv_devinfo" / "felixfu-connectx3-4099-1port-active-newer-format.txt").read_text()
+    )
+    assert "active_mtu:\t\t4096 (5)" in text
+    result = inspect_text("ibv", text.replace("4096 (5)", mtu))
+    assert result.kind == "ibv-devinfo"
+    assert any(f.code == "ib-mtu-below-4096" for f in result.findings) is below
