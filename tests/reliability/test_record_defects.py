@@ -312,3 +312,48 @@ def test_print_json_is_strict_for_any_value(capsys: pytest.CaptureFixture[str], 
     assert ("not finite" in err) == _has_non_finite(value)
     if not _has_non_finite(value):
         assert parsed == value
+
+
+@reproducible(150)
+@given(st.floats(allow_nan=True, allow_infinity=True) | st.integers(-(10**30), 10**400))
+def test_any_figure_is_judged_valid_only_when_a_positive_finite_rate(
+    sandbox: Inventory, figure: float
+) -> None:
+    record = _judge(sandbox, total_images_per_sec=json.dumps(figure), images_per_sec_per_device=1.0)
+    try:
+        good = math.isfinite(float(figure)) and float(figure) > 0
+    except OverflowError:  # an integer beyond float's range
+        good = False
+    assert any(f.code == "bad-figure" for f in record.findings) is not good
+    assert record.valid is (good and record.valid)
+    kept = RunRecord.model_validate_json(record.model_dump_json())
+    assert kept == record
+    assert all(math.isfinite(m.value) for m in kept.metrics.values())
+    rows = build_report([kept], [])
+    assert [r.runs for r in rows] == [1 if record.valid else 0]
+
+
+@pytest.fixture(scope="module")
+def history_bytes(tmp_path_factory: pytest.TempPathFactory, sandbox: Inventory) -> bytes:
+    """A real two-run history file, to damage."""
+    runs = _history_with(tmp_path_factory.mktemp("history"), sandbox)
+    return history_path(runs).read_bytes()
+
+
+@reproducible(150)
+@given(st.data())
+def test_any_damage_to_the_history_file_reads_without_a_crash(
+    tmp_path_factory: pytest.TempPathFactory, history_bytes: bytes, data: st.DataObject
+) -> None:
+    damaged = bytearray(history_bytes)
+    for _ in range(data.draw(st.integers(1, 8), label="edits")):
+        at = data.draw(st.integers(0, len(damaged) - 1), label="at")
+        damaged[at] = data.draw(st.integers(0, 255), label="byte")
+    cut = data.draw(st.integers(0, len(damaged)), label="cut")
+    db = history_path(tmp_path_factory.mktemp("damaged"))
+    db.write_bytes(bytes(damaged[:cut]))
+    history = read_history(db)  # no directories beside it: a row or the file is left out, nothing raises
+    assert len(history.runs) <= 2
+    assert all(
+        r.world_size >= 1 and all(math.isfinite(m.value) for m in r.metrics.values()) for r in history.runs
+    )
