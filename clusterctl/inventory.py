@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import socket
 import unicodedata
 from collections.abc import Sequence
 from pathlib import Path, PurePath
@@ -91,6 +92,52 @@ UserName = Annotated[str, _pattern(r"[a-z_][a-z0-9_-]{0,31}", "a Unix user name"
 SafePath = Annotated[
     str, _pattern(r"[A-Za-z0-9_./~@+=,:][A-Za-z0-9_./@+=,:-]*", "a path", "/home/dell/benchmarks")
 ]
+
+
+def _check_home(value: str) -> str:
+    """A controller path whose ``~`` or ``~user`` can be expanded here (where clusterctl reads it)."""
+    try:
+        Path(value).expanduser()
+    except RuntimeError:
+        user = value.split("/", 1)[0]
+        raise ValueError(
+            f"{shown(value)} starts with {user}, whose home directory is unknown on this machine (no such "
+            "user, or no $HOME and no passwd entry); write the path in full, without ~"
+        ) from None
+    return value
+
+
+# A path on the controller (the machine running clusterctl): a path whose ~ expands here.
+LocalPath = Annotated[SafePath, AfterValidator(_check_home)]
+
+
+def _check_list_path(value: str) -> str:
+    """An absolute path that cannot split in the list syntaxes it is rendered into.
+
+    Mount sources and targets and device paths reach ``docker -v src:dst[:ro]``, ``--device=p:p:rwm``,
+    pyxis' ``--container-mounts=a:b,c:d`` and apptainer's ``--bind=a:b``: a ``,`` starts another
+    mount and a ``:`` another field (a read-only mount would become a read-write one of any host
+    path). A relative source is a docker *named volume*, not the node's directory.
+    """
+    for char, role in ((",", "separates two mounts"), (":", "separates a mount's source, target and flags")):
+        if char in value:
+            raise ValueError(
+                f"{shown(value)} holds {char!r}, which {role} in docker -v, pyxis --container-mounts and "
+                f"apptainer --bind, so one entry would become several; use a path without {char!r} "
+                "(a symlink to it, e.g. /srv/data)"
+            )
+    if not value.startswith("/"):
+        raise ValueError(
+            f"{shown(value)} is not an absolute path (docker reads a relative mount source as a named volume); "
+            "write the full path, e.g. /srv/data"
+        )
+    return value
+
+
+# An absolute path in a list syntax: ',' and ':' refused with the reason first, then anything a path lacks.
+ListPath = Annotated[
+    str, AfterValidator(_check_list_path), _pattern(r"/[A-Za-z0-9_./@+=-]*", "an absolute path", "/srv/data")
+]
 Version = Annotated[str, _pattern(r"[0-9A-Za-z][0-9A-Za-z.+_~-]{0,63}", "a version", "4.7-3.2.9.0")]
 ImageRef = Annotated[
     str,
@@ -151,7 +198,23 @@ def _check_address(value: str) -> str:
         raise ValueError(
             f"{shown(value)} is neither an IPv4 address nor a hostname; use e.g. '10.0.0.11' or 'gpu01'"
         )
+    if _reads_as_ipv4(value):
+        raise ValueError(
+            f"{shown(value)} is not a dotted-quad IPv4 address, but ssh and mpirun (inet_aton) read it as "
+            f"{socket.inet_ntoa(socket.inet_aton(value))} (leading zeros are octal, 0x is hexadecimal, a short "
+            "form fills in zeros), so it would bypass the duplicate-address rule and may name another host; "
+            "write the address as four decimal numbers without leading zeros, e.g. '10.0.0.2'"
+        )
     return value
+
+
+def _reads_as_ipv4(value: str) -> bool:
+    """Whether the C library's ``inet_aton`` (what ssh, getaddrinfo and Open MPI use) reads ``value`` as IPv4."""
+    try:
+        socket.inet_aton(value)
+    except OSError:
+        return False
+    return True
 
 
 HostAddress = Annotated[str, AfterValidator(_check_address)]
@@ -221,10 +284,10 @@ class SshSettings(Strict):
 
     user: UserName = Field("root", description="Login user on the node.")
     port: Port = Field(22, description="SSH port of the node's sshd.")
-    identity_file: SafePath | None = Field(
+    identity_file: LocalPath | None = Field(
         None, description="Private key for the login; default: the SSH agent / ~/.ssh defaults."
     )
-    known_hosts: SafePath | None = Field(
+    known_hosts: LocalPath | None = Field(
         None,
         description="Extra known_hosts file checked besides the system's (the sandbox writes its own).",
     )
@@ -256,7 +319,10 @@ class FabricSpec(Strict):
         "list, e.g. the 8 compute ConnectX-7 of an HGX H100. Passed as NCCL_IB_HCA with '=' (exact names); "
         "None: NCCL uses every HCA it finds.",
     )
-    rate_gbps: float | None = Field(None, gt=0, description="Expected link rate in Gb/s, e.g. 100 for EDR.")
+    # 1,600 Gb/s: twice XDR's 800, the fastest InfiniBand port there is.
+    rate_gbps: float | None = Field(
+        None, gt=0, le=1600, description="Expected link rate in Gb/s, e.g. 100 for EDR, 400 for NDR."
+    )
     gid_index: int | None = Field(
         None,
         ge=0,
@@ -344,17 +410,9 @@ class Node(Strict):
 class Mount(Strict):
     """A bind mount into the benchmark container."""
 
-    source: SafePath = Field(description="Path on the node.")
-    target: SafePath = Field(description="Absolute path in the container.")
+    source: ListPath = Field(description="Absolute path on the node (no ',' or ':').")
+    target: ListPath = Field(description="Absolute path in the container (no ',' or ':').")
     read_only: bool = Field(False, description="Mount read-only.")
-
-    @model_validator(mode="after")
-    def _absolute_target(self) -> Mount:
-        if not self.target.startswith("/"):
-            raise ValueError(
-                f"target {self.target!r} is not an absolute path; use a container path such as /data"
-            )
-        return self
 
 
 class ContainerSpec(Strict):
@@ -366,7 +424,9 @@ class ContainerSpec(Strict):
     sshd_port: Port = Field(50000, description="Port the container's sshd listens on (host network).")
     shm_size: Size = Field("1g", description="Size of /dev/shm in the container.")
     mounts: list[Mount] = Field(default_factory=list, description="Data set and benchmark mounts.")
-    devices: list[SafePath] = Field(default_factory=list, description="Extra device paths to pass through.")
+    devices: list[ListPath] = Field(
+        default_factory=list, description="Extra device paths to pass through (absolute, no ',' or ':')."
+    )
     cap_add: list[Capability] = Field(default_factory=list, description="Extra capabilities.")
     privileged: bool = Field(False, description="Run privileged (off by default; rarely needed).")
 
@@ -424,7 +484,7 @@ class ImageSpec(Strict):
         "already ends in @sha256:...",
     )
     versions: ImageVersions = Field(default_factory=ImageVersions)
-    wheelhouse: SafePath | None = Field(
+    wheelhouse: LocalPath | None = Field(
         None, description="Directory of wheels installed with pip --no-index (cpu profile: PyTorch, Horovod)."
     )
 
@@ -464,8 +524,9 @@ class RunDefaults(Strict):
     xla: bool = Field(False, description="Kernel fusion: XLA (TensorFlow) or torch.compile (PyTorch).")
     data_format: Literal["NCHW", "NHWC"] = Field("NCHW", description="Memory layout (NHWC = channels-last).")
     optimizer: Literal["sgd", "momentum"] = Field("sgd", description="Optimizer.")
-    warmup_steps: int = Field(10, ge=0, description="Steps run before measuring.")
-    steps: int = Field(100, ge=1, description="Measured steps.")
+    # Bounds: a million steps is days of training on any device; a larger count is a typo that never ends.
+    warmup_steps: int = Field(10, ge=0, le=1_000_000, description="Steps run before measuring.")
+    steps: int = Field(100, ge=1, le=1_000_000, description="Measured steps.")
     image_size: int = Field(224, ge=32, le=1024, description="Synthetic image side in pixels.")
     gdr_level: int | None = Field(
         None, ge=0, le=5, description="NCCL_NET_GDR_LEVEL for GPUDirect RDMA; None: NCCL's default."
@@ -473,7 +534,7 @@ class RunDefaults(Strict):
     data_dir: SafePath | None = Field(
         None, description="Data set path in the container; None: synthetic data."
     )
-    display_every: int = Field(10, ge=1, description="Print throughput every N steps.")
+    display_every: int = Field(10, ge=1, le=1_000_000, description="Print throughput every N steps.")
     fp16_allreduce: bool = Field(
         False,
         description="Horovod only: compress gradients to fp16 for the allreduce (half the bytes on the "
@@ -614,6 +675,43 @@ SbatchOption = Annotated[
 SBATCH_MANAGED = ("job-name", "output", "error", "nodes", "ntasks", "ntasks-per-node", "partition", "account",
                   "reservation", "qos", "time", "nodelist", "constraint", "gpus-per-node", "exclusive", "chdir",
                   "wait", "parsable")  # fmt: skip
+# Options that undo or contradict the managed ones, each with what it breaks.
+SBATCH_CONTRADICTING = {
+    "oversubscribe": "it lets other jobs share the nodes that --exclusive (slurm.exclusive) reserves",
+    "share": "it is the old name of --oversubscribe, which undoes --exclusive (slurm.exclusive)",
+    "nodefile": "it replaces the node list clusterctl sets (slurm.nodelist)",
+    "gpus": "it asks for GPUs besides the --gpus-per-node clusterctl sets (slurm.gpus_per_node)",
+    "gpus-per-task": "it asks for GPUs besides the --gpus-per-node clusterctl sets (slurm.gpus_per_node)",
+    "gpus-per-socket": "it asks for GPUs besides the --gpus-per-node clusterctl sets (slurm.gpus_per_node)",
+    "ntasks-per-gpu": "it changes the ranks per node clusterctl sets from the run's devices",
+    "array": "it submits many jobs where clusterctl follows one",
+    "wrap": "it replaces the batch script clusterctl writes",
+    "test-only": "sbatch then submits nothing and prints no job id to follow",
+}
+
+
+def sbatch_option_problem(option: str) -> str | None:
+    """Why the extra sbatch ``option`` (``--name[=value]``) is refused, or None when it may be added.
+
+    sbatch reads long options with getopt_long, which takes any unambiguous prefix of a name as the
+    name (``--out=`` is ``--output=``) and an ambiguous one as an error, so a name that is a prefix of a
+    managed or contradicting option is refused like the option itself (none of sbatch's own options is
+    a strict prefix of one of those: an exact name would win over the prefix rule).
+    """
+    name = option[2:].split("=", 1)[0]
+    watched = [*SBATCH_MANAGED, *SBATCH_CONTRADICTING]
+    meant = name if name in watched else next((w for w in watched if w.startswith(name)), None)
+    if meant is None:
+        return None
+    spelled = f"--{name}" + (
+        "" if meant == name else f" (sbatch reads a prefix as the option it starts: --{meant})"
+    )
+    if meant in SBATCH_MANAGED:
+        return (
+            f"{option!r} sets {spelled}, which clusterctl sets from the slurm block and the run; "
+            "use the slurm block's field (or the run's options) instead"
+        )
+    return f"{option!r} sets {spelled}: {SBATCH_CONTRADICTING[meant]}; remove it"
 
 
 class SlurmLogin(Strict):
@@ -680,12 +778,9 @@ class SlurmSpec(Strict):
     @classmethod
     def _not_managed(cls, value: list[str]) -> list[str]:
         for option in value:
-            name = option[2:].split("=", 1)[0]
-            if name in SBATCH_MANAGED:
-                raise ValueError(
-                    f"{option!r} sets --{name}, which clusterctl sets from the slurm block and the run; "
-                    "use the slurm block's field (or the run's options) instead"
-                )
+            problem = sbatch_option_problem(option)
+            if problem:
+                raise ValueError(problem)
         return value
 
     @model_validator(mode="after")
@@ -908,14 +1003,16 @@ def cross_field_problems(inv: Inventory) -> list[tuple[Loc, str]]:
                 )
             )
         seen_names.setdefault(node.name, i)
-        if node.address in seen_addresses:
+        address = node.address.lower()  # DNS names are case-insensitive: GPU01 and gpu01 are one host
+        if address in seen_addresses:
             problems.append(
                 (
                     ("nodes", i, "address"),
-                    f"duplicate address {node.address!r} (also nodes[{seen_addresses[node.address]}]); every node needs its own management address",
+                    f"duplicate address {node.address!r} (also nodes[{seen_addresses[address]}], names compared "
+                    "ignoring case); every node needs its own management address",
                 )
             )
-        seen_addresses.setdefault(node.address, i)
+        seen_addresses.setdefault(address, i)
         if node.gpus.count and node.slots and node.slots > node.gpus.count:
             problems.append(
                 (

@@ -46,7 +46,7 @@ class RunOptions(BaseModel):
     workload: str = Field(description="Registered workload name, e.g. resnet50.")
     nodes: int = Field(ge=1, description="Nodes used: the primary and nodes-1 secondaries.")
     ranks_per_node: int | None = Field(
-        None, ge=1, description="Ranks per node; None: each node's own count (its GPUs, 1 on CPU)."
+        None, ge=1, le=256, description="Ranks per node; None: each node's own count (its GPUs, 1 on CPU)."
     )
     settings: RunDefaults = Field(description="Benchmark settings after command-line overrides.")
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from clusterctl.errors import EnvironmentProblem
+
 STATE_DIR_ENV = "CLUSTERCTL_STATE_DIR"
 _PACKAGE = Path(__file__).resolve().parent
 
@@ -34,13 +36,29 @@ def payload_files() -> list[Path]:
 
 
 def state_dir() -> Path:
-    """The root of everything clusterctl writes outside a run directory."""
+    """The root of everything clusterctl writes outside a run directory.
+
+    Raises:
+        EnvironmentProblem: it cannot be determined (``$CLUSTERCTL_STATE_DIR=~nosuchuser``, or no
+            ``$HOME``, no passwd entry and neither variable set).
+    """
     explicit = os.environ.get(STATE_DIR_ENV)
-    if explicit:
-        return Path(explicit).expanduser()
     xdg = os.environ.get("XDG_STATE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "state"
-    return base / "clusterctl"
+    try:
+        if explicit:
+            return Path(explicit).expanduser()
+        return (Path(xdg).expanduser() if xdg else Path.home() / ".local" / "state") / "clusterctl"
+    except RuntimeError:  # ~nosuchuser, or ~ with no $HOME and no passwd entry
+        source = (
+            f"${STATE_DIR_ENV} is {explicit[:200]!r}"
+            if explicit
+            else (f"$XDG_STATE_HOME is {xdg[:200]!r}" if xdg else "$HOME is unset")
+        )
+        raise EnvironmentProblem(
+            f"clusterctl cannot determine its state directory: {source} and that user's home directory "
+            f"is unknown (no such user, or no $HOME and no passwd entry). Fix: set {STATE_DIR_ENV} to a "
+            f"writable directory, e.g. export {STATE_DIR_ENV}=/var/tmp/clusterctl."
+        ) from None
 
 
 def cluster_state_dir(cluster_name: str) -> Path:

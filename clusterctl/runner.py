@@ -232,12 +232,13 @@ def run_sweep(
     on_line: Callable[[str], None],
     on_record: OnRecord = _ignore_record,
     launcher: str | None = None,
-) -> tuple[list[tuple[RunRecord, Path]], list[ReportRow]]:
+) -> tuple[list[tuple[RunRecord, Path]], list[ReportRow], list[str]]:
     """``run_plans`` (with ``launcher``), then the report of ``runs_dir``'s whole history (these runs and
     earlier ones).
 
     Returns:
-        The runs, as ``run_plans`` returns them, and the report rows.
+        The runs, as ``run_plans`` returns them, the report rows, and the history rows left out of the
+        report (``read_history``).
     """
     done = run_plans(
         inventory,
@@ -249,4 +250,5 @@ def run_sweep(
         on_record=on_record,
         launcher=launcher,
     )
-    return done, report_of(runs_dir)
+    rows, skipped = report_of(runs_dir)
+    return done, rows, skipped

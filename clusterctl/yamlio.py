@@ -41,6 +41,9 @@ class YamlLimits:
     max_collection_items: int = 4_096
     max_aliases: int = 256
     max_nodes: int = 200_000  # scalars and collections after every alias is expanded
+    # Digits of an unquoted integer: Python refuses to convert more than 4,300 (a ValueError inside the
+    # YAML library), and no inventory number has more than a few.
+    max_integer_digits: int = 100
 
 
 LIMITS = YamlLimits()
@@ -132,6 +135,12 @@ class _EventLimits:
                 )  # fmt: skip
             self._add(self.sizes[event.anchor], line)
         elif isinstance(event, ScalarEvent):
+            digits = event.value.lstrip("+-").replace("_", "")
+            if event.style is None and len(digits) > limits.max_integer_digits and digits.isdigit():
+                raise _limit_error(
+                    path, line, f"a number of {len(digits)} digits, over the limit of {limits.max_integer_digits} "
+                    "(number length limit)", "write the number the field needs, or put text in quotes",
+                )  # fmt: skip
             self._add(1, line)
             if event.anchor:
                 self.sizes[event.anchor] = 1

@@ -31,6 +31,7 @@ from clusterctl.errors import InputError
 from clusterctl.hosts.ssh import CommandResult
 from clusterctl.inventory import Inventory, load_inventory
 from tests.fixtures import fixture_text
+from tests.strictjson import strict_loads
 
 REPO = Path(__file__).resolve().parents[1]
 PAPER = REPO / "inventories" / "paper-c4140.yml"
@@ -304,7 +305,7 @@ def test_check_topology_exit_1_and_bundle_when_a_node_is_unreachable(
             "5",
         ]
     )
-    out = json.loads(capsys.readouterr().out)
+    out = strict_loads(capsys.readouterr().out)
     assert code == 1
     assert out["bundle"] == str(tmp_path / "b")
     assert [f["code"] for f in out["nodes"]["n1"]["findings"]] == ["node-unreachable"]
@@ -323,7 +324,7 @@ def test_inspect_reads_every_file_of_a_bundle_collected_here(
     files = sorted((tmp_path / "n1").iterdir())
     assert {"ip-addr.txt", "peermem.txt", "meta.json"} <= {f.name for f in files}
     assert main(["inspect", "--json", *map(str, files)]) == 0
-    kinds = {Path(item["file"]).name: item for item in json.loads(capsys.readouterr().out)}
+    kinds = {Path(item["file"]).name: item for item in strict_loads(capsys.readouterr().out)}
     expected = {f"{c.key}.txt": c.kind for c in COLLECTORS if f"{c.key}.txt" in kinds}
     assert {name: kinds[name]["kind"] for name in expected} == expected  # peermem.txt may well be empty
     assert kinds["ip-addr.txt"]["parsed"]["interfaces"][0]["name"] == "lo"
@@ -347,7 +348,7 @@ def test_inspect_forced_ip_addr_kind(tmp_path: Path, capsys: pytest.CaptureFixtu
     raw = tmp_path / "addresses.json"
     raw.write_text(fixture_text(IP_SAMPLE))
     assert main(["inspect", "--json", "--kind", "ip-addr", str(raw)]) == 0
-    [item] = json.loads(capsys.readouterr().out)
+    [item] = strict_loads(capsys.readouterr().out)
     assert item["kind"] == "ip-addr" and item["findings"] == [] and item["parsed"]["error"] is None
     assert "192.0.2.2/24" in item["parsed"]["interfaces"][3]["addresses"]
 
@@ -369,7 +370,7 @@ def test_check_topology_from_a_saved_bundle_judges_it_without_hosts(
     monkeypatch.setattr("clusterctl.diagnostics.collect.collect", _no_collection)
     bundle = _saved(tmp_path / "bundle", {"c4140-1": FIXTURE_NODE, "c4140-2": SECOND_NODE})
     code = _check_from(bundle, "--json")
-    out = json.loads(capsys.readouterr().out)
+    out = strict_loads(capsys.readouterr().out)
     assert code == 1
     assert out["bundle"] == str(bundle) and sorted(out["nodes"]) == ["c4140-1", "c4140-2"]
     node1 = {(f["severity"], f["code"]) for f in out["nodes"]["c4140-1"]["findings"]}
@@ -387,7 +388,7 @@ def test_check_topology_from_reports_an_inventory_node_the_bundle_lacks(
     monkeypatch.setattr("clusterctl.diagnostics.collect.collect", _no_collection)
     bundle = _saved(tmp_path / "run" / "topology", {"c4140-2": SECOND_NODE})
     assert _check_from(bundle, "--json") == 1
-    out = json.loads(capsys.readouterr().out)
+    out = strict_loads(capsys.readouterr().out)
     assert out["nodes"]["c4140-1"]["findings"] == [
         {
             "severity": "warning",

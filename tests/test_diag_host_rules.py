@@ -3,7 +3,6 @@ the peer-memory rule as NCCL's gdr.cc decides it, on real captured outputs."""
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -34,6 +33,7 @@ from clusterctl.diagnostics.rules_host import (
 from clusterctl.diagnostics.rules_node import judge_node, peermem_rules
 from clusterctl.inventory import load_inventory
 from tests.fixtures import fixture_text
+from tests.strictjson import strict_loads
 
 _LSPCI = "lspci_vvv/gpud-h100-pex890xx-cx7-acs-on-storage-switch-partial.txt"
 _IBSTAT_8IB = "ibstat/gpud-h100-8cx7-ib-400-plus-bluefield3-bond-eth.txt"
@@ -263,7 +263,7 @@ def test_inspect_detects_and_judges_an_acsctl_capture(
     raw = tmp_path / "acs.txt"
     raw.write_text(fixture_text("lspci_vvv/nccl-issue523-grep-acsctl-redirect-enabled-no-device-headers.txt"))
     assert main(["inspect", "--json", str(raw)]) == 0  # a warning: exit 0 unless --strict
-    [item] = json.loads(capsys.readouterr().out)
+    [item] = strict_loads(capsys.readouterr().out)
     assert item["kind"] == "lspci-vvv" and [f["code"] for f in item["findings"]] == ["pcie-acs-enabled"]
     assert main(["inspect", "--strict", str(raw)]) == 1
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
-
 from clusterctl.cli import main
 from clusterctl.diagnostics.parsers.ibstat import parse_ibstat
 from clusterctl.diagnostics.parsers.nvidia_smi_topo import parse_nvidia_smi_topo
 from clusterctl.diagnostics.rules import Expectation, ib_rules, topology_rules, version_rules
 from tests.fixtures import FIXTURES, fixture_text
+from tests.strictjson import strict_loads
 
 _IBSTAT_DOWN = "ibstat/nccl-tests-issue128-cx6-mt4123-active200-down-disabled-rate10-plus-cx4lx-partial.txt"
 _TOPO_SYS = "nvidia_smi_topo/xuesongtap-4xa10-pcie-sys-2nic-niclegend.txt"
@@ -87,10 +86,10 @@ def test_inspect_json_array_and_exit_code(capsys) -> None:
         str(FIXTURES / "ofed_info/nvpeermem-issue63-mlnx-ofed-4.7-1.0.0.1-s.txt"),
     ]
     code = main(["inspect", "--json", *files])
-    out = json.loads(capsys.readouterr().out)
+    out = strict_loads(capsys.readouterr().out)
     assert code == 1
     assert [item["kind"] for item in out] == ["ibstat", "ofed-info"]
-    assert set(out[0]) == {"file", "kind", "parsed", "findings", "unparsed_lines"}
+    assert set(out[0]) == {"file", "kind", "parsed", "findings", "unparsed_lines", "also_read_as"}
     assert out[0]["parsed"]["cas"][1]["ports"][0]["state"] == "Down"
     assert out[0]["findings"][0]["code"] == "ib-port-down"
     assert out[1]["parsed"]["version"] == "4.7-1.0.0.1"
@@ -112,4 +111,4 @@ def test_inspect_forced_kind_on_raw_file(tmp_path, capsys) -> None:
     raw = tmp_path / "ibstat.txt"
     raw.write_text(_SLOW_PORT)
     assert main(["inspect", "--json", "--kind", "ibstat", "--expected-rate", "100", str(raw)]) == 1
-    assert json.loads(capsys.readouterr().out)[0]["findings"][0]["code"] == "ib-rate-below-expected"
+    assert strict_loads(capsys.readouterr().out)[0]["findings"][0]["code"] == "ib-rate-below-expected"

@@ -9,6 +9,7 @@ import pytest
 from clusterctl.cli import main
 from clusterctl.inventory import load_inventory
 from clusterctl.paths import data_dir
+from tests.strictjson import strict_loads
 
 BASE = """\
 cluster:
@@ -173,8 +174,8 @@ INVALID = [
         "mount-relative-target",
         "      target: /data\n",
         "      target: data\n",
-        "container.mounts[0]",
-        "    - source: /srv/data",
+        "container.mounts[0].target",
+        "      target: data",
     ),
     (
         "mount-hostile-source",
@@ -338,10 +339,9 @@ def test_paper_inventory_is_the_whitepapers_cluster() -> None:
 
 
 def test_schema_lists_every_top_level_key(capsys: pytest.CaptureFixture[str]) -> None:
-    import json
 
     assert main(["inventory", "schema"]) == 0
-    schema = json.loads(capsys.readouterr().out)
+    schema = strict_loads(capsys.readouterr().out)
     assert set(schema["properties"]) == {
         "cluster",
         "nodes",
@@ -359,9 +359,8 @@ def test_schema_lists_every_top_level_key(capsys: pytest.CaptureFixture[str]) ->
 
 def test_show_prints_every_node(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["inventory", "show", "--json", str(data_dir("inventories") / "paper-c4140.yml")]) == 0
-    import json
 
-    shown = json.loads(capsys.readouterr().out)
+    shown = strict_loads(capsys.readouterr().out)
     assert [n["name"] for n in shown["nodes"]] == ["c4140-1", "c4140-2"]
     assert shown["nodes"][1]["fabric"]["hca"] == ["mlx5_0"]
 
@@ -410,10 +409,9 @@ def test_mofed_download_url_defaults_to_mellanox_or_the_mirror(tmp_path: Path) -
 
 
 def test_schema_describes_the_mofed_tarball_path(capsys: pytest.CaptureFixture[str]) -> None:
-    import json
 
     assert main(["inventory", "schema"]) == 0
-    schema = json.loads(capsys.readouterr().out)
+    schema = strict_loads(capsys.readouterr().out)
     field = schema["$defs"]["ProvisionSpec"]["properties"]["mofed_tarball_path"]
     assert "controller" in field["description"] and "inventory file's directory" in field["description"]
     assert "mofed_url" in field["description"]

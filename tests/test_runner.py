@@ -65,9 +65,10 @@ def test_each_record_is_handed_over_as_soon_as_it_is_recorded(inventory: Invento
 
 
 def test_report_of_reads_the_history_of_a_runs_directory(inventory: Inventory, tmp_path: Path) -> None:
-    assert report_of(tmp_path) == []
+    assert report_of(tmp_path) == ([], [])
     _run_failing(inventory, plan_run(inventory, WORKLOAD, nodes=1), tmp_path, repeats=1)
-    [row] = report_of(tmp_path)
+    [row], skipped = report_of(tmp_path)
+    assert skipped == []
     assert (row.config.workload, row.devices, row.runs, row.invalid_runs) == (WORKLOAD, 4, 0, 1)
 
 

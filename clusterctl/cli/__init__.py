@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import NoReturn
 
 import typer
-from rich.markup import escape
 
 from clusterctl import __version__
 from clusterctl.cli import check as check_cli
@@ -26,7 +25,7 @@ from clusterctl.cli import provision as provision_cli
 from clusterctl.cli import render as render_cli
 from clusterctl.cli import run as run_cli
 from clusterctl.cli import sandbox as sandbox_cli
-from clusterctl.cli.common import err_console
+from clusterctl.cli.common import err_console, markup_safe
 from clusterctl.cli.inspect import inspect as inspect_command
 from clusterctl.errors import ClusterctlError
 from clusterctl.paths import state_dir
@@ -91,9 +90,19 @@ def write_crash_log(exc: BaseException, argv: list[str]) -> Path:
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI with ``argv`` (default: the process arguments) and return the exit code."""
     try:
+        os.getcwd()
+    except FileNotFoundError:  # every relative path (inventory, -o, runs) would resolve against nothing
+        err_console.print(
+            "[bold red]error:[/] the current directory no longer exists (it was deleted or unmounted). "
+            "Fix: cd to an existing directory and run the command again.",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return 2
+    try:
         result = app(args=argv, standalone_mode=False, prog_name="clusterctl")
     except ClusterctlError as exc:
-        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        err_console.print(f"[bold red]error:[/] {markup_safe(str(exc))}", highlight=False, soft_wrap=True)
         return exc.exit_code
     except typer.Abort:
         err_console.print("aborted")
@@ -107,10 +116,10 @@ def main(argv: list[str] | None = None) -> int:
         args = list(argv) if argv is not None else sys.argv[1:]
         try:
             where = f"the traceback is in {write_crash_log(exc, args)}"
-        except OSError as log_error:
+        except (OSError, ClusterctlError) as log_error:  # no state directory: the handler must not crash
             where = f"no crash log could be written ({log_error}); rerun with {DEBUG_ENV}=1 to see it"
         err_console.print(
-            f"[bold red]internal error:[/] {type(exc).__name__}: {escape(str(exc))}. This is a clusterctl bug: {escape(where)}; "
+            f"[bold red]internal error:[/] {type(exc).__name__}: {markup_safe(str(exc))}. This is a clusterctl bug: {markup_safe(where)}; "
             "please attach it to a bug report.",
             highlight=False,
             soft_wrap=True,

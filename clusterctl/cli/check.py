@@ -9,9 +9,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
-from rich.markup import escape
 
-from clusterctl.cli.common import InventoryOption, console, err_console, load, print_json
+from clusterctl.cli.common import (
+    InventoryOption,
+    console,
+    err_console,
+    finite_seconds,
+    load,
+    markup_safe,
+    print_json,
+    safe_text,
+)
 from clusterctl.errors import InputError
 
 if TYPE_CHECKING:
@@ -30,7 +38,11 @@ _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
 _STATUS_STYLE = {"ok": "green", "missing": "yellow", "failed": "red", "timed-out": "red", "no-answer": "red"}
 DEFAULT_TIMEOUT_S = 180.0
 TimeoutOption = typer.Option(
-    DEFAULT_TIMEOUT_S, "--timeout", min=1, help="Seconds each node gets for the whole collection."
+    DEFAULT_TIMEOUT_S,
+    "--timeout",
+    min=1,
+    callback=finite_seconds,
+    help="Seconds each node gets for the whole collection.",
 )
 
 
@@ -57,6 +69,7 @@ def topology(
         None,
         "--timeout",
         min=1,
+        callback=finite_seconds,
         help=f"Seconds each node gets for the whole collection. Default: {DEFAULT_TIMEOUT_S:g}.",
     ),
 ) -> int:
@@ -90,7 +103,7 @@ def topology(
     else:
         _show(inventory, report)
         done = "judged from" if source is not None else "written to"
-        err_console.print(f"bundle {done} {directory}", highlight=False, markup=False)
+        err_console.print(safe_text(f"bundle {done} {directory}"), highlight=False, markup=False)
     return exit_code(report.findings, strict=strict)
 
 
@@ -197,7 +210,7 @@ def _show_health(report: HealthReport, done: list[SlurmAction]) -> None:
         room = max(20, 80 - width - 10)  # the verdict line fits 80 columns; the table below has it all
         summary = h.summary() if len(h.summary()) <= room else h.summary()[: room - 3] + "..."
         console.print(
-            f"{escape(name.ljust(width))}  [{style}]{h.verdict.upper():<7}[/] {escape(summary)}",
+            f"{markup_safe(name.ljust(width))}  [{style}]{h.verdict.upper():<7}[/] {markup_safe(summary)}",
             highlight=False,
         )
     shown = [f for f in report.findings if f.severity != "info"]
@@ -205,9 +218,8 @@ def _show_health(report: HealthReport, done: list[SlurmAction]) -> None:
         console.print(findings_table(shown))
     for a in done:
         what = f"{a.state} {a.node}" + (f" ({a.reason})" if a.reason else "")
-        console.print(
-            f"slurm: {escape(what)}: {'done' if a.ok else escape('failed: ' + a.detail)}", highlight=False
-        )
+        outcome = "done" if a.ok else markup_safe("failed: " + a.detail)
+        console.print(f"slurm: {markup_safe(what)}: {outcome}", highlight=False)
 
 
 def collect_command(
@@ -223,7 +235,7 @@ def collect_command(
     inventory = load(inventory_path)
     bundles = collect_bundle(inventory, inventory.nodes, output, timeout_s=timeout)
     console.print(_tools_table({name: b.meta for name, b in bundles.items()}))
-    console.print(f"bundle written to {output}", highlight=False, markup=False)
+    console.print(safe_text(f"bundle written to {output}"), highlight=False, markup=False)
     return 1 if any(b.meta.unreachable or b.meta.error for b in bundles.values()) else 0
 
 
@@ -238,7 +250,8 @@ def findings_table(findings: list[Finding]) -> Table:
     for f in sorted(findings, key=lambda f: order[f.severity]):
         style = _SEVERITY_STYLE[f.severity]
         table.add_row(
-            f"[{style}]{f.severity}[/]", *map(escape, (f.node or "(cluster)", f.code, f.message, f.advice))
+            f"[{style}]{f.severity}[/]",
+            *map(markup_safe, (f.node or "(cluster)", f.code, f.message, f.advice)),
         )
     return table
 
@@ -289,19 +302,19 @@ def _show(inventory: Inventory, report: TopologyReport) -> None:
             for ca in ib.cas:
                 for p in ca.ports:
                     rate = f"{p.rate:g}" if p.rate is not None else "?"
-                    ports.add_row(*map(escape, (node.name, ca.name, ca.type or "?", ca.firmware or "?", str(p.port),
+                    ports.add_row(*map(markup_safe, (node.name, ca.name, ca.type or "?", ca.firmware or "?", str(p.port),
                                   p.state or "?", p.physical_state or "?", rate, p.link_layer or "?")))  # fmt: skip
         else:
             ports.add_row(node.name, "unknown", *[""] * 7)
         if isinstance(topo := facts.get("nvidia-smi-topo"), NvidiaSmiTopo) and topo.gpus:
             for gpu in topo.gpus:
                 nic, path = topo.nearest_nic(gpu) or ("none", "")
-                gdr.add_row(*map(escape, (node.name, gpu, nic, path, topo.cpu_affinity.get(gpu, ""))))
+                gdr.add_row(*map(markup_safe, (node.name, gpu, nic, path, topo.cpu_affinity.get(gpu, ""))))
         else:
             gdr.add_row(node.name, "unknown", "", "", "")
         versions.add_row(
             *map(
-                escape,
+                markup_safe,
                 (node.name, *(v or "unknown" for v in node_versions(node, report.nodes[node.name]).values())),
             )
         )
@@ -311,7 +324,7 @@ def _show(inventory: Inventory, report: TopologyReport) -> None:
             has = ", ".join(interface.addresses) if interface else "no such interface"
             addressing.add_row(
                 *map(
-                    escape,
+                    markup_safe,
                     (
                         node.name,
                         node.fabric.interface,

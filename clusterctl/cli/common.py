@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import math
 import os
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from clusterctl.errors import InputError
 from clusterctl.paths import data_dir, state_dir
@@ -79,9 +83,96 @@ def load(given: Path | None) -> Inventory:
     return load_inventory(resolve_inventory_path(given))
 
 
+# C0 controls but tab and newline, DEL, and C1 controls: ESC starts terminal sequences (retitle, clear the
+# screen, OSC 52 writes the clipboard), CR overwrites a line; node output, records and paths may hold any.
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def safe_text(text: str) -> str:
+    """``text`` with every control character but tab and newline shown as ``\\xNN``, for a terminal."""
+    return _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def markup_safe(text: str) -> str:
+    """``text`` for a rich markup string: controls shown as ``\\xNN`` (``safe_text``), markup escaped."""
+    return escape(safe_text(text))
+
+
+def _finite_json(data: Any, where: str, replaced: list[str]) -> Any:
+    """``data`` with every non-finite float (NaN, Infinity) replaced by None, its place added to ``replaced``."""
+    if isinstance(data, float) and not math.isfinite(data):
+        replaced.append(f"{where or '(top)'} was {data}")
+        return None
+    if isinstance(data, dict):
+        return {
+            key: _finite_json(value, f"{where}.{key}" if where else str(key), replaced)
+            for key, value in data.items()
+        }
+    if isinstance(data, list | tuple):
+        return [_finite_json(value, f"{where}[{i}]", replaced) for i, value in enumerate(data)]
+    return data
+
+
 def print_json(data: Any) -> None:
-    """Machine output on stdout: plain JSON, no colour, no wrapping."""
-    print(json.dumps(data, indent=2, sort_keys=False, default=str))
+    """Machine output on stdout: strict JSON (RFC 8259), no colour, no wrapping.
+
+    A value that is not a finite number (NaN, Infinity, or a figure that overflowed to them) is written
+    as null, and each such place is named on stderr with the value it had.
+    """
+    replaced: list[str] = []
+    text = json.dumps(
+        _finite_json(data, "", replaced), indent=2, sort_keys=False, default=str, allow_nan=False
+    )
+    print(text)
+    if replaced:
+        shown = "; ".join(replaced[:5]) + (f"; and {len(replaced) - 5} more" if len(replaced) > 5 else "")
+        warn(f"--json: {len(replaced)} values were not finite numbers and are written as null: {shown}")
+
+
+def warn(message: str) -> None:
+    """A warning on stderr, control characters shown escaped (``safe_text``)."""
+    err_console.print(f"warning: {safe_text(message)}", markup=False, highlight=False, soft_wrap=True)
+
+
+def output_file(path: Path, option: str, *, suffix: str | None = None) -> Path:
+    """``path``, checked as the file an output option writes, before anything is computed.
+
+    Raises:
+        InputError: ``path`` is a directory, exists and is not a regular file (a device, a FIFO), lies
+            in a directory that does not exist, or (with ``suffix``) does not end in ``suffix``.
+    """
+    problem, fix = None, "name a regular file in an existing directory"
+    if suffix and path.suffix.lower() != suffix:
+        problem = f"does not end in {suffix} (the file is written to exactly the name given)"
+        fix = f"name a file such as report{suffix}"
+    elif path.is_dir():
+        problem, fix = "is a directory", f"name a file in it, e.g. {path / ('report' + (suffix or '.csv'))}"
+    elif path.exists() and not path.is_file():
+        problem = "exists and is not a regular file (a device or a FIFO)"
+    elif not path.parent.is_dir():
+        problem, fix = (
+            f"is in {path.parent}, which is not a directory",
+            "create the directory first, or " + fix,
+        )
+    if problem:
+        raise InputError(f"{option} {safe_text(str(path))}: {problem}. Fix: {fix}.")
+    return path
+
+
+@contextmanager
+def writing(path: Path, option: str) -> Iterator[None]:
+    """Turn an OSError raised while the file ``option`` names is written into an InputError naming both.
+
+    Raises:
+        InputError: it cannot be written (a full disk, no permission).
+    """
+    try:
+        yield
+    except OSError as exc:
+        raise InputError(
+            f"{option} {safe_text(str(path))}: cannot be written ({exc.strerror}). Fix: name a file on a disk "
+            "with space that you can write."
+        ) from None
 
 
 def split_option(value: str, option: str, convert: Callable[[str], T], expected: str) -> list[T]:
@@ -111,6 +202,22 @@ def split_option(value: str, option: str, convert: Callable[[str], T], expected:
                 param_hint=f"'{option}'",
             ) from None
     return converted
+
+
+# The longest --timeout: a week. A run longer than that is a hang, and nan, inf and 1e309 (inf) are no time.
+MAX_TIMEOUT_S = 7 * 86400.0
+
+
+def finite_seconds(value: float | None) -> float | None:
+    """A --timeout's callback: the seconds given, refused unless a finite number up to ``MAX_TIMEOUT_S``.
+
+    Raises:
+        typer.BadParameter: nan, inf (1e309 reads as inf) or more than a week (a usage error: exit 2).
+    """
+    if value is not None and not (math.isfinite(value) and value <= MAX_TIMEOUT_S):
+        raise typer.BadParameter(f"{value!r} is not a number of seconds up to {MAX_TIMEOUT_S:g} (a week). Fix: give "
+                                 "the seconds as a plain number, e.g. 3600.")  # fmt: skip
+    return value
 
 
 def positive_int(text: str) -> int:

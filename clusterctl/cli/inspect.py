@@ -6,9 +6,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
-from rich.markup import escape
 
-from clusterctl.cli.common import console, print_json
+from clusterctl.cli.common import console, markup_safe, print_json
 from clusterctl.errors import InputError
 
 if TYPE_CHECKING:
@@ -52,7 +51,8 @@ def inspect(
 
 
 def _show(result: Inspection) -> None:
-    console.print(f"[bold]{escape(result.file)}[/]  kind: {result.kind or 'unknown'}  "
+    also = f" (also judged as {', '.join(result.also_read_as)})" if result.also_read_as else ""
+    console.print(f"[bold]{markup_safe(result.file)}[/]  kind: {result.kind or 'unknown'}{also}  "
                   f"unparsed lines: {len(result.unparsed_lines)}")  # fmt: skip
     if not result.findings:
         console.print("  no findings")
@@ -65,6 +65,7 @@ def _show(result: Inspection) -> None:
     for finding in result.findings:
         style = _STYLE[finding.severity]
         table.add_row(
-            f"[{style}]{finding.severity}[/]", *map(escape, (finding.code, finding.message, finding.advice))
+            f"[{style}]{finding.severity}[/]",
+            *map(markup_safe, (finding.code, finding.message, finding.advice)),
         )
     console.print(table)

@@ -5,9 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 
-from clusterctl.cli.common import INVENTORY_ENV, console, load, print_json, resolve_inventory_path
+from clusterctl.cli.common import (
+    INVENTORY_ENV,
+    console,
+    load,
+    markup_safe,
+    print_json,
+    resolve_inventory_path,
+)
 
 app = typer.Typer(help="Validate and show inventory files.", no_args_is_help=True)
 
@@ -24,7 +30,7 @@ def validate(file: Path | None = FileArgument) -> int:
     path = resolve_inventory_path(file)
     inv = load(path)
     console.print(
-        f"[green]ok[/]: {escape(str(path))}: cluster {inv.cluster.name}, {len(inv.nodes)} nodes "
+        f"[green]ok[/]: {markup_safe(str(path))}: cluster {inv.cluster.name}, {len(inv.nodes)} nodes "
         f"(primary {inv.primary.name}), image profile {inv.image.profile}",
         highlight=False,
     )
@@ -44,7 +50,7 @@ def show(
         return 0
     from rich.table import Table
 
-    table = Table(title=f"cluster {inv.cluster.name} ({escape(str(path))})")
+    table = Table(title=f"cluster {inv.cluster.name} ({markup_safe(str(path))})")
     for column in ("node", "role", "address", "ssh", "GPUs", "ranks", "fabric", "fabric address", "HCA"):
         table.add_column(column)
     for n in inv.nodes:

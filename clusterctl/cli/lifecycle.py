@@ -9,13 +9,25 @@ from pathlib import Path
 
 import typer
 
-from clusterctl.cli.common import InventoryOption, console, err_console, load, print_json
+from clusterctl.cli.common import (
+    InventoryOption,
+    console,
+    err_console,
+    finite_seconds,
+    load,
+    print_json,
+    safe_text,
+)
 
 
 def up(
     inventory: Path | None = InventoryOption,
     timeout: float = typer.Option(
-        60.0, "--timeout", min=1, help="Seconds each stage's sshd may take to answer a login."
+        60.0,
+        "--timeout",
+        min=1,
+        callback=finite_seconds,
+        help="Seconds each stage's sshd may take to answer a login.",
     ),
     dry_run: bool = typer.Option(
         False,
@@ -46,10 +58,12 @@ def up(
         for node in [*inv.secondaries, inv.primary]:
             found = survey[node.name]
             what = plan_line(found) if isinstance(found, Found) else f"unknown ({found.error})"
-            console.print(f"{node.name} ({node.role}): {what}", markup=False, highlight=False, soft_wrap=True)
+            console.print(
+                safe_text(f"{node.name} ({node.role}): {what}"), markup=False, highlight=False, soft_wrap=True
+            )
             if isinstance(found, Found) and found.action is Action.REPLACE:
                 run_line = shlex.join(docker_run_argv(container_spec(inv, node, image_ref)))
-                console.print(f"  {run_line}", markup=False, highlight=False, soft_wrap=True)
+                console.print(safe_text(f"  {run_line}"), markup=False, highlight=False, soft_wrap=True)
         refusal = containers.up_refusal(survey, inv)
         if refusal is not None:
             raise refusal

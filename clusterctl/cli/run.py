@@ -13,10 +13,15 @@ from clusterctl.cli.common import (
     InventoryOption,
     console,
     err_console,
+    finite_seconds,
     load,
+    output_file,
     positive_int,
     print_json,
+    safe_text,
     split_option,
+    warn,
+    writing,
 )
 from clusterctl.workloads import NAMES
 
@@ -33,7 +38,9 @@ if TYPE_CHECKING:
 
 RunsDirOption = typer.Option(Path("runs"), "--runs-dir", help="Where run directories and history.sqlite go.")
 JsonOption = typer.Option(False, "--json", help="Machine-readable output on stdout.")
-TimeoutOption = typer.Option(3600.0, "--timeout", min=1, help="Seconds one run may take before it is killed.")
+TimeoutOption = typer.Option(
+    3600.0, "--timeout", min=1, callback=finite_seconds, help="Seconds one run may take before it is killed."
+)
 RepeatsOption = typer.Option(1, "--repeats", min=1, help="Run K times; report the median and spread.")
 DryRunOption = typer.Option(False, "--dry-run", help="Print the mpirun command and stop.")
 LauncherOption = typer.Option(
@@ -47,7 +54,7 @@ LauncherOption = typer.Option(
 
 def _line_printer(as_json: bool) -> Callable[[str], None]:
     out = err_console if as_json else console
-    return lambda line: out.print(line, markup=False, highlight=False)
+    return lambda line: out.print(safe_text(line), markup=False, highlight=False)
 
 
 def _record_printer(as_json: bool) -> Callable[[RunRecord, Path], None]:
@@ -114,7 +121,7 @@ def run(
         None, "--nodes", min=1, help="Primary plus N-1 secondaries (default: all)."
     ),
     ranks_per_node: int | None = typer.Option(
-        None, "--ranks-per-node", min=1, help="Default: GPUs per node (1 on CPU)."
+        None, "--ranks-per-node", min=1, max=256, help="Default: GPUs per node (1 on CPU); at most 256."
     ),
     framework: str | None = typer.Option(None, "--framework", help="horovod or ddp."),
     batch_size: int | None = typer.Option(None, "--batch-size", help="Per device."),
@@ -257,13 +264,18 @@ def report(
     from clusterctl.results.history import history_path
     from clusterctl.results.report import report_csv, report_of
 
-    rows = report_of(runs_dir)
+    csv_file = output_file(csv_file, "--csv") if csv_file else None
+    plot_file = output_file(plot_file, "--plot", suffix=".png") if plot_file else None
+    rows, skipped = report_of(runs_dir)
+    _warn_skipped(skipped)
     if csv_file:
-        csv_file.write_text(report_csv(rows))
+        with writing(csv_file, "--csv"):
+            csv_file.write_text(report_csv(rows))
     if plot_file:
         from clusterctl.results.plot import plot_report  # matplotlib: imported only when a plot is asked for
 
-        plot_report(rows, plot_file)
+        with writing(plot_file, "--plot"):
+            plot_report(rows, plot_file)
     if as_json:
         print_json([r.model_dump(mode="json") for r in rows])
     elif not rows:
@@ -271,6 +283,13 @@ def report(
     else:
         print_report(rows, console, wide=wide)
     return 0
+
+
+def _warn_skipped(skipped: list[str]) -> None:
+    """One warning naming the history rows (or the file) the report left out, at most five of them."""
+    if skipped:
+        more = f"; and {len(skipped) - 5} more" if len(skipped) > 5 else ""
+        warn(f"{len(skipped)} history entries left out of the report: {'; '.join(skipped[:5])}{more}")
 
 
 def _fmt(value: float | None, spec: str) -> str:
@@ -369,7 +388,7 @@ def _table(rows: list[ReportRow], columns: list[_Column]) -> Table:
         table.add_column(column.header, justify="right" if column.right else "left", overflow="fold")
     for row in rows:
         # Text, not markup: a verdict such as "[pass]" is data, not a style.
-        table.add_row(*(Text(column.cell(row)) for column in shown))
+        table.add_row(*(Text(safe_text(column.cell(row))) for column in shown))
     return table
 
 
@@ -413,7 +432,7 @@ def print_report(rows: list[ReportRow], out: Console, *, wide: bool = False) -> 
     if "reference" in left_out:
         for row in rows:
             if row.comparisons:
-                out.print(f"reference: {row.config.workload} on {row.devices} devices: {_references(row)}",
+                out.print(safe_text(f"reference: {row.config.workload} on {row.devices} devices: {_references(row)}"),
                           markup=False, highlight=False, soft_wrap=False)  # fmt: skip
     out.print(f"left out to fit {out.width} columns: {', '.join(left_out)} (--wide shows every column)",
               highlight=False, soft_wrap=False)  # fmt: skip
@@ -461,7 +480,7 @@ def sweep(
     if dry_run:
         _print_dry_run(chosen, inv, plans, as_json)
         return 0
-    done, rows = run_sweep(
+    done, rows, skipped = run_sweep(
         inv,
         plans,
         repeats=repeats,
@@ -471,6 +490,7 @@ def sweep(
         on_record=_record_printer(as_json),
         launcher=chosen.name,
     )
+    _warn_skipped(skipped)
     if as_json:
         print_json([r.model_dump(mode="json") for r in rows])
     else:

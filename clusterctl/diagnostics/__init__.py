@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from clusterctl.diagnostics.detect import KINDS, detect_kind
+from clusterctl.diagnostics.detect import KINDS, LOG_KINDS, detect_kind, detect_kinds
 from clusterctl.diagnostics.model import Parsed
 from clusterctl.diagnostics.parsers.fabric_counters import parse_counter_output
 from clusterctl.diagnostics.parsers.horovod_synthetic import parse_horovod_synthetic
@@ -71,4 +71,4 @@ def parse(kind: str, text: str) -> Parsed:
     return parser(text)
 
 
-__all__ = ["KINDS", "PARSERS", "detect_kind", "parse"]
+__all__ = ["KINDS", "LOG_KINDS", "PARSERS", "detect_kind", "detect_kinds", "parse"]

@@ -20,8 +20,14 @@ from pydantic import BaseModel, Field, ValidationError
 
 from clusterctl.errors import InputError
 from clusterctl.inventory import Inventory
+from clusterctl.readfile import read_capped
 
 META = "meta.json"
+# The largest command output read back from a file (a bundle's section, a file given to inspect): a
+# long NCCL INFO log is a few MB, and every parser and rule is linear in it.
+MAX_OUTPUT_BYTES = 32 << 20
+# A meta.json lists a few dozen sections with short stderr tails.
+MAX_META_BYTES = 1 << 20
 SectionStatus = Literal["ok", "missing", "failed", "timed-out", "no-answer"]
 
 
@@ -80,7 +86,7 @@ def read_bundle(directory: Path) -> dict[str, NodeBundle]:
 
     Raises:
         InputError: ``directory`` does not exist, holds no node directory with a meta.json, or holds a
-            meta.json that is not one.
+            meta.json that is not one, or a file over its cap (``MAX_META_BYTES``, ``MAX_OUTPUT_BYTES``).
     """
     fix = (
         "Fix: pass the directory `clusterctl check topology --bundle DIR` or `clusterctl collect -o DIR` "
@@ -90,14 +96,16 @@ def read_bundle(directory: Path) -> dict[str, NodeBundle]:
         raise InputError(f"{directory} does not exist, so there is no bundle to read. {fix}")
     bundles: dict[str, NodeBundle] = {}
     for meta_path in sorted(directory.glob(f"*/{META}")):
+        again = "collect the bundle again"
         try:
-            meta = NodeMeta.model_validate(json.loads(meta_path.read_text(encoding="utf-8")))
-        except (OSError, ValueError, ValidationError) as exc:
+            meta = NodeMeta.model_validate(json.loads(read_capped(meta_path, MAX_META_BYTES, again)))
+        except (ValueError, ValidationError) as exc:
             raise InputError(
                 f"{meta_path} is not a bundle meta.json ({exc}). Fix: collect the bundle again."
             ) from exc
+        fix = f"{again}, or cut the section to its relevant part"
         outputs = {
-            key: path.read_text(encoding="utf-8", errors="replace")
+            key: read_capped(path, MAX_OUTPUT_BYTES, fix).decode("utf-8", errors="replace")
             for key in meta.sections
             if (path := meta_path.parent / f"{key}.txt").is_file()
         }

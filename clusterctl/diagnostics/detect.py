@@ -1,7 +1,10 @@
-"""Which kind of output a text is: the first kind whose signature matches.
+"""Which kind of output a text is: the first kind whose signature matches, and every other that does.
 
 Order matters: a signature that is a strict sign of one tool comes before the looser ones (an
 nccl-tests table can carry NCCL INFO lines; a benchmark log can carry NCCL lines and MPI errors).
+A job log is many outputs in one (a job that prints ``nvidia-smi`` first, then fails in NCCL):
+``detect_kinds`` lists every kind whose signature is anywhere in the text, and ``LOG_KINDS`` are the
+ones whose errors a text of another kind still carries (``inspect`` judges those too).
 """
 
 from __future__ import annotations
@@ -107,6 +110,9 @@ _SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 KINDS: tuple[str, ...] = tuple(kind for kind, _ in _SIGNATURES)
+# The kinds whose errors can follow any other output in one job log (NCCL's WARN lines, mpirun's
+# abort): a text that shows them is judged as them too, whatever printed first.
+LOG_KINDS = ("mpi-error", "nccl-log")
 
 
 def detect_kind(text: str) -> str | None:
@@ -118,7 +124,10 @@ def detect_kind(text: str) -> str | None:
     Returns:
         One of :data:`KINDS`, or None.
     """
-    for kind, signature in _SIGNATURES:
-        if signature.search(text):
-            return kind
-    return None
+    return next((kind for kind, signature in _SIGNATURES if signature.search(text)), None)
+
+
+def detect_kinds(text: str) -> list[str]:
+    """Every kind whose signature is somewhere in ``text``, in :data:`KINDS` order (the first is
+    :func:`detect_kind`'s); each signature is searched once, so this is linear in ``text``."""
+    return [kind for kind, signature in _SIGNATURES if signature.search(text)]

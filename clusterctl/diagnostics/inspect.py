@@ -10,15 +10,12 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
 
-from clusterctl.diagnostics import detect_kind, parse
-from clusterctl.diagnostics.bundle import META, NodeMeta
+from clusterctl.diagnostics import LOG_KINDS, detect_kinds, parse
+from clusterctl.diagnostics.bundle import MAX_OUTPUT_BYTES, META, NodeMeta
 from clusterctl.diagnostics.collect import COLLECTOR_BY_KEY
 from clusterctl.diagnostics.rules import Expectation, apply_rules
 from clusterctl.findings import Finding
 from clusterctl.readfile import read_capped
-
-# The largest output inspect reads (a long NCCL INFO log is a few MB; every parser is linear).
-MAX_INSPECT_BYTES = 32 << 20
 
 
 class Inspection(BaseModel):
@@ -29,6 +26,11 @@ class Inspection(BaseModel):
     parsed: dict = Field(default_factory=dict)
     findings: list[Finding] = Field(default_factory=list)
     unparsed_lines: list[str] = Field(default_factory=list)
+    also_read_as: list[str] = Field(
+        default_factory=list,
+        description="Log kinds (NCCL, MPI errors) also found in the text and judged too: a job log that "
+        "begins with another tool's output still carries them.",
+    )
 
 
 def output_text(raw: str) -> str:
@@ -43,8 +45,13 @@ def output_text(raw: str) -> str:
 def inspect_text(
     name: str, text: str, kind: str | None = None, expect: Expectation | None = None
 ) -> Inspection:
-    """Detect (unless given), parse and judge one output."""
-    kind = kind or detect_kind(text)
+    """Detect (unless given), parse and judge one output.
+
+    Detected, a text is parsed as its first kind and judged also as every log kind (``LOG_KINDS``)
+    found in it: an ``nvidia-smi`` banner at the top of a job log does not hide its NCCL errors.
+    """
+    found = [] if kind else detect_kinds(text)
+    kind = kind or next(iter(found), None)
     if kind is None:
         finding = Finding(
             severity="warning",
@@ -56,12 +63,12 @@ def inspect_text(
     parsed = parse(kind, text)
     dumped = parsed.model_dump()
     unparsed = dumped.pop("unparsed_lines", [])
+    also = [k for k in found if k in LOG_KINDS and k != kind]
+    findings = apply_rules(kind, parsed, expect)
+    for log_kind in also:
+        findings += [f for f in apply_rules(log_kind, parse(log_kind, text), expect) if f not in findings]
     return Inspection(
-        file=name,
-        kind=kind,
-        parsed=dumped,
-        findings=apply_rules(kind, parsed, expect),
-        unparsed_lines=unparsed,
+        file=name, kind=kind, parsed=dumped, findings=findings, unparsed_lines=unparsed, also_read_as=also
     )
 
 
@@ -93,11 +100,11 @@ def inspect_file(path: Path, kind: str | None = None, expect: Expectation | None
     """Read ``path`` and inspect it; a bundle's file takes its collector's kind unless ``kind`` is given.
 
     Raises:
-        InputError: the file cannot be read, is not a regular file, or is over ``MAX_INSPECT_BYTES``.
+        InputError: the file cannot be read, is not a regular file, or is over ``MAX_OUTPUT_BYTES``.
     """
     data = read_capped(
         path,
-        MAX_INSPECT_BYTES,
+        MAX_OUTPUT_BYTES,
         "pass a saved command output (a regular file); cut a larger log to its relevant part",
     )
     raw = data.decode("utf-8", errors="replace")

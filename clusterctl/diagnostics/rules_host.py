@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from clusterctl.diagnostics.model import to_float
 from clusterctl.diagnostics.parsers.ibstat import IbStat
 from clusterctl.diagnostics.parsers.ibv_devinfo import IbvDevinfo
 from clusterctl.diagnostics.parsers.lspci import ACS_REDIRECT, Lspci, PciDevice, PciLink
@@ -43,6 +44,24 @@ def _where(device: PciDevice) -> str:
     return f"{'GPU' if device.is_gpu else 'HCA'} {device.bdf} ({device.description})"
 
 
+# Bridges a finding names; a real device has a handful above it, a hostile output thousands.
+MAX_BRIDGES_NAMED = 8
+
+
+def _redirecting(bridges: list[PciDevice]) -> str | None:
+    """The switch ports among ``bridges`` that redirect peer-to-peer traffic, as a message part; None: none.
+
+    A root port's redirect changes nothing: traffic between two root ports goes through the root complex
+    anyway. A switch port's redirect is what pulls GPU<->HCA traffic up out of the switch.
+    """
+    redirecting = [b for b in bridges if b.acs_redirect and b.port_type != "Root Port"]
+    if not redirecting:
+        return None
+    named = ", ".join(f"{b.bdf} ({'/'.join(b.acs_redirect)})" for b in redirecting[:MAX_BRIDGES_NAMED])
+    more = len(redirecting) - MAX_BRIDGES_NAMED
+    return named + (f" and {more} more" if more > 0 else "")
+
+
 def acs_rules(lspci: Lspci, expect: Expectation) -> list[Finding]:
     """PCIe switch ports above a GPU or an HCA that redirect peer-to-peer traffic (ACSCtl ReqRedir+/CmpltRedir+).
 
@@ -50,14 +69,14 @@ def acs_rules(lspci: Lspci, expect: Expectation) -> list[Finding]:
     redirecting bridge is reported as a warning that names no device.
     """
     findings: list[Finding] = []
+    # Devices on one bus share their bridges: each bus is judged once (linear in the devices).
+    judged: dict[tuple[str, int], str | None] = {}
     for device in (d for d in lspci.devices if d.is_gpu or d.is_hca):
-        # A root port's redirect changes nothing: traffic between two root ports goes through the root
-        # complex anyway. A switch port's redirect is what pulls GPU<->HCA traffic up out of the switch.
-        redirecting = [
-            b for b in lspci.bridges_above(device) if b.acs_redirect and b.port_type != "Root Port"
-        ]
-        if redirecting:
-            bridges = ", ".join(f"{b.bdf} ({'/'.join(b.acs_redirect)})" for b in redirecting)
+        key = (device.domain, device.bus)
+        if key not in judged:
+            judged[key] = _redirecting(lspci.bridges_above(device))
+        bridges = judged[key]
+        if bridges:
             findings.append(
                 Finding(
                     severity="error",
@@ -206,10 +225,11 @@ def mtu_rules(info: IbvDevinfo, expect: Expectation) -> list[Finding]:
     findings: list[Finding] = []
     for device in (d for d in info.devices if not expect.hca or d.name in expect.hca):
         for port in device.ports:
+            # "4096 (5)" as printed; any number (4096.0 too) is read, anything else is unknown.
             mtu = (
-                int(port.active_mtu.split()[0]) if port.active_mtu and port.active_mtu[:1].isdigit() else None
+                to_float(port.active_mtu.split()[0]) if port.active_mtu and port.active_mtu.split() else None
             )
-            if port.state != "PORT_ACTIVE" or mtu is None or mtu >= _FULL_MTU:
+            if port.state != "PORT_ACTIVE" or mtu is None or not mtu < _FULL_MTU:
                 continue
             roce = port.link_layer == "Ethernet"
             findings.append(
@@ -217,7 +237,7 @@ def mtu_rules(info: IbvDevinfo, expect: Expectation) -> list[Finding]:
                     severity="warning",
                     code="ib-mtu-below-4096",
                     message=f"{device.name} port {port.port} ({port.link_layer or 'link layer unknown'}) has active_mtu "
-                    f"{mtu}; NCCL's IB transport sends in packets of the port's active MTU",
+                    f"{mtu:g}; NCCL's IB transport sends in packets of the port's active MTU",
                     advice="Set the interface MTU to at least 4200 (RoCE active_mtu follows it) on every node and "
                     "the switches."
                     if roce

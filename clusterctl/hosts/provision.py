@@ -9,6 +9,7 @@ skipped there. A dry run runs every read-only probe and changes nothing.
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -91,6 +92,22 @@ class ProvisionReport:
         }
 
 
+def hosts_lines(inventory: Inventory) -> list[str]:
+    """The ``/etc/hosts`` lines of the cluster: ``<fabric IPv4> <node name>`` per node whose fabric address
+    (or, without one, management address) is an IPv4 address. A node reached by a DNS name and without a
+    fabric address gets no line: /etc/hosts maps addresses to names, and ``gpu01.example.org node1`` would
+    be a line that names no address."""
+    return [f"{n.fabric_ip} {n.name}" for n in inventory.nodes if _is_ipv4(n.fabric_ip)]
+
+
+def _is_ipv4(value: str) -> bool:
+    try:
+        ipaddress.IPv4Address(value)
+    except ValueError:
+        return False
+    return True
+
+
 def step_context(inventory: Inventory, host_keys: dict[str, str]) -> dict[str, Any]:
     """What step templates see besides ``node``: the inventory and facts about the whole cluster.
 
@@ -103,7 +120,7 @@ def step_context(inventory: Inventory, host_keys: dict[str, str]) -> dict[str, A
         "inv": inventory,
         "cluster": {
             "name": name,
-            "hosts_lines": [f"{n.fabric_ip} {n.name}" for n in inventory.nodes],
+            "hosts_lines": hosts_lines(inventory),
             "known_hosts_lines": [
                 known_hosts_line(dict.fromkeys([n.name, n.fabric_ip, n.address]), 22, host_keys[n.name])
                 for n in inventory.nodes

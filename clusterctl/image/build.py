@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,7 +29,7 @@ from pydantic import BaseModel, Field
 
 from clusterctl.errors import EnvironmentProblem, InputError, StepError
 from clusterctl.hosts.docker_remote import API_VERSION, docker_client
-from clusterctl.image.render import write_context
+from clusterctl.image.render import CONTEXT_MANIFEST, write_context
 from clusterctl.inventory import Inventory
 from clusterctl.paths import cluster_state_dir
 
@@ -244,7 +245,11 @@ def build_image(
         EnvironmentProblem: the base image is not on the builder and cannot be pulled.
         InputError: the wheelhouse is missing.
     """
-    context = write_context(inventory, build_dir(inventory))
+    directory = build_dir(inventory)
+    if directory.is_dir() and not (directory / CONTEXT_MANIFEST).exists():
+        # A context an older clusterctl wrote into its own state directory, without the manifest.
+        shutil.rmtree(directory)
+    context = write_context(inventory, directory)
     tag = image_tag(inventory, context.content_hash)
     with contextlib.closing(builder_client(inventory, builder)) as client:  # an SSH session to a node
         image = _existing(client, tag, context.content_hash)

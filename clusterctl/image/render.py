@@ -7,6 +7,7 @@ a missing value is an error, never an empty string in a Dockerfile.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 from dataclasses import dataclass
@@ -23,6 +24,9 @@ from clusterctl.templating import template_environment
 CONTAINER_SSH_DIR = "/etc/clusterctl/ssh"
 # Where the payload scripts land in the image.
 CONTAINER_PAYLOAD_DIR = "/opt/clusterctl/payload"
+# The file in a written context listing every file clusterctl wrote there: a later render deletes
+# exactly those, and refuses a directory holding anything else.
+CONTEXT_MANIFEST = ".clusterctl-context.json"
 
 
 @dataclass(frozen=True)
@@ -80,18 +84,87 @@ def _link_or_copy(source: Path, target: Path) -> None:
         shutil.copy2(source, target)
 
 
-def write_context(inventory: Inventory, out: Path) -> RenderedContext:
-    """Write the Dockerfile and its build context into ``out`` (created or emptied of our files).
+def _refuse_output(out: Path, problem: str, fix: str) -> InputError:
+    return InputError(f"output directory {out}: {problem}. Fix: {fix}.")
 
-    The context holds ``Dockerfile``, ``config/`` (sshd and ssh client configs), ``payload/`` and,
-    when the inventory names one, ``wheelhouse/`` (wheels installed with ``pip --no-index``).
+
+def _written_files(out: Path) -> list[str]:
+    """The files a previous render listed in ``out``'s manifest; raises InputError if ``out`` holds others.
+
+    Anything not in the manifest (a file of the user's, a symlink, a directory clusterctl never made a
+    file in) makes ``out`` someone else's directory: nothing is deleted.
+    """
+    found = sorted(
+        str(Path(root, name).relative_to(out))
+        for root, dirs, files in os.walk(out)
+        for name in [*files, *(d for d in dirs if Path(root, d).is_symlink())]
+    )
+    if not found and not any(out.iterdir()):
+        return []
+    fix = "name a new or empty directory (clusterctl deletes only the files it wrote itself)"
+    try:
+        listed = json.loads((out / CONTEXT_MANIFEST).read_text(encoding="utf-8"))["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise _refuse_output(out, "not empty, and not a build context clusterctl wrote", fix) from None
+    foreign = [
+        name for name in found
+        if name != CONTEXT_MANIFEST and (name not in listed or (out / name).is_symlink())
+    ]  # fmt: skip
+    if foreign:
+        names = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise _refuse_output(out, f"holds files clusterctl did not write ({names})", fix)
+    return [name for name in found if name != CONTEXT_MANIFEST]
+
+
+def _prepare_output(out: Path) -> None:
+    """Make ``out`` an empty directory without deleting anything clusterctl did not write there.
 
     Raises:
-        InputError: the inventory's wheelhouse is missing or holds no wheels.
+        InputError: ``out`` is a symlink, a file or a device, cannot be created, or holds files
+            clusterctl did not write.
     """
-    out.mkdir(parents=True, exist_ok=True)
-    for name in ("config", "payload", "wheelhouse"):
-        shutil.rmtree(out / name, ignore_errors=True)
+    if out.is_symlink():
+        raise _refuse_output(out, "is a symbolic link", "name the directory itself, not a link to it")
+    if out.exists() and not out.is_dir():
+        raise _refuse_output(out, "exists and is not a directory", "name a new or empty directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _refuse_output(
+            out, f"cannot be created ({exc.strerror})", "name a directory you can write"
+        ) from None
+    written = _written_files(out)
+    for name in written:
+        (out / name).unlink()
+    for root, dirs, _ in os.walk(out, topdown=False):  # only directories emptied above remain
+        for name in dirs:
+            Path(root, name).rmdir()
+    (out / CONTEXT_MANIFEST).unlink(missing_ok=True)
+
+
+def write_context(inventory: Inventory, out: Path) -> RenderedContext:
+    """Write the Dockerfile and its build context into ``out`` (new, empty, or a context written before).
+
+    The context holds ``Dockerfile``, ``config/`` (sshd and ssh client configs), ``payload/`` and,
+    when the inventory names one, ``wheelhouse/`` (wheels installed with ``pip --no-index``), and
+    ``CONTEXT_MANIFEST``, the list of those files: a later call deletes exactly them and refuses a
+    directory holding anything else.
+
+    Raises:
+        InputError: the inventory's wheelhouse is missing or holds no wheels, or ``out`` cannot be
+            used (see ``_prepare_output``).
+    """
+    wheelhouse = inventory.image.wheelhouse
+    wheels: list[Path] = []
+    if wheelhouse is not None:
+        source = Path(wheelhouse).expanduser()  # the inventory refused a ~user that does not expand
+        wheels = sorted(source.glob("*.whl")) if source.is_dir() else []
+        if not wheels:
+            raise InputError(
+                f"image.wheelhouse {wheelhouse}: no wheels there. Fix: run scripts/setup-env.sh "
+                "(it builds the wheelhouse), or point image.wheelhouse at a directory of wheels."
+            )
+    _prepare_output(out)
     dockerfile = out / "Dockerfile"
     dockerfile.write_text(render_dockerfile(inventory))
     (out / "config").mkdir()
@@ -100,16 +173,11 @@ def write_context(inventory: Inventory, out: Path) -> RenderedContext:
     (out / "payload").mkdir()
     for script in payload_files():
         shutil.copy2(script, out / "payload" / script.name)
-    wheelhouse = inventory.image.wheelhouse
-    if wheelhouse is not None:
-        source = Path(wheelhouse).expanduser()
-        wheels = sorted(source.glob("*.whl")) if source.is_dir() else []
-        if not wheels:
-            raise InputError(
-                f"image.wheelhouse {wheelhouse}: no wheels there. Fix: run scripts/setup-env.sh "
-                "(it builds the wheelhouse), or point image.wheelhouse at a directory of wheels."
-            )
+    if wheels:
         (out / "wheelhouse").mkdir()
         for wheel in wheels:
             _link_or_copy(wheel, out / "wheelhouse" / wheel.name)
-    return RenderedContext(out, dockerfile, _hash_tree(out))
+    content_hash = _hash_tree(out)  # before the manifest: the hash is of what the image is built from
+    files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    (out / CONTEXT_MANIFEST).write_text(json.dumps({"written_by": "clusterctl", "files": files}, indent=1))
+    return RenderedContext(out, dockerfile, content_hash)

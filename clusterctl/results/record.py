@@ -15,6 +15,7 @@ A run directory (``runs/<UTC time>_<workload>_<nodes>n/``) is a contract:
 from __future__ import annotations
 
 import json
+import math
 import re
 import shutil
 from collections.abc import Mapping, Sequence
@@ -64,8 +65,8 @@ class RunRecord(BaseModel):
     run_id: str = Field(description="The run directory's name.")
     started_at: datetime
     config: RunConfig
-    nodes: int
-    world_size: int
+    nodes: int = Field(ge=1)
+    world_size: int = Field(ge=1, description="Ranks of the run; a speedup and an efficiency divide by it.")
     launcher: LauncherName = Field(
         "ssh", description="What started the run: ssh (mpirun) or slurm (sbatch + srun); older records: ssh."
     )
@@ -156,8 +157,10 @@ def judge_run(
             # NCCL's gradients must go over verbs; CPU ranks' Gloo/MPI use TCP on the fabric by design.
             rdma_only=plan.gpu and primary.rdma,
         )
+    metrics, figure_problems = checked_metrics(workload.metrics(output))
     findings = [
         *_exit_findings(output, exit_code, plan, launcher),
+        *figure_problems,
         *workload.sanity(output, plan),
         *fabric_findings(fabric),
         *settle_snapshot(snapshot, fabric),
@@ -172,7 +175,7 @@ def judge_run(
         launcher=launcher,
         exit_code=exit_code,
         primary_metric=workload.primary_metric,
-        metrics=workload.metrics(output),
+        metrics=metrics,
         fabric=fabric,
         counters=proof,
         gradient_bytes=gradient,
@@ -181,6 +184,38 @@ def judge_run(
         findings=findings,
         valid=exit_code == 0 and fabric.valid and not any(f.severity == "error" for f in findings),
     )
+
+
+def checked_metrics(metrics: Mapping[str, Metric]) -> tuple[dict[str, Metric], list[Finding]]:
+    """The metrics a record keeps, and an error finding for each figure that cannot be a measurement.
+
+    A non-finite value (NaN, Infinity: a payload's broken division, or nothing strict JSON can hold) is
+    left out of the record; a rate (a unit per second: img/s, GB/s) of zero or less is kept, so the
+    record shows what was printed. Either makes the run invalid, so it never enters a median, a
+    speedup or a prediction (a 0.00 GB/s busbw would divide by zero there).
+    """
+    kept: dict[str, Metric] = {}
+    findings = []
+    for name, metric in metrics.items():
+        if not math.isfinite(metric.value):
+            problem = f"is {metric.value}, not a finite number"
+        elif metric.unit.endswith("/s") and metric.value <= 0:
+            problem = f"is {metric.value:g} {metric.unit}; a rate of zero or less is no measurement"
+        else:
+            problem = None
+        if math.isfinite(metric.value):
+            kept[name] = metric
+        if problem:
+            findings.append(
+                Finding(
+                    severity="error",
+                    code="bad-figure",
+                    message=f"the output's {name} {problem}",
+                    advice="read output.log in the run directory: the benchmark printed a broken figure; "
+                    "the run is not counted",
+                )
+            )
+    return kept, findings
 
 
 # What the run's exit code is the exit code of, per launcher.

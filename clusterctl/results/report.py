@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from clusterctl.results.history import history_path, load_runs
+from clusterctl.results.history import history_path, read_history
 from clusterctl.results.predict import Prediction, bus_bandwidth_at, fused_bytes, predict_throughput
 from clusterctl.results.record import RunConfig, RunRecord
 from clusterctl.results.references import Comparison, Reference, compare, load_references
@@ -121,10 +121,11 @@ def _predict(
         and r.nodes in row.nodes
         and (r.config.workload != "allreduce" or r.config.framework == row.config.framework)
     ]
-    at_fused = [b for r in collectives if (b := bus_bandwidth_at(r.bus_bandwidth, fused)) is not None]
+    at_fused = [b for r in collectives if (b := bus_bandwidth_at(r.bus_bandwidth, fused)) is not None and b > 0]
     # Records from before the per-size curve carry only the largest message's figure.
-    largest = [r.metrics[LARGE_BUSBW].value for r in collectives if LARGE_BUSBW in r.metrics]
-    if not at_fused and not largest:
+    # (A record judged before zero rates were refused may hold 0: never divided by.)
+    largest = [b for r in collectives if LARGE_BUSBW in r.metrics and (b := r.metrics[LARGE_BUSBW].value) > 0]
+    if (not at_fused and not largest) or not base > 0:
         return None
     return predict_throughput(
         single_device=base,
@@ -136,9 +137,15 @@ def _predict(
     )
 
 
-def report_of(runs_dir: Path) -> list[ReportRow]:
-    """The report of every run recorded in ``runs_dir``'s history, against the shipped references."""
-    return build_report(load_runs(history_path(runs_dir)), load_references())
+def report_of(runs_dir: Path) -> tuple[list[ReportRow], list[str]]:
+    """The report of every run recorded in ``runs_dir``'s history, against the shipped references, and
+    one line per history row or file left out (``read_history``).
+
+    Raises:
+        InputError: as ``read_history``.
+    """
+    history = read_history(history_path(runs_dir))
+    return build_report(history.runs, load_references()), history.skipped
 
 
 def _row(group: list[RunRecord]) -> ReportRow:

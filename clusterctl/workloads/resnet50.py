@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import TYPE_CHECKING, Any
 
 from clusterctl.diagnostics.model import split_tag
@@ -41,6 +42,16 @@ def parse_result_line(log: str) -> dict[str, Any] | None:
         if isinstance(value, dict):
             found = value
     return found
+
+
+def _number(value: object) -> float | None:
+    """A JSON number as a float (NaN and Infinity included: judging refuses them), else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        return float(value)
+    except OverflowError:  # an integer beyond float's range
+        return math.inf
 
 
 class ResNet50(Workload):
@@ -89,15 +100,14 @@ class ResNet50(Workload):
         return None if versions.framework == "pytorch" else "PyTorch"
 
     def metrics(self, log: str) -> dict[str, Metric]:
-        """Total and per-device img/s from rank 0's result line."""
-        result = parse_result_line(log)
-        if result is None:
-            return {}
+        """Total and per-device img/s from rank 0's result line; a figure that is not a number is left out
+        (sanity then finds no result, or judging finds a non-finite one)."""
+        result = parse_result_line(log) or {}
+        figures = {
+            name: _number(result.get(name)) for name in ("total_images_per_sec", "images_per_sec_per_device")
+        }
         return {
-            "total_images_per_sec": Metric(value=float(result["total_images_per_sec"]), unit="img/s"),
-            "images_per_sec_per_device": Metric(
-                value=float(result["images_per_sec_per_device"]), unit="img/s"
-            ),
+            name: Metric(value=value, unit="img/s") for name, value in figures.items() if value is not None
         }
 
     def sanity(self, log: str, plan: LaunchPlan) -> list[Finding]:
@@ -105,6 +115,12 @@ class ResNet50(Workload):
         result = parse_result_line(log)
         if result is None:
             return [missing_result(self.name, "CLUSTERCTL_RESULT line from rank 0")]
+        if _number(result.get(self.primary_metric)) is None:
+            return [
+                missing_result(
+                    self.name, f"number as {self.primary_metric} in rank 0's CLUSTERCTL_RESULT line"
+                )
+            ]
         s = plan.options.settings
         return [
             *_compile_note(s.xla, s.framework, result.get("compile")),

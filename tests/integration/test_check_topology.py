@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from clusterctl.cli import main
+from tests.strictjson import strict_loads
 
 pytestmark = pytest.mark.integration
 
@@ -18,7 +19,7 @@ def test_check_topology_reports_missing_tools_and_writes_the_bundle(
 ) -> None:
     bundle = tmp_path / "bundle"
     code = main(["check", "topology", "-i", str(sandbox2.inventory_path), "--json", "--bundle", str(bundle)])
-    out = json.loads(capsys.readouterr().out)
+    out = strict_loads(capsys.readouterr().out)
     nodes = [node.name for node in sandbox2.inventory.nodes]
     assert code == 0  # missing GPU/IB tools are info on a CPU/ethernet node; nothing is an error
     assert sorted(out["nodes"]) == sorted(nodes)
@@ -36,14 +37,14 @@ def test_check_topology_reports_missing_tools_and_writes_the_bundle(
 
     # The same bundle judged again from disk, no host contacted: the same findings and exit code.
     again = main(["check", "topology", "-i", str(sandbox2.inventory_path), "--json", "--from", str(bundle)])
-    rejudged = json.loads(capsys.readouterr().out)
+    rejudged = strict_loads(capsys.readouterr().out)
     assert again == code
     assert rejudged.pop("bundle") == out.pop("bundle") == str(bundle)
     assert rejudged == out
 
     # inspect reads every file of a node's part of the bundle: each has a kind, or is the meta.json.
     assert main(["inspect", "--json", *sorted(map(str, (bundle / nodes[0]).iterdir()))]) == 0
-    inspected = {Path(item["file"]).name: item for item in json.loads(capsys.readouterr().out)}
+    inspected = {Path(item["file"]).name: item for item in strict_loads(capsys.readouterr().out)}
     assert inspected["ip-addr.txt"]["kind"] == "ip-addr" and inspected["peermem.txt"]["kind"] == "peermem"
     assert [f["code"] for f in inspected.pop("meta.json")["findings"]] == ["bundle-meta"]
     assert all(item["kind"] for item in inspected.values())

@@ -31,6 +31,7 @@ from clusterctl.hosts.docker_remote import docker_client
 from clusterctl.inventory import Inventory, load_inventory
 from clusterctl.sshkeys import ensure_keypair, fingerprint
 from tests.integration.conftest import Sandbox, benchmark_containers
+from tests.strictjson import strict_loads
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults]
 
@@ -90,7 +91,7 @@ def fresh_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def _provision_dry(capsys: pytest.CaptureFixture[str], inventory: Path, *flags: str) -> tuple[int, dict]:
     code = main(["provision", "--dry-run", "--json", "-i", str(inventory), *flags])
-    return code, json.loads(capsys.readouterr().out)
+    return code, strict_loads(capsys.readouterr().out)
 
 
 def _reasons(report: dict, node: str) -> set[str]:
@@ -178,7 +179,7 @@ def test_a_stopped_docker_engine_is_named_with_the_fix(
             assert time.monotonic() - start < 60
             captured = capsys.readouterr()
             if "--json" in command:
-                (text,) = [n["error"] for n in json.loads(captured.out)["nodes"] if n["node"] == "node2"]
+                (text,) = [n["error"] for n in strict_loads(captured.out)["nodes"] if n["node"] == "node2"]
             else:
                 text = " ".join((captured.out + captured.err).split())
             assert "node2 (" in text and "SSH answers but its Docker engine does not" in text, text
@@ -195,7 +196,7 @@ def test_a_stopped_docker_engine_is_named_with_the_fix(
         )
         _wait_until(lambda: node2.exec_run(["docker", "info"]).exit_code == 0, "node2's dockerd back", 60)
     main(["status", *inv, "--json"])  # answers again (no container is up: status says so, exit 1)
-    assert all(n["error"] is None for n in json.loads(capsys.readouterr().out)["nodes"])
+    assert all(n["error"] is None for n in strict_loads(capsys.readouterr().out)["nodes"])
 
 
 # --------------------------------------------------------------------------- runs

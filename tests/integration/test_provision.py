@@ -3,7 +3,6 @@ changes nothing, and a node stopped mid-run is reported unreachable while the ot
 
 from __future__ import annotations
 
-import json
 import socket
 import subprocess
 import sys
@@ -15,6 +14,7 @@ import pytest
 
 from clusterctl.cli import main
 from clusterctl.sandbox import cluster as sandbox_cluster
+from tests.strictjson import strict_loads
 
 pytestmark = pytest.mark.integration
 
@@ -39,7 +39,7 @@ steps:
 
 def _provision(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict]:
     code = main(["provision", "--json", *args])
-    return code, json.loads(capsys.readouterr().out)
+    return code, strict_loads(capsys.readouterr().out)
 
 
 def _total(report: dict, status: str) -> int:
@@ -135,7 +135,7 @@ def test_node_stopped_mid_run_is_unreachable_and_a_rerun_converges(sandbox2, tmp
             # brings them back (the session's other tests submit Slurm jobs to node2).
             sandbox_cluster.up(sandbox2.name, 2, slurm=True)
     assert proc.returncode == 1, err
-    report = json.loads(out)
+    report = strict_loads(out)
     status = {(s["node"], s["step"]): s["status"] for s in report["steps"]}
     assert status[("node1", "slow")] == "changed" and status[("node1", "after")] == "changed"
     assert status[("node2", "slow")] == "unreachable" and status[("node2", "after")] == "unreachable"
@@ -143,7 +143,7 @@ def test_node_stopped_mid_run_is_unreachable_and_a_rerun_converges(sandbox2, tmp
     _wait_for_port(sandbox2.inventory.node("node2").address, 22, 60)
     rerun = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
     assert rerun.returncode == 0, rerun.stderr
-    again = json.loads(rerun.stdout)
+    again = strict_loads(rerun.stdout)
     assert again["hosts"]["node1"]["changed"] == 0
     assert again["hosts"]["node2"]["failed"] == 0 and again["hosts"]["node2"]["unreachable"] == 0
     assert _exec_ok(sandbox2, "node2", "test -f /tmp/clusterctl-midrun-after")

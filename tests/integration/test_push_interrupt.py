@@ -18,7 +18,6 @@ half-loaded tar (``docker-import-*``) and no engine connection is left on any no
 from __future__ import annotations
 
 import contextlib
-import json
 import shutil
 import signal
 import subprocess
@@ -37,6 +36,7 @@ from clusterctl.image.build import read_record
 from clusterctl.image.registry import registry_files
 from clusterctl.inventory import Inventory
 from tests.integration.conftest import Sandbox, on_node
+from tests.strictjson import strict_loads
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults]
 
@@ -120,7 +120,7 @@ def _nothing_left(cluster: Inventory, sandbox: Sandbox, reference: str) -> None:
 def _push_verifies_every_node(sandbox: Sandbox, image_id: str, capsys: pytest.CaptureFixture[str]) -> None:
     capsys.readouterr()
     assert main(["image", "push", "-i", str(sandbox.inventory_path), "--json"]) == 0
-    report = json.loads(capsys.readouterr().out)
+    report = strict_loads(capsys.readouterr().out)
     assert report["image_id"] == image_id
     assert report["nodes"]["node2"]["status"] == "delivered"
     assert {n["image_id"] for n in report["nodes"].values()} == {image_id}  # verified on each

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 import pytest
 
 from clusterctl.cli import main
+from tests.strictjson import strict_loads
 
 pytestmark = pytest.mark.integration
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.integration
 def _json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any]:
     code = main([*args, "--json"])
     out = capsys.readouterr().out
-    return code, json.loads(out) if out.strip() else None
+    return code, strict_loads(out) if out.strip() else None
 
 
 def test_resnet50_on_two_nodes_end_to_end(
@@ -52,7 +52,7 @@ def test_resnet50_on_two_nodes_end_to_end(
             )
             captured = capsys.readouterr()
             assert code == 0, captured.err[-3000:]
-            (record,) = json.loads(captured.out)["runs"]
+            (record,) = strict_loads(captured.out)["runs"]
             results[framework] = record
             # rank 0's tagged result line was streamed live; mpirun had nothing to warn about
             assert "[1,0]<stdout>:CLUSTERCTL_RESULT" in captured.err

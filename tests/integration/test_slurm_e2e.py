@@ -26,6 +26,7 @@ from clusterctl.launchers.slurm import SlurmLauncher, login_node
 from clusterctl.runner import launcher_executor, run_benchmark
 from clusterctl.slurm.script import JOB_LABEL
 from clusterctl.workloads import get_workload
+from tests.strictjson import strict_loads
 
 pytestmark = pytest.mark.integration
 
@@ -84,7 +85,7 @@ def test_ddp_2x2_through_slurm_is_valid_and_reported_next_to_ssh(
             )
             captured = capsys.readouterr()
             assert code == 0, captured.err[-3000:]
-            (records[launcher],) = json.loads(captured.out)["runs"]
+            (records[launcher],) = strict_loads(captured.out)["runs"]
     finally:
         assert main(["down", *inv]) == 0
     # srun --label tagged rank 0's result line; the job ended COMPLETED through sbatch + srun --mpi=pmix
@@ -129,7 +130,7 @@ def test_ddp_2x2_through_slurm_is_valid_and_reported_next_to_ssh(
 
     capsys.readouterr()
     code = main(["report", "--runs-dir", str(runs), "--json"])
-    rows = json.loads(capsys.readouterr().out)
+    rows = strict_loads(capsys.readouterr().out)
     assert code == 0
     # one configuration, one row per launcher, side by side
     assert [(row["launcher"], row["runs"], row["devices"]) for row in rows] == [

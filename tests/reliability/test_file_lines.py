@@ -9,6 +9,7 @@ entry; whatever does not validate is refused with InventoryError.
 from __future__ import annotations
 
 import ipaddress
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,17 @@ ipv4 = st.ip_addresses(v=4).map(str)
 ipv6 = st.ip_addresses(v=6).map(str)
 zone_id = st.tuples(ipv6, hostile_text).map(lambda parts: f"{parts[0]}%{parts[1]}")
 hostname = st.from_regex(r"[a-z][a-z0-9-]{0,10}[a-z0-9](\.[a-z0-9]{1,8}){0,2}", fullmatch=True)
-address = st.one_of(ipv4, hostname, ipv6, zone_id, hostile_text, st.tuples(ipv4, hostile_text).map("".join))
+# Forms inet_aton reads as IPv4 besides the dotted quad: octal and hex parts, short forms, one integer.
+odd_ipv4 = st.one_of(
+    st.integers(0, 2**32 - 1).map(str),
+    st.integers(0, 255).map(lambda octet: f"0{octet:o}.0.0.2"),
+    st.integers(0, 255).map(lambda octet: f"0x{octet:x}.0.0.1"),
+    st.tuples(st.integers(0, 255), st.integers(0, 2**24 - 1)).map(lambda p: f"{p[0]}.{p[1]}"),
+    ipv4.map(lambda ip: ip.rsplit(".", 1)[0] + ".0" + ip.rsplit(".", 1)[1]),
+)
+address = st.one_of(
+    ipv4, hostname, ipv6, zone_id, hostile_text, odd_ipv4, st.tuples(ipv4, hostile_text).map("".join)
+)
 node_name = st.one_of(st.from_regex(r"[a-z][a-z0-9]{0,6}", fullmatch=True), hostile_text)
 
 
@@ -48,6 +59,22 @@ def _document(names: list[str], addresses: list[str]) -> dict[str, Any]:
     return document
 
 
+def _is_ipv4(value: str) -> bool:
+    try:
+        ipaddress.IPv4Address(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _reads_as_ipv4(value: str) -> bool:
+    try:
+        socket.inet_aton(value)
+    except OSError:
+        return False
+    return True
+
+
 def _node_names(inventory: Inventory) -> set[str]:
     return {value for n in inventory.nodes for value in (n.name, n.address, n.fabric_ip)}
 
@@ -55,8 +82,10 @@ def _node_names(inventory: Inventory) -> set[str]:
 def _assert_file_lines_are_single_values(inventory: Inventory) -> None:
     cluster = step_context(inventory, {n.name: HOST_KEY for n in inventory.nodes})["cluster"]
     allowed = _node_names(inventory)
-    assert len(cluster["hosts_lines"]) == len(inventory.nodes)
-    for line, node in zip(cluster["hosts_lines"], inventory.nodes, strict=True):
+    # Only address lines: a node known by a DNS name and without a fabric address gets none.
+    with_ip = [n for n in inventory.nodes if _is_ipv4(n.fabric_ip)]
+    assert len(cluster["hosts_lines"]) == len(with_ip)
+    for line, node in zip(cluster["hosts_lines"], with_ip, strict=True):
         ip, name = line.split(" ")
         assert (ipaddress.IPv4Address(ip), name) == (ipaddress.IPv4Address(node.fabric_ip), node.name)
     assert len(cluster["known_hosts_lines"]) == len(inventory.nodes)
@@ -95,6 +124,9 @@ def test_whatever_validates_writes_one_value_per_line_and_per_host(
     event("valid")
     for value in [*names, *addresses]:
         assert value.isascii() and value.isprintable() and not set(value) & set(" ,%#[]*?!;|&$`'\"\\")
+    for value in addresses:  # what ssh reads as IPv4 is the dotted quad it looks like
+        assert _is_ipv4(value) or not _reads_as_ipv4(value), value
+    assert len({a.lower() for a in addresses}) == len(addresses)
     _assert_file_lines_are_single_values(inventory)
     _assert_mpirun_hosts_are_one_per_node(inventory)
 

@@ -14,10 +14,13 @@ import pytest
 from clusterctl.cli import main
 from clusterctl.diagnostics import PARSERS, detect_kind, parse
 from clusterctl.diagnostics import inspect as diagnostics_inspect
+from clusterctl.diagnostics.inspect import inspect_file, inspect_text, output_text
 from clusterctl.diagnostics.model import Parsed
 from clusterctl.diagnostics.parsers.ip_addr import parse_ip_addr
 from clusterctl.diagnostics.parsers.nvidia_smi import parse_nvidia_smi
 from clusterctl.diagnostics.parsers.tf_cnn_benchmarks import parse_tf_cnn_benchmarks
+
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 
 HUGE = "9" * 5000  # over Python's 4,300-digit limit for int()
 # Seconds for a 40 KB line; the defects took 15 to 23 s on one.
@@ -91,7 +94,7 @@ def test_inspect_reads_only_regular_files_within_its_limit(
     os.mkfifo(fifo)  # blocked forever
     big = tmp_path / "big.txt"
     big.write_text("NVIDIA-SMI 550.90.07\n" * 100)
-    monkeypatch.setattr(diagnostics_inspect, "MAX_INSPECT_BYTES", 1000)
+    monkeypatch.setattr(diagnostics_inspect, "MAX_OUTPUT_BYTES", 1000)
     for path, expected in [
         (Path("/dev/zero"), "not a regular file"),  # read until memory ran out
         (fifo, "not a regular file"),
@@ -102,3 +105,42 @@ def test_inspect_reads_only_regular_files_within_its_limit(
         assert main(["inspect", str(path)]) == 2
         err = capsys.readouterr().err
         assert expected in err and "Fix: " in err and time.monotonic() - start < LINE_BOUND_S
+
+
+def test_a_job_log_that_begins_with_an_nvidia_smi_banner_keeps_its_nccl_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A job that runs nvidia-smi before training, then fails in NCCL: two real captures, one log.
+
+    It was detected as nvidia-smi (the banner's signature comes first), its NCCL errors were dropped
+    and inspect exited 0 (issue 26, item 10).
+    """
+    smi = output_text((FIXTURES / "nvidia_smi" / "gpud-8xh100-550.90.07.txt").read_text())
+    nccl = output_text(
+        (FIXTURES / "nccl_errors" / "nccl-issue1405-net-ib-status12-vendor-err-129-roce.txt").read_text()
+    )
+    log = tmp_path / "job.log"
+    log.write_text(smi + nccl)
+    result = inspect_file(log)
+    assert result.kind == "nvidia-smi" and result.also_read_as == ["nccl-log"]
+    assert [f.code for f in result.findings if f.severity == "error"] == [
+        f.code for f in inspect_text("nccl", nccl).findings if f.severity == "error"
+    ]
+    assert main(["inspect", str(log)]) == 1
+    assert "also judged as nccl-log" in capsys.readouterr().out
+    alone = inspect_text("smi", smi)
+    assert alone.also_read_as == [] and not [f for f in alone.findings if f.severity == "error"]
+
+
+@pytest.mark.parametrize(
+    ("mtu", "below"), [("4096.0", False), ("2048.0", True), ("nan", False), ("1e999", False)]
+)
+def test_an_active_mtu_that_is_a_float_is_read_not_a_crash(mtu: str, below: bool) -> None:
+    """``active_mtu: 4096.0`` (a real capture, its MTU rewritten) was an internal error (issue 26, item 7)."""
+    text = output_text(
+        (FIXTURES / "ibv_devinfo" / "felixfu-connectx3-4099-1port-active-newer-format.txt").read_text()
+    )
+    assert "active_mtu:\t\t4096 (5)" in text
+    result = inspect_text("ibv", text.replace("4096 (5)", mtu))
+    assert result.kind == "ibv-devinfo"
+    assert any(f.code == "ib-mtu-below-4096" for f in result.findings) is below

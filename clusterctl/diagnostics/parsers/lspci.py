@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 from clusterctl.diagnostics.model import Parsed
 
@@ -110,15 +110,6 @@ class PciDevice(BaseModel):
         """The peer-to-peer redirect controls that are on."""
         return [name for name in ACS_REDIRECT if (self.acs_ctl or {}).get(name)]
 
-    def below(self, bridge: PciDevice) -> bool:
-        """Whether this device sits on a bus behind ``bridge``."""
-        return (
-            bridge.secondary_bus is not None
-            and bridge.subordinate_bus is not None
-            and bridge.domain == self.domain
-            and bridge.secondary_bus <= self.bus <= bridge.subordinate_bus
-        )
-
 
 class Lspci(Parsed):
     """Every device of `lspci -vvv`, and ACSCtl lines seen outside a device block."""
@@ -132,11 +123,25 @@ class Lspci(Parsed):
         description="LnkSta lines that lspci marked '(downgraded)', seen without a device header (an excerpt).",
     )
     error: str | None = Field(None, description="What was printed instead of devices.")
+    # (domain, bus) -> the bridges in front of that bus, nearest first; built once, on first use.
+    _by_bus: dict[tuple[str, int], list[PciDevice]] | None = PrivateAttr(None)
 
     def bridges_above(self, device: PciDevice) -> list[PciDevice]:
-        """The bridges ``device`` sits behind, nearest (narrowest bus range) first."""
-        above = [b for b in self.devices if b is not device and device.below(b)]
-        return sorted(above, key=lambda b: (b.subordinate_bus or 0) - (b.secondary_bus or 0))
+        """The bridges ``device`` sits behind, nearest (narrowest bus range) first.
+
+        One lookup in an index of the bus ranges built on the first call (a bridge covers at most the 256 buses of its domain),
+        so asking for every device is linear in the devices, not quadratic.
+        """
+        if self._by_bus is None:
+            index: dict[tuple[str, int], list[PciDevice]] = {}
+            for bridge in self.devices:
+                if bridge.secondary_bus is not None and bridge.subordinate_bus is not None:
+                    for bus in range(bridge.secondary_bus, min(bridge.subordinate_bus, 0xFF) + 1):
+                        index.setdefault((bridge.domain, bus), []).append(bridge)
+            for bridges in index.values():
+                bridges.sort(key=lambda b: (b.subordinate_bus or 0) - (b.secondary_bus or 0))
+            self._by_bus = index
+        return [b for b in self._by_bus.get((device.domain, device.bus), []) if b is not device]
 
 
 def parse_lspci(text: str) -> Lspci:
