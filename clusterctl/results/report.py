@@ -121,7 +121,8 @@ def _predict(
         and r.nodes in row.nodes
         and (r.config.workload != "allreduce" or r.config.framework == row.config.framework)
     ]
-    at_fused = [b for r in collectives if (b := bus_bandwidth_at(r.bus_bandwidth, fused)) is not None and b > 0]
+    curve = (bus_bandwidth_at(r.bus_bandwidth, fused) for r in collectives)
+    at_fused = [b for b in curve if b is not None and b > 0]
     # Records from before the per-size curve carry only the largest message's figure.
     # (A record judged before zero rates were refused may hold 0: never divided by.)
     largest = [b for r in collectives if LARGE_BUSBW in r.metrics and (b := r.metrics[LARGE_BUSBW].value) > 0]

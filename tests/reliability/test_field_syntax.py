@@ -133,7 +133,7 @@ def test_every_mount_that_validates_renders_as_exactly_one_entry(
         assert wanted <= read, (reader, entries)
         assert len(entries) == len(set(entries)), reader
     api_mounts = docker_run_kwargs(container_spec(inventory, inventory.primary, "img:1"))["mounts"]
-    assert {(m["Source"], m["Target"], m["ReadOnly"]) for m in api_mounts} >= wanted  # type: ignore[attr-defined]
+    assert {(m["Source"], m["Target"], m["ReadOnly"]) for m in api_mounts} >= wanted
 
 
 # --------------------------------------------------------------------------- 2. extra_sbatch prefixes
