@@ -53,7 +53,10 @@ _SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("kernel-log", re.compile(r"^(?:\[[^\]\n]{1,40}\][ \t]*)?(?:[\w-]{1,40}:[ \t]*)?S?Xid \(PCI:", re.M)),
     (
         "proc-cmdline",
-        re.compile(r"\A\s*(?:\[\s*[\d.]+\]\s+(?:Kernel )?[Cc]ommand line:\s*)?BOOT_IMAGE=\S+"),
+        # BOOT_IMAGE= (GRUB), or the first parameter a bootloader that sets none (U-Boot, EFI stub) passes.
+        re.compile(
+            r"\A\s*(?:\[\s*[\d.]+\]\s+(?:Kernel )?[Cc]ommand line:\s*)?(?:BOOT_IMAGE|root|initrd|console)=\S+"
+        ),
     ),
     (
         "nvidia-smi-topo",
@@ -103,7 +106,7 @@ _SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
         re.compile(
             r"^(?:name|index|pci\.bus(?:_id)?|uuid|compute_cap|timestamp|driver_version|"
             r"power\.\w+|memory\.\w+)(?:[ \t\r]*\[[^\]]*\])?(?:,[ \t\r]*[\w.]+(?:[ \t\r]*\[[^\]]*\])?)*[ \t\r]*$|"
-            r"is not a valid field to query|^[^,\n]+(?:,[ \t\r]*[^,\n]+){3,}[ \t\r]*$",
+            r"is not a valid field to query|^[^,=\n]+(?:,[ \t\r]*[^,=\n]+){3,}[ \t\r]*$",  # never a key=value line
             re.M,
         ),
     ),
