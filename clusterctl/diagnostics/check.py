@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from clusterctl.diagnostics.bundle import NodeBundle, read_bundle_of
-from clusterctl.diagnostics.collect import collect_bundle
+from clusterctl.diagnostics.collect import bundle_of_every_node
 from clusterctl.diagnostics.rules_cluster import TopologyReport, judge_bundle
 from clusterctl.errors import InputError
 from clusterctl.findings import Finding
@@ -26,11 +26,7 @@ def check_topology(
         InputError: a saved bundle that cannot be read or was collected with another inventory, or a
             directory that cannot be written.
     """
-    if saved:
-        bundles = read_bundle_of(directory, inventory)
-    else:
-        bundles = collect_bundle(inventory, inventory.nodes, directory, timeout_s=timeout_s)
-    return judge_bundle(bundles, inventory)
+    return judge_bundle(bundle_of_every_node(inventory, directory, saved=saved, timeout_s=timeout_s), inventory)
 
 
 def snapshot_findings(inventory: Inventory, directory: Path) -> list[Finding]:

@@ -26,6 +26,7 @@ from clusterctl.diagnostics.bundle import (
     NodeMeta,
     SectionMeta,
     SectionStatus,
+    read_bundle_of,
     write_bundle,
 )
 from clusterctl.diagnostics.model import Parsed
@@ -211,6 +212,26 @@ def collect_bundle(
     bundles = collect(inventory, nodes, timeout_s=timeout_s, collectors=collectors)
     write_bundle(directory, bundles)
     return bundles
+
+
+def bundle_of_every_node(
+    inventory: Inventory,
+    directory: Path,
+    *,
+    saved: bool,
+    timeout_s: float,
+    collectors: Sequence[Collector] = COLLECTORS,
+) -> dict[str, NodeBundle]:
+    """Every node's bundle: read from ``directory`` when ``saved`` (no host contacted), else collected
+    from every node of ``inventory`` into it.
+
+    Raises:
+        InputError: a saved bundle that cannot be read or was collected with another inventory, or a
+            directory that cannot be written.
+    """
+    if saved:
+        return read_bundle_of(directory, inventory)
+    return collect_bundle(inventory, inventory.nodes, directory, timeout_s=timeout_s, collectors=collectors)
 
 
 def capture_status(inventory: Inventory, nodes: Sequence[Node]) -> Path:

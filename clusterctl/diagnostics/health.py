@@ -24,8 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from clusterctl.diagnostics.bundle import NodeBundle, NodeMeta, read_bundle_of
-from clusterctl.diagnostics.collect import COLLECTOR_BY_KEY, COMMAND_TIMEOUT_S, Collector, collect_bundle
+from clusterctl.diagnostics.bundle import NodeBundle, NodeMeta
+from clusterctl.diagnostics.collect import (
+    COLLECTOR_BY_KEY,
+    COMMAND_TIMEOUT_S,
+    Collector,
+    bundle_of_every_node,
+)
 from clusterctl.diagnostics.model import Parsed
 from clusterctl.diagnostics.parsers.kernel_log import KernelLog
 from clusterctl.diagnostics.parsers.nvidia_smi_q import NvidiaSmiQ
@@ -211,10 +216,7 @@ def check_health(
         InputError: a saved bundle that cannot be read or was collected with another inventory, or a
             directory that cannot be written.
     """
-    if saved:
-        bundles = read_bundle_of(directory, inventory)
-    else:
-        bundles = collect_bundle(
-            inventory, inventory.nodes, directory, timeout_s=timeout_s, collectors=health_collectors(window_s)
-        )
+    bundles = bundle_of_every_node(
+        inventory, directory, saved=saved, timeout_s=timeout_s, collectors=health_collectors(window_s)
+    )
     return judge_health(bundles, inventory, directory, window_s)
