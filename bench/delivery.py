@@ -84,20 +84,22 @@ def _payload_only(bench: Bench, transport: str) -> dict[str, float]:
     from clusterctl.image.build import build_image, record_path
     from clusterctl.image.distribute import distribute
     from clusterctl.inventory import load_inventory
-    from clusterctl.paths import payload_dir
+    from clusterctl.paths import payload_files
 
     os.environ["CLUSTERCTL_STATE_DIR"] = str(bench.state_dir)
     inventory = load_inventory(bench.inventory_path)
     saved = record_path(inventory).read_text()
     with tempfile.TemporaryDirectory() as tmp:
         changed = Path(tmp) / "payload"
-        shutil.copytree(payload_dir(), changed)
-        (changed / "CHANGED.txt").write_text("one changed line\n")
-        original, render.payload_dir = render.payload_dir, lambda: changed
+        changed.mkdir()
+        for script in payload_files():
+            shutil.copy2(script, changed / script.name)
+        (changed / "changed_marker.py").write_text("# one changed line\n")
+        original, render.payload_files = render.payload_files, lambda: sorted(changed.glob("*.py"))
         try:
             build_image(inventory)
         finally:
-            render.payload_dir = original
+            render.payload_files = original
     try:
         start = time.perf_counter()
         _, results = distribute(inventory, transport=transport)

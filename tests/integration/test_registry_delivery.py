@@ -19,7 +19,7 @@ from clusterctl.image import render
 from clusterctl.image.build import build_image, read_record, record_path
 from clusterctl.image.distribute import distribute
 from clusterctl.inventory import Inventory
-from clusterctl.paths import payload_dir
+from clusterctl.paths import payload_files
 from tests.integration.conftest import remove_from_nodes
 
 pytestmark = pytest.mark.integration
@@ -37,9 +37,11 @@ def test_a_payload_only_rebuild_moves_only_the_small_layers(
 
     # One changed line in the payload, nothing else: a new image whose only new layer is the payload's.
     changed = tmp_path / "payload"
-    shutil.copytree(payload_dir(), changed)
-    (changed / "CHANGED.txt").write_text(f"rebuilt by {__name__}\n")
-    monkeypatch.setattr(render, "payload_dir", lambda: changed)
+    changed.mkdir()
+    for script in payload_files():
+        shutil.copy2(script, changed / script.name)
+    (changed / "changed_marker.py").write_text(f"# rebuilt by {__name__}\n")
+    monkeypatch.setattr(render, "payload_files", lambda: sorted(changed.glob("*.py")))
     rebuilt, built = build_image(cluster)
     try:
         assert built and rebuilt.image_id != record.image_id
