@@ -95,20 +95,31 @@ class _CheckedSSHConnectionPool(SSHConnectionPool):
 
     def urlopen(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
         """Send the request; a GET/HEAD without a body whose reused connection was closed under it is
-        sent once more on a fresh connection. Any other failure is raised as it came."""
+        sent once more on a fresh channel (while the SSH session lives). Any other failure is raised as
+        it came, a dead SSH session as the connection error it is."""
         self._attempt.fresh = self._attempt.reused = False
         try:
-            return super().urlopen(method, url, *args, **kwargs)
+            return self._send(method, url, *args, **kwargs)
         except ProtocolError:
             body = args[0] if args else kwargs.get("body")
-            if method.upper() not in IDEMPOTENT_METHODS or body is not None or not self._attempt.reused:
+            transport = self.ssh_transport
+            alive = transport is not None and transport.is_active()
+            if method.upper() not in IDEMPOTENT_METHODS or body is not None or not self._attempt.reused or not alive:
                 raise
         self.stale_retries += 1
         self._attempt.fresh = True
         try:
-            return super().urlopen(method, url, *args, **kwargs)
+            return self._send(method, url, *args, **kwargs)
         finally:
             self._attempt.fresh = False
+
+    def _send(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().urlopen(method, url, *args, **kwargs)
+        except EOFError as exc:
+            # paramiko's packetizer says the SSH session died while the request was being written:
+            # the same lost connection urllib3 reports for a closed socket (requests: ConnectionError).
+            raise ProtocolError("Connection aborted.", exc) from None
 
 
 class _VerifiedSSHAdapter(SSHHTTPAdapter):
