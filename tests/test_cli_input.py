@@ -3,7 +3,6 @@ is split or parsed by hand refusing bad values with exit 2 and the option's name
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import pytest
 from clusterctl.cli import main
 from clusterctl.cli.common import INVENTORY_ENV, sandbox_inventory_path
 from clusterctl.paths import data_dir
+from tests.strictjson import strict_loads
 
 PAPER = data_dir("inventories") / "paper-c4140.yml"
 # The workload the paper image runs (resnet50 is refused there when the plan is built).
@@ -132,7 +132,7 @@ def test_a_dry_run_states_the_bytes_per_node_the_proof_will_expect(
     assert out.startswith("mpirun ") and "proof by counters" not in out
     assert f"= {expected_gb} GB per node" in err and "each node's fabric must carry >=" in err
     assert main(["run", workload, "-i", path, "--dry-run", "--json"]) == 0
-    [plan] = json.loads(capsys.readouterr().out)
+    [plan] = strict_loads(capsys.readouterr().out)
     counters = plan["counters"]
     assert f"{counters['expected_bytes_per_node'] / 1e9:.2f}" == expected_gb
     assert counters["floor_bytes_per_node"] == int(counters["expected_bytes_per_node"] * 0.9)

@@ -4,7 +4,6 @@ a node whose checks could not look is unknown, never healthy. No host is contact
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from pathlib import Path
@@ -22,6 +21,7 @@ from clusterctl.diagnostics.rules_health import port_error_rules, smi_health_rul
 from clusterctl.inventory import load_inventory
 from clusterctl.slurm.drain import MAX_REASON, REASON_PREFIX, SlurmAction, drain_reason, update_argv
 from tests.fixtures import fixture_text
+from tests.strictjson import strict_loads
 
 INVENTORY = Path(__file__).parents[1] / "inventories" / "modern-h100.yml"
 XID79 = "kernel_log/gpud-xid79-fallen-off-bus-sxid20034-nvswitch-partial.txt"
@@ -145,7 +145,7 @@ def test_fixture_bundle_names_the_faulty_node_the_finding_and_the_action(
         tmp_path, {"hgx-01": _bundle("hgx-01", HEALTHY), "hgx-02": _bundle("hgx-02", {**HEALTHY, **change})}
     )
     assert main(["check", "health", "-i", str(INVENTORY), "--from", str(tmp_path), "--json"]) == 1
-    out = json.loads(capsys.readouterr().out)
+    out = strict_loads(capsys.readouterr().out)
     assert out["schema"] == "clusterctl.check-health/1"
     assert out["nodes"]["hgx-01"]["verdict"] == "ok"
     assert not [f for f in out["nodes"]["hgx-01"]["findings"] if f["severity"] != "info"]

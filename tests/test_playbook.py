@@ -22,6 +22,7 @@ from clusterctl.hosts.playbook import (
 from clusterctl.inventory import Inventory, load_inventory
 from clusterctl.paths import data_dir
 from clusterctl.sshkeys import ensure_keypair
+from tests.strictjson import strict_loads
 
 PLAYBOOK = data_dir("playbooks") / "host-setup.yml"
 
@@ -347,7 +348,6 @@ def test_playbook_model_rejects_unknown_keys() -> None:
 def test_provision_plan_prints_every_step_per_node_without_connecting(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import json
 
     from clusterctl.cli import main
     from clusterctl.hosts import provision
@@ -360,7 +360,7 @@ def test_provision_plan_prints_every_step_per_node_without_connecting(
     for name in ("paper-c4140", "modern-h100"):
         path = data_dir("inventories") / f"{name}.yml"
         assert main(["provision", "--plan", "-i", str(path), "--json"]) == 0
-        plans[name] = json.loads(capsys.readouterr().out)["plan"]
+        plans[name] = strict_loads(capsys.readouterr().out)["plan"]
     for name, plan in plans.items():
         assert len(plan) == 2  # both nodes
         steps = {s["step"]: s for s in plan[0]["steps"]}

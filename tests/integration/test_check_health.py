@@ -13,6 +13,7 @@ import pytest
 from clusterctl.cli import main
 from tests.fixtures import fixture_text
 from tests.integration.conftest import Sandbox, on_node
+from tests.strictjson import strict_loads
 
 pytestmark = pytest.mark.integration
 
@@ -55,7 +56,7 @@ def test_healthy_sandbox_exits_0_with_one_ok_verdict_per_node(
     sandbox2: Sandbox, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code = main(["check", "health", "-i", str(sandbox2.inventory_path), "--bundle", str(tmp_path), "--json"])
-    out = json.loads(capsys.readouterr().out)
+    out = strict_loads(capsys.readouterr().out)
     assert code == 0, out
     assert {name: n["verdict"] for name, n in out["nodes"].items()} == {
         n.name: "ok" for n in sandbox2.inventory.nodes
@@ -81,7 +82,7 @@ def test_slurm_drain_drains_only_the_node_with_the_xid(
             "--slurm-drain",
         ]
     )
-    out = json.loads(capsys.readouterr().out)
+    out = strict_loads(capsys.readouterr().out)
     assert code == 1
     assert out["nodes"][good]["verdict"] == "ok" and out["nodes"][bad]["verdict"] == "fail"
     assert [f["code"] for f in out["nodes"][bad]["findings"] if f["severity"] == "error"] == ["xid-79"]
@@ -107,6 +108,6 @@ def test_slurm_drain_drains_only_the_node_with_the_xid(
         )
         == 1
     )
-    resumed = json.loads(capsys.readouterr().out)["slurm"]
+    resumed = strict_loads(capsys.readouterr().out)["slurm"]
     assert [(a["node"], a["state"], a["ok"]) for a in resumed] == [(bad, "resume", True)]
     assert "DRAIN" not in _node_state(sandbox2, bad)[0]
