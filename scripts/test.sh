@@ -20,4 +20,8 @@ done
 # Types (pyproject.toml's [tool.mypy]: clusterctl/ and tests/), before the tests; the cache stays in the
 # checkout (.mypy_cache, ignored) so a second run checks only what changed.
 "${limited[@]}" .venv/bin/mypy
+# The documentation site (mkdocs.yml, docs/): --strict fails on a broken link or anchor and on a page left
+# out of the nav; its inventory and CLI references are generated from the code during the build
+# (scripts/docs_reference.py). Nothing is fetched; the site goes to site/ (ignored).
+"${limited[@]}" .venv/bin/mkdocs build --strict --quiet --site-dir site
 exec "${limited[@]}" .venv/bin/python -m pytest -p no:cacheprovider "$@"
