@@ -39,7 +39,10 @@ def _check(record: RunRecord, log: str) -> None:
     assert parsed.ranks == 2
     for row in parsed.rows:
         assert row.error == "0"
-        assert row.algbw and row.busbw and row.time_us
+        # a 1 MiB allreduce on a loaded 2-core machine can take 300 ms: 0.003 GB/s prints as 0.00, as
+        # nccl-tests' %6.2f would; the time is the measurement, the bandwidths follow from it
+        assert row.time_us is not None and row.time_us > 0
+        assert row.algbw is not None and row.busbw is not None
         # nccl-tests' definitions: algbw = size / time, busbw = algbw x 2(n-1)/n (= algbw for 2 ranks)
         assert row.algbw == pytest.approx(row.size / row.time_us / 1e3, rel=0.05, abs=0.011)
         assert row.busbw == pytest.approx(row.algbw, abs=0.011)
