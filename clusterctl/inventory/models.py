@@ -30,7 +30,7 @@ from pydantic import (
 )
 
 from clusterctl.errors import InventoryError
-from clusterctl.image.profiles import apply_profile_defaults
+from clusterctl.inventory.profiles import apply_profile_defaults
 from clusterctl.yamlio import line_of, load_yaml
 
 # --------------------------------------------------------------------------- value types
