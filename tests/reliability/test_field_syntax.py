@@ -24,7 +24,7 @@ from clusterctl.container_plan import container_flags, container_spec, docker_ru
 from clusterctl.errors import InventoryError
 from clusterctl.hosts.provision import hosts_lines
 from clusterctl.inventory import validate_document
-from clusterctl.inventory.models import sbatch_option_problem
+from clusterctl.inventory.types import sbatch_option_problem
 from clusterctl.launch import plan_run
 from clusterctl.slurm.script import plan_batch
 from tests.reliability.hostile import BASE, assert_one_paragraph_refusal, reproducible, validate
