@@ -19,9 +19,9 @@ import docker
 import pytest
 
 from clusterctl.errors import InventoryError
-from clusterctl.image.profiles import CUDA_KEYRING_VERSION, PAPER_2020
 from clusterctl.image.render import render_dockerfile
 from clusterctl.inventory import Inventory, validate_document
+from clusterctl.inventory.profiles import CUDA_KEYRING_VERSION, PAPER_2020
 from clusterctl.paths import data_dir
 from clusterctl.yamlio import load_yaml
 

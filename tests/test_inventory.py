@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from clusterctl.cli import main
+from clusterctl.errors import InventoryError
 from clusterctl.inventory import load_inventory
 from clusterctl.paths import data_dir
 from tests.strictjson import strict_loads
@@ -303,6 +305,29 @@ def test_invalid_inventory_exits_2_naming_field_and_line(
     assert f"line {_line_of(text, line_text)}" in err
     assert "Fix:" in err  # every message says what to do
     assert "Traceback" not in err
+
+
+def test_cross_field_problems_are_listed_node_by_node_then_cluster_wide(tmp_path: Path) -> None:
+    """Each node's problems together (in the order of the rules), whichever rules found them."""
+    text = (
+        BASE.replace("    role: primary\n", "    role: primary\n    slots: 8\n")
+        .replace(
+            "  - name: node2\n    address: 10.0.0.2\n",
+            "  - name: node1\n    address: 10.0.0.1\n    slots: 8\n",
+        )
+        .replace(
+            "      target: /data\n", "      target: /data\n    - source: /srv/other\n      target: /data\n"
+        )
+    )
+    with pytest.raises(InventoryError) as caught:
+        load_inventory(_write(tmp_path, text))
+    assert re.findall(r"field (\S+):", str(caught.value)) == [
+        "nodes[0].slots",
+        "nodes[1].name",
+        "nodes[1].address",
+        "nodes[1].slots",
+        "container.mounts[1].target",
+    ]
 
 
 def test_errors_in_defaults_point_at_the_defaults(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

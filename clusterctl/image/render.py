@@ -15,8 +15,8 @@ from pathlib import Path
 
 from clusterctl import __version__
 from clusterctl.errors import InputError
-from clusterctl.image.profiles import CUDA_KEYRING_VERSION
 from clusterctl.inventory import Inventory
+from clusterctl.inventory.profiles import CUDA_KEYRING_VERSION
 from clusterctl.paths import payload_files
 from clusterctl.templating import template_environment
 

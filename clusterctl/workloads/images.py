@@ -1,7 +1,7 @@
 """Which image can run which workload, decided when the launch plan is built.
 
 A workload says what it needs from an image (``Workload.image_lacks``); the image profiles that run it
-are derived from the profiles' default versions (``clusterctl.image.profiles.PROFILES``), never listed
+are derived from the profiles' default versions (``clusterctl.inventory.profiles.PROFILES``), never listed
 a second time. ``launch.build_plan`` calls ``check_image_runs`` first, so `run`, `sweep` and their dry
 runs refuse a workload the image cannot run before anything starts.
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from clusterctl.errors import InputError
-from clusterctl.image.profiles import PROFILES
 from clusterctl.inventory import ImageVersions
+from clusterctl.inventory.profiles import PROFILES
 from clusterctl.workloads import NAMES, get_workload
 
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
-from clusterctl.inventory import MAX_PROBLEMS_SHOWN
+from clusterctl.inventory.location import MAX_PROBLEMS_SHOWN
 from tests.reliability.hostile import BASE, Outcome, assert_one_paragraph_refusal, reproducible, validate
 
 EXAMPLES = {"mutation": 500, "random": 250, "structure": 250, "encoding": 250}

@@ -1,255 +1,58 @@
-"""The inventory: one YAML file describing the cluster, validated once at load by pydantic v2.
+"""The inventory's models: one YAML file describing the cluster, validated once at load by pydantic v2.
 
-Every string that will later reach a shell (hostnames, interfaces, paths, versions, image names) is
-checked here against a conservative pattern, so code downstream can trust the model. Unknown keys are
-errors everywhere. ``load_inventory`` turns every problem into an ``InventoryError`` whose message
-names the file, the line, the field and the fix.
+Every string that will later reach a shell is one of the checked value types (``inventory.types``).
+Unknown keys are errors everywhere. Nodes inherit ``cluster.defaults`` key by key and the image its
+profile's defaults before validation; after it, the cross-field rules (``inventory.rules``) run.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import re
-import socket
-import unicodedata
-from collections.abc import Sequence
-from pathlib import Path, PurePath
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
     PrivateAttr,
-    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
 )
 
 from clusterctl.errors import InventoryError
-from clusterctl.image.profiles import apply_profile_defaults
-from clusterctl.yamlio import line_of, load_yaml
-
-# --------------------------------------------------------------------------- value types
-
-# How much of a bad value an error message quotes (a 1 MB value stays a one-paragraph message).
-SHOWN_CHARS = 60
-
-
-def shown(value: object) -> str:
-    """``repr(value)``, cut to ``SHOWN_CHARS`` characters with the full length noted, for messages."""
-    text = repr(value)
-    return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]}... ({len(text)} characters)"
-
-
-def parse_cpu_list(text: str) -> list[int]:
-    """The CPUs of a kernel CPU list (``Cpus_allowed_list``, ``cpuset.cpus``: ``0-3,8``), sorted.
-
-    Raises:
-        ValueError: ``text`` is not such a list.
-    """
-    cpus: set[int] = set()
-    for part in text.strip().split(","):
-        first, dash, last = part.partition("-")
-        if not first.isdigit() or (dash and not last.isdigit()):
-            raise ValueError(f"{text!r} is not a CPU list (e.g. 0-3,8)")
-        low, high = int(first), int(last or first)
-        if high < low:
-            raise ValueError(f"{text!r} is not a CPU list: range {part} runs backwards")
-        cpus.update(range(low, high + 1))
-    return sorted(cpus)
-
-
-def _pattern(regex: str, what: str, example: str) -> AfterValidator:
-    compiled = re.compile(regex)
-
-    def check(value: str) -> str:
-        if not compiled.fullmatch(value):
-            raise ValueError(
-                f"{shown(value)} cannot be {what} (it would reach a shell later); use only the characters "
-                f"such a value has, e.g. {example!r}"
-            )
-        return value
-
-    return AfterValidator(check)
-
-
-_LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-NodeName = Annotated[str, _pattern(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", "a hostname label", "node1")]
-DnsName = Annotated[
-    str, _pattern(rf"(?=.{{1,253}}$){_LABEL}(\.{_LABEL})*", "a hostname", "gpu01.example.org")
-]
-InterfaceName = Annotated[
-    str, _pattern(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,14}", "a network interface name", "ib0")
-]
-HcaPort = Annotated[
-    str, _pattern(r"[A-Za-z0-9_]{1,32}(:[0-9]{1,3})?", "an HCA name, optionally with a port", "mlx5_0:1")
-]
-UserName = Annotated[str, _pattern(r"[a-z_][a-z0-9_-]{0,31}", "a Unix user name", "root")]
-SafePath = Annotated[
-    str, _pattern(r"[A-Za-z0-9_./~@+=,:][A-Za-z0-9_./@+=,:-]*", "a path", "/home/dell/benchmarks")
-]
-
-
-def _check_home(value: str) -> str:
-    """A controller path whose ``~`` or ``~user`` can be expanded here (where clusterctl reads it)."""
-    try:
-        Path(value).expanduser()
-    except RuntimeError:
-        user = value.split("/", 1)[0]
-        raise ValueError(
-            f"{shown(value)} starts with {user}, whose home directory is unknown on this machine (no such "
-            "user, or no $HOME and no passwd entry); write the path in full, without ~"
-        ) from None
-    return value
-
-
-# A path on the controller (the machine running clusterctl): a path whose ~ expands here.
-LocalPath = Annotated[SafePath, AfterValidator(_check_home)]
-
-
-def _check_list_path(value: str) -> str:
-    """An absolute path that cannot split in the list syntaxes it is rendered into.
-
-    Mount sources and targets and device paths reach ``docker -v src:dst[:ro]``, ``--device=p:p:rwm``,
-    pyxis' ``--container-mounts=a:b,c:d`` and apptainer's ``--bind=a:b``: a ``,`` starts another
-    mount and a ``:`` another field (a read-only mount would become a read-write one of any host
-    path). A relative source is a docker *named volume*, not the node's directory.
-    """
-    for char, role in ((",", "separates two mounts"), (":", "separates a mount's source, target and flags")):
-        if char in value:
-            raise ValueError(
-                f"{shown(value)} holds {char!r}, which {role} in docker -v, pyxis --container-mounts and "
-                f"apptainer --bind, so one entry would become several; use a path without {char!r} "
-                "(a symlink to it, e.g. /srv/data)"
-            )
-    if not value.startswith("/"):
-        raise ValueError(
-            f"{shown(value)} is not an absolute path (docker reads a relative mount source as a named volume); "
-            "write the full path, e.g. /srv/data"
-        )
-    return value
-
-
-# An absolute path in a list syntax: ',' and ':' refused with the reason first, then anything a path lacks.
-ListPath = Annotated[
-    str, AfterValidator(_check_list_path), _pattern(r"/[A-Za-z0-9_./@+=-]*", "an absolute path", "/srv/data")
-]
-Version = Annotated[str, _pattern(r"[0-9A-Za-z][0-9A-Za-z.+_~-]{0,63}", "a version", "4.7-3.2.9.0")]
-ImageRef = Annotated[
-    str,
-    _pattern(
-        r"[a-z0-9]+([._-]+[a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-]+[a-z0-9]+)*)*"
-        r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?",
-        "a container image reference",
-        "nvidia/cuda:12.4.1-devel-ubuntu22.04",
-    ),
-]
-ImageDigest = Annotated[
-    str, _pattern(r"sha256:[0-9a-f]{64}", "an image digest", "sha256:" + "0123456789abcdef" * 4)
-]
-# CUDA compute capabilities without the dot (70 = V100, 80 = A100, 90 = H100), comma-separated.
-CudaArchs = Annotated[
-    str, _pattern(r"[1-9][0-9]{1,2}(,[1-9][0-9]{1,2})*", "a list of CUDA architectures", "80,90")
-]
-Capability = Annotated[str, _pattern(r"[A-Z][A-Z_]{1,31}", "a Linux capability", "IPC_LOCK")]
-Size = Annotated[str, _pattern(r"[0-9]+[bkmgBKMG]?", "a size", "16g")]
-Port = Annotated[int, Field(ge=1, le=65535)]
-
-
-def _check_cpu_list(value: str) -> str:
-    try:
-        parse_cpu_list(value)
-    except ValueError as exc:
-        raise ValueError(f"{exc}; write CPUs and low-high ranges, e.g. 0-3,8") from None
-    return value
-
-
-CpuList = Annotated[
-    str,
-    _pattern(r"[0-9]{1,4}(-[0-9]{1,4})?(,[0-9]{1,4}(-[0-9]{1,4})?)*", "a CPU list", "0-3,8"),
-    AfterValidator(_check_cpu_list),
-]
-
-
-def _check_address(value: str) -> str:
-    """An IPv4 address or a DNS name; IPv6 (and so zone ids) is refused with the reason.
-
-    The management address reaches ``mpirun -H`` (when a node has no fabric address), /etc/hosts,
-    known_hosts and ssh config lines: Open MPI cuts host names at the first ``:``, and a zone id
-    (``fe80::1%eth0``) may hold any character but ``/`` and ``%`` (line breaks, commas, spaces).
-    """
-    try:
-        address = ipaddress.ip_address(value)
-    except ValueError:
-        address = None
-    if isinstance(address, ipaddress.IPv4Address):
-        return value
-    if address is not None:
-        raise ValueError(
-            f"{shown(value)} is an IPv6 address; clusterctl needs IPv4 management addresses (Open MPI's -H cuts "
-            "host names at the first ':', and a zone id can carry any character into /etc/hosts and "
-            "ssh config lines); use the node's IPv4 address, e.g. '10.0.0.11', or a hostname such as 'gpu01'"
-        )
-    if not re.fullmatch(rf"(?=.{{1,253}}$){_LABEL}(\.{_LABEL})*", value):
-        raise ValueError(
-            f"{shown(value)} is neither an IPv4 address nor a hostname; use e.g. '10.0.0.11' or 'gpu01'"
-        )
-    if _reads_as_ipv4(value):
-        raise ValueError(
-            f"{shown(value)} is not a dotted-quad IPv4 address, but ssh and mpirun (inet_aton) read it as "
-            f"{socket.inet_ntoa(socket.inet_aton(value))} (leading zeros are octal, 0x is hexadecimal, a short "
-            "form fills in zeros), so it would bypass the duplicate-address rule and may name another host; "
-            "write the address as four decimal numbers without leading zeros, e.g. '10.0.0.2'"
-        )
-    return value
-
-
-def _reads_as_ipv4(value: str) -> bool:
-    """Whether the C library's ``inet_aton`` (what ssh, getaddrinfo and Open MPI use) reads ``value`` as IPv4."""
-    try:
-        socket.inet_aton(value)
-    except OSError:
-        return False
-    return True
-
-
-HostAddress = Annotated[str, AfterValidator(_check_address)]
-
-
-# Characters no inventory value may hold, by Unicode category: control characters (line breaks, tabs,
-# escapes), format characters (zero-width and bidi overrides), surrogates, line and paragraph separators.
-# Every string reaches a file line (hosts, known_hosts, ssh config), an argv or a terminal.
-_UNSAFE_CATEGORIES = {"Cc": "a control character", "Cf": "an invisible formatting character",
-                      "Cs": "a lone surrogate", "Zl": "a line separator", "Zp": "a paragraph separator"}  # fmt: skip
-
-
-def single_line(value: str) -> str:
-    """``value`` unchanged when it is one line of visible text; raises ValueError naming the character."""
-    for index, char in enumerate(value):
-        what = _UNSAFE_CATEGORIES.get(unicodedata.category(char))
-        if what:
-            raise ValueError(
-                f"{shown(value)} holds {what} (U+{ord(char):04X} at position {index}); every value must be one "
-                "line of visible text (it is written into files such as /etc/hosts and into commands); "
-                "remove that character"
-            )
-    return value
-
-
-def _text_only(value: Any) -> Any:
-    """Refuse a non-string where a string-shaped value (address, path) is expected, instead of coercing it."""
-    if value is not None and not isinstance(value, str | PurePath | ipaddress.IPv4Interface):
-        raise ValueError(
-            f"{shown(value)} is a value of type {type(value).__name__}, not text; write the value as a string"
-        )
-    return value
-
-
-TextOnly = BeforeValidator(_text_only)
+from clusterctl.inventory.profiles import apply_profile_defaults
+from clusterctl.inventory.rules import InventoryRuleError, cross_field_problems
+from clusterctl.inventory.types import (
+    Capability,
+    ContainerImage,
+    CpuList,
+    CudaArchs,
+    HcaPort,
+    HostAddress,
+    ImageDigest,
+    ImageRef,
+    InterfaceName,
+    ListPath,
+    LocalPath,
+    NodeName,
+    Port,
+    SafePath,
+    SbatchOption,
+    Size,
+    SlurmConstraint,
+    SlurmHostlist,
+    SlurmName,
+    SlurmTime,
+    TextOnly,
+    UserName,
+    Version,
+    parse_cpu_list,
+    sbatch_option_problem,
+    shown,
+    single_line,
+)
 
 
 class Strict(BaseModel):
@@ -637,82 +440,6 @@ class PreflightSpec(Strict):
 
 # --------------------------------------------------------------------------- the Slurm launcher
 
-# Partition, account, QOS, reservation names: what Slurm's own names look like.
-SlurmName = Annotated[str, _pattern(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}", "a Slurm name", "gpu")]
-# Slurm hostlist expressions: gpu[01-04],login1.
-SlurmHostlist = Annotated[
-    str,
-    _pattern(
-        r"[A-Za-z0-9_.-]+(\[[0-9,-]+\])?(,[A-Za-z0-9_.-]+(\[[0-9,-]+\])?)*", "a Slurm hostlist", "gpu[01-04]"
-    ),
-]
-# Node features with Slurm's operators (& and | ! , * [ ] :), e.g. "h100&ib".
-SlurmConstraint = Annotated[
-    str, _pattern(r"[A-Za-z0-9_.&|!,:*\[\]-]{1,128}", "a Slurm constraint", "h100&ib")
-]
-# sbatch --time: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS.
-SlurmTime = Annotated[
-    str,
-    _pattern(
-        r"[0-9]{1,6}(:[0-9]{2}){0,2}|[0-9]{1,3}-[0-9]{1,2}(:[0-9]{2}){0,2}", "a Slurm time limit", "02:00:00"
-    ),
-]
-# A container image as pyxis (enroot URI, squashfs path), apptainer (.sif path) or docker names it.
-ContainerImage = Annotated[
-    str,
-    _pattern(
-        r"[A-Za-z0-9_./][A-Za-z0-9_./:@#+=,-]{0,255}", "a container image", "nvcr.io#nvidia/pytorch:24.01-py3"
-    ),
-]
-# An extra sbatch option: --name or --name=value, nothing a shell or sbatch's parser would split.
-SbatchOption = Annotated[
-    str,
-    _pattern(
-        r"--[a-z][a-z0-9-]{0,40}(=[A-Za-z0-9_.,:/@+%=\[\]-]{1,200})?", "an sbatch option", "--mail-type=END"
-    ),
-]
-# Options the batch script sets itself from the inventory and the plan; an extra line may not repeat them.
-SBATCH_MANAGED = ("job-name", "output", "error", "nodes", "ntasks", "ntasks-per-node", "partition", "account",
-                  "reservation", "qos", "time", "nodelist", "constraint", "gpus-per-node", "exclusive", "chdir",
-                  "wait", "parsable")  # fmt: skip
-# Options that undo or contradict the managed ones, each with what it breaks.
-SBATCH_CONTRADICTING = {
-    "oversubscribe": "it lets other jobs share the nodes that --exclusive (slurm.exclusive) reserves",
-    "share": "it is the old name of --oversubscribe, which undoes --exclusive (slurm.exclusive)",
-    "nodefile": "it replaces the node list clusterctl sets (slurm.nodelist)",
-    "gpus": "it asks for GPUs besides the --gpus-per-node clusterctl sets (slurm.gpus_per_node)",
-    "gpus-per-task": "it asks for GPUs besides the --gpus-per-node clusterctl sets (slurm.gpus_per_node)",
-    "gpus-per-socket": "it asks for GPUs besides the --gpus-per-node clusterctl sets (slurm.gpus_per_node)",
-    "ntasks-per-gpu": "it changes the ranks per node clusterctl sets from the run's devices",
-    "array": "it submits many jobs where clusterctl follows one",
-    "wrap": "it replaces the batch script clusterctl writes",
-    "test-only": "sbatch then submits nothing and prints no job id to follow",
-}
-
-
-def sbatch_option_problem(option: str) -> str | None:
-    """Why the extra sbatch ``option`` (``--name[=value]``) is refused, or None when it may be added.
-
-    sbatch reads long options with getopt_long, which takes any unambiguous prefix of a name as the
-    name (``--out=`` is ``--output=``) and an ambiguous one as an error, so a name that is a prefix of a
-    managed or contradicting option is refused like the option itself (none of sbatch's own options is
-    a strict prefix of one of those: an exact name would win over the prefix rule).
-    """
-    name = option[2:].split("=", 1)[0]
-    watched = [*SBATCH_MANAGED, *SBATCH_CONTRADICTING]
-    meant = name if name in watched else next((w for w in watched if w.startswith(name)), None)
-    if meant is None:
-        return None
-    spelled = f"--{name}" + (
-        "" if meant == name else f" (sbatch reads a prefix as the option it starts: --{meant})"
-    )
-    if meant in SBATCH_MANAGED:
-        return (
-            f"{option!r} sets {spelled}, which clusterctl sets from the slurm block and the run; "
-            "use the slurm block's field (or the run's options) instead"
-        )
-    return f"{option!r} sets {spelled}: {SBATCH_CONTRADICTING[meant]}; remove it"
-
 
 class SlurmLogin(Strict):
     """The login node clusterctl submits from, reached over SSH like any node (host key verified)."""
@@ -971,311 +698,3 @@ class Inventory(Strict):
     def registry_endpoint(self) -> str:
         """``address:port``, the registry's name in image references and in /etc/docker/certs.d."""
         return f"{self.registry_address}:{self.delivery.registry.port}"
-
-
-# --------------------------------------------------------------------------- cross-field rules
-
-Loc = tuple[str | int, ...]
-
-
-class InventoryRuleError(Exception):
-    """Raised from validation for rules that span fields; carries (location, message) pairs.
-
-    Not a ValueError on purpose: pydantic passes it through untouched, keeping the locations.
-    """
-
-    def __init__(self, problems: list[tuple[Loc, str]]):
-        super().__init__("; ".join(msg for _, msg in problems))
-        self.problems = problems
-
-
-def cross_field_problems(inv: Inventory) -> list[tuple[Loc, str]]:
-    """Every rule that spans fields, as (location, message-with-fix) pairs. Empty when all hold."""
-    problems: list[tuple[Loc, str]] = []
-    seen_names: dict[str, int] = {}
-    seen_addresses: dict[str, int] = {}
-    for i, node in enumerate(inv.nodes):
-        if node.name in seen_names:
-            problems.append(
-                (
-                    (("nodes", i, "name")),
-                    f"duplicate node name {node.name!r} (also nodes[{seen_names[node.name]}]); give every node a unique name",
-                )
-            )
-        seen_names.setdefault(node.name, i)
-        address = node.address.lower()  # DNS names are case-insensitive: GPU01 and gpu01 are one host
-        if address in seen_addresses:
-            problems.append(
-                (
-                    ("nodes", i, "address"),
-                    f"duplicate address {node.address!r} (also nodes[{seen_addresses[address]}], names compared "
-                    "ignoring case); every node needs its own management address",
-                )
-            )
-        seen_addresses.setdefault(address, i)
-        if node.gpus.count and node.slots and node.slots > node.gpus.count:
-            problems.append(
-                (
-                    ("nodes", i, "slots"),
-                    f"slots {node.slots} > {node.gpus.count} GPUs on {node.name}; set slots to at most the GPU count (one rank per GPU)",
-                )
-            )
-        if node.rdma and node.fabric.address is None:
-            problems.append(
-                (
-                    ("nodes", i, "fabric", "address"),
-                    f"{node.name} has a {node.fabric.kind} fabric but no fabric address; add e.g. address: 192.168.11.{i + 1}/24",
-                )
-            )
-
-    primaries = [i for i, n in enumerate(inv.nodes) if n.role == "primary"]
-    if not primaries:
-        problems.append(
-            (
-                ("nodes",),
-                "no node has role: primary; mark exactly one node (the one that runs mpirun) with role: primary",
-            )
-        )
-    for i in primaries[1:]:
-        problems.append(
-            (
-                ("nodes", i, "role"),
-                f"a second primary ({inv.nodes[primaries[0]].name} is already primary); set role: secondary on all nodes but one",
-            )
-        )
-
-    fabric_nodes = [(i, n) for i, n in enumerate(inv.nodes) if n.fabric.address is not None]
-    if fabric_nodes:
-        first = fabric_nodes[0][1]
-        network = first.fabric.address.network  # type: ignore[union-attr]
-        seen_ips: dict[str, int] = {}
-        for i, node in fabric_nodes:
-            addr = node.fabric.address
-            assert addr is not None
-            if addr.network != network:
-                problems.append(
-                    (
-                        ("nodes", i, "fabric", "address"),
-                        f"{addr} is not in the subnet {network} of {first.name}; put every fabric address in one subnet",
-                    )
-                )
-            ip = str(addr.ip)
-            if ip in seen_ips:
-                problems.append(
-                    (
-                        ("nodes", i, "fabric", "address"),
-                        f"duplicate fabric address {ip} (also nodes[{seen_ips[ip]}]); give every node its own",
-                    )
-                )
-            seen_ips.setdefault(ip, i)
-    kinds = {n.fabric.kind for n in inv.nodes}
-    if len(kinds) > 1:
-        problems.append(
-            (("nodes",), f"nodes mix fabric kinds {sorted(kinds)}; use one fabric kind for the whole cluster")
-        )
-    problems += _per_rank_fabric_problems(inv)
-    if inv.provision.mofed_url and inv.provision.mofed_tarball_path:
-        problems.append(
-            (
-                ("provision", "mofed_tarball_path"),
-                "both provision.mofed_url and provision.mofed_tarball_path are set; keep one of them "
-                "(mofed_url: the nodes download the tarball, mofed_tarball_path: clusterctl pushes it from this machine)",
-            )
-        )
-    registry_node = inv.delivery.registry.node
-    if registry_node is not None and registry_node not in seen_names:
-        problems.append(
-            (
-                ("delivery", "registry", "node"),
-                f"{registry_node!r} is not a node of this inventory (nodes: {', '.join(seen_names)}); name "
-                "the node that runs the registry, or use registry.address to run it on the controller",
-            )
-        )
-    seen_targets: set[str] = set()
-    for j, mount in enumerate(inv.container.mounts):
-        target = mount.target
-        if target in seen_targets:
-            problems.append(
-                (
-                    ("container", "mounts", j, "target"),
-                    f"two mounts share the target {target}; give each its own container path",
-                )
-            )
-        seen_targets.add(target)
-    return problems
-
-
-# Fabric settings mpirun passes to every rank as one value (-mca ..._if_include, -x NCCL_*): a node
-# whose value differs from the primary's would be told the primary's and fail or use the wrong device.
-_SAME_ON_EVERY_NODE = {
-    "interface": "rename the interface on that node (a udev rule or systemd .link file) or use a name every "
-    "node has",
-    "hca": "give every node the same HCA list (NCCL pairs HCAs by name and position across nodes)",
-    "gid_index": "use one GID index on every node (show_gids lists them)",
-    "traffic_class": "use one traffic class on every node",
-}
-
-
-def _per_rank_fabric_problems(inv: Inventory) -> list[tuple[Loc, str]]:
-    """RoCE settings on a node that is not RoCE; nodes whose fabric interface, HCAs or RoCE settings
-    differ from the primary's."""
-    primaries = [n for n in inv.nodes if n.role == "primary"]
-    if not primaries:
-        return []
-    reference = primaries[0]
-    problems: list[tuple[Loc, str]] = []
-    for i, node in enumerate(inv.nodes):
-        for field in ("gid_index", "traffic_class"):
-            if getattr(node.fabric, field) is not None and node.fabric.kind != "roce":
-                problems.append(
-                    (
-                        ("nodes", i, "fabric", field),
-                        f"{node.name} sets fabric.{field} but its fabric is {node.fabric.kind}; NCCL applies "
-                        "it to RoCE only, so remove it or set kind: roce",
-                    )
-                )
-    for field, fix in _SAME_ON_EVERY_NODE.items():
-        want = getattr(reference.fabric, field)
-        for i, node in enumerate(inv.nodes):
-            got = getattr(node.fabric, field)
-            if got != want:
-                problems.append(
-                    (
-                        ("nodes", i, "fabric", field),
-                        f"{node.name} has fabric.{field} {got!r} but the primary {reference.name} has {want!r}; "
-                        f"mpirun gives every rank one value, so {fix}",
-                    )
-                )
-    return problems
-
-
-# --------------------------------------------------------------------------- loading
-
-
-_HINTS = {
-    "extra_forbidden": "remove the key or correct its spelling (`clusterctl inventory schema` lists the allowed keys)",
-    "missing": "add this field",
-    "literal_error": "use one of the allowed values",
-    "greater_than_equal": "use a larger value",
-    "less_than_equal": "use a smaller value",
-    "greater_than": "use a larger value",
-    "int_parsing": "write a whole number",
-    "int_type": "write a whole number",
-    "too_short": "add at least one entry",
-    "ip_v4_interface": "write an IPv4 address with its prefix, e.g. 192.168.11.1/24",
-    "less_than": "use a smaller value",
-    "int_from_float": "write a whole number",
-    "float_type": "write a number",
-    "float_parsing": "write a number",
-    "finite_number": "write a finite number (not .nan or .inf)",
-    "bool_type": "write true or false",
-    "bool_parsing": "write true or false",
-    "string_type": "write the value as text (in quotes if YAML would read it as a number or boolean)",
-    "string_pattern_mismatch": "use only the characters the pattern allows",
-    "string_too_long": "shorten the value",
-    "too_long": "remove entries",
-    "list_type": "write a list (one '- item' line per entry)",
-    "dict_type": "write a mapping (one 'key: value' line per entry)",
-    "model_type": "write a mapping (one 'key: value' line per entry)",
-}
-# The hint of an error type not listed above.
-_DEFAULT_HINT = "correct the value (`clusterctl inventory schema` describes every field)"
-# Problems listed in one message; the rest are counted (a file with 10,000 bad entries stays readable).
-MAX_PROBLEMS_SHOWN = 20
-
-
-def format_loc(loc: Sequence[str | int]) -> str:
-    """``("nodes", 1, "fabric")`` as ``nodes[1].fabric``."""
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:  # a key the user wrote may hold anything: quote it unless it is a plain word
-            name = part if re.fullmatch(r"[A-Za-z0-9_-]{1,64}", part) else shown(part)
-            out += f".{name}" if out else name
-    return out or "(top level)"
-
-
-def _has_path(document: Any, loc: Loc) -> bool:
-    node = document
-    for key in loc:
-        in_map = isinstance(node, dict) and isinstance(key, str) and key in node
-        in_list = isinstance(node, list) and isinstance(key, int) and 0 <= key < len(node)
-        if not (in_map or in_list):
-            return False
-        node = node[key]
-    return True
-
-
-def _locate(document: Any, loc: Loc) -> tuple[Loc, int | None]:
-    """Where to point the user: a node value inherited from ``cluster.defaults`` points there."""
-    if len(loc) >= 3 and loc[0] == "nodes" and isinstance(loc[1], int):
-        nodes = document.get("nodes") if isinstance(document, dict) else None
-        node = nodes[loc[1]] if isinstance(nodes, list) and loc[1] < len(nodes) else None
-        defaults_loc: Loc = ("cluster", "defaults", *loc[2:])
-        if isinstance(node, dict) and not _has_path(node, loc[2:]) and _has_path(document, defaults_loc):
-            return defaults_loc, line_of(document, defaults_loc)
-    return loc, line_of(document, loc)
-
-
-def _message(path: Path, document: Any, loc: Loc, msg: str, hint: str | None) -> str:
-    if hint is None and "; " in msg:  # rule messages read "what is wrong; what to do"
-        msg, hint = msg.rsplit("; ", 1)
-    where_loc, line = _locate(document, loc)
-    where = f"{path}, line {line}" if line else str(path)
-    return f"{where}, field {format_loc(where_loc)}: {msg}. Fix: {hint or _DEFAULT_HINT}."
-
-
-def _problems_error(lines: list[str]) -> InventoryError:
-    """One error listing each distinct problem once (a bad inherited default is named once, not per node)."""
-    distinct = list(dict.fromkeys(lines))
-    shown_lines = distinct[:MAX_PROBLEMS_SHOWN]
-    if len(distinct) > MAX_PROBLEMS_SHOWN:
-        shown_lines.append(f"... and {len(distinct) - MAX_PROBLEMS_SHOWN} more problems like these.")
-    return InventoryError("\n".join(shown_lines))
-
-
-def validate_document(document: Any, path: Path) -> Inventory:
-    """Validate a parsed YAML document as an inventory from ``path``.
-
-    Relative controller paths in it (``provision.mofed_tarball_path``) are resolved against ``path``'s
-    directory.
-
-    Raises:
-        InventoryError: with one line per problem, each naming file, line, field and fix.
-    """
-    if not isinstance(document, dict):
-        raise InventoryError(
-            f"{path}: not an inventory (the document is {type(document).__name__}, not a mapping). Fix: write a "
-            "mapping with the keys cluster and nodes (and optionally container, image, run, provision); "
-            "inventories/sandbox-example.yml shows one."
-        )
-    try:
-        inventory = Inventory.model_validate(document, context={"inventory_dir": path.parent})
-    except InventoryRuleError as exc:
-        lines = [_message(path, document, loc, msg, None) for loc, msg in exc.problems]
-        raise _problems_error(lines) from None
-    except ValidationError as exc:
-        lines = []
-        for err in exc.errors(include_url=False, include_input=False):
-            msg = err["msg"].removeprefix("Value error, ")
-            lines.append(_message(path, document, tuple(err["loc"]), msg, _HINTS.get(err["type"])))
-        raise _problems_error(lines) from None
-    inventory._source = path
-    return inventory
-
-
-def load_inventory(path: Path | str) -> Inventory:
-    """Read and validate the inventory at ``path``.
-
-    Raises:
-        InputError: the file is missing or not YAML.
-        InventoryError: the content does not validate; the message names file, line, field and fix.
-    """
-    path = Path(path)
-    return validate_document(load_yaml(path), path)
-
-
-def inventory_schema() -> dict[str, Any]:
-    """The JSON schema of the inventory format, for editors and for documentation."""
-    return Inventory.model_json_schema()

@@ -2,7 +2,9 @@
 
 An inventory's ``image.versions`` overrides these key by key; ``image.base`` overrides the base (a
 registry mirror, or a copy loaded with ``docker load``) and ``image.base_digest`` pins it. The defaults
-are data, kept in one place, so that the template never hard-codes a version.
+are data, kept in one place, so that the template never hard-codes a version. They live in the
+inventory package because loading an inventory fills its ``image:`` from them; ``image/`` and
+``workloads/`` read them from here.
 """
 
 from __future__ import annotations
