@@ -33,7 +33,6 @@ import docker.errors
 import paramiko
 from docker.models.containers import Container
 
-from clusterctl.cluster_keys import ClusterKeys, ensure_cluster_keys, node_ssh_dir, push_ssh_dir
 from clusterctl.container_plan import (
     CLUSTER_LABEL,
     LIVE_STATES,
@@ -56,6 +55,7 @@ from clusterctl.container_plan import (
     user_processes,
 )
 from clusterctl.errors import ClusterctlError, InputError, RunFailed, StepError
+from clusterctl.hosts.cluster_keys import ClusterKeys, ensure_cluster_keys, node_ssh_dir, push_ssh_dir
 from clusterctl.hosts.docker_remote import docker_client
 from clusterctl.hosts.ssh import CommandResult, connect, fan_out, run
 from clusterctl.interrupts import sigterm_interrupts

@@ -19,9 +19,9 @@ from clusterctl.hosts.playbook import (
     select_nodes,
     select_steps,
 )
+from clusterctl.hosts.sshkeys import ensure_keypair
 from clusterctl.inventory import Inventory, load_inventory
 from clusterctl.paths import data_dir
-from clusterctl.sshkeys import ensure_keypair
 from tests.strictjson import strict_loads
 
 PLAYBOOK = data_dir("playbooks") / "host-setup.yml"

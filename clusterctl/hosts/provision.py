@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any, Literal
 import fabric
 import paramiko
 
-from clusterctl.cluster_keys import ensure_cluster_keys
 from clusterctl.diagnostics.collect import capture_status
 from clusterctl.errors import ConnectError
+from clusterctl.hosts.cluster_keys import ensure_cluster_keys
 from clusterctl.hosts.playbook import (
     Playbook,
     RenderedStep,
@@ -34,10 +34,10 @@ from clusterctl.hosts.playbook import (
 )
 from clusterctl.hosts.sftp import Source, write_file
 from clusterctl.hosts.ssh import CommandResult, connect, fan_out, run
+from clusterctl.hosts.sshkeys import known_hosts_line
 from clusterctl.image.registry import certs_d_path, ensure_tls
 from clusterctl.inventory import Inventory, Node
 from clusterctl.paths import data_dir
-from clusterctl.sshkeys import known_hosts_line
 from clusterctl.versions import version_tuple
 
 if TYPE_CHECKING:

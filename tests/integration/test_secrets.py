@@ -19,11 +19,11 @@ import pytest
 
 from clusterctl import containers
 from clusterctl.cli import main
-from clusterctl.cluster_keys import node_ssh_dir
+from clusterctl.hosts.cluster_keys import node_ssh_dir
 from clusterctl.hosts.docker_remote import docker_client
+from clusterctl.hosts.sshkeys import ensure_keypair
 from clusterctl.image.render import CONTAINER_SSH_DIR
 from clusterctl.inventory import Inventory
-from clusterctl.sshkeys import ensure_keypair
 from tests.integration.conftest import Sandbox
 
 pytestmark = pytest.mark.integration

@@ -9,8 +9,8 @@ import pytest
 
 from clusterctl import containers
 from clusterctl.cli import main
-from clusterctl.cluster_keys import node_ssh_dir
 from clusterctl.container_plan import user_processes
+from clusterctl.hosts.cluster_keys import node_ssh_dir
 from clusterctl.hosts.docker_remote import docker_client
 from clusterctl.hosts.ssh import connect, run
 from clusterctl.image.build import effective_image_ref
