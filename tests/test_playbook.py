@@ -10,7 +10,10 @@ from pathlib import Path
 import pytest
 
 from clusterctl.errors import InputError
-from clusterctl.hosts.playbook import (
+from clusterctl.hosts.sshkeys import ensure_keypair
+from clusterctl.inventory import Inventory, load_inventory
+from clusterctl.paths import data_dir
+from clusterctl.provision.playbook import (
     Playbook,
     Step,
     Upload,
@@ -19,9 +22,6 @@ from clusterctl.hosts.playbook import (
     select_nodes,
     select_steps,
 )
-from clusterctl.hosts.sshkeys import ensure_keypair
-from clusterctl.inventory import Inventory, load_inventory
-from clusterctl.paths import data_dir
 from tests.strictjson import strict_loads
 
 PLAYBOOK = data_dir("playbooks") / "host-setup.yml"
@@ -33,7 +33,7 @@ def _state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _context(inv: Inventory) -> dict:
-    from clusterctl.hosts.provision import step_context
+    from clusterctl.provision.plan import step_context
 
     return step_context(inv, {n.name: f"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAA{n.name}" for n in inv.nodes})
 
@@ -102,7 +102,7 @@ def test_mofed_pushes_the_controller_tarball_and_installs_from_it(tmp_path: Path
 
 
 def test_the_tarball_is_handed_to_the_executor_as_a_path_not_its_bytes(tmp_path: Path) -> None:
-    from clusterctl.hosts.provision import step_files
+    from clusterctl.provision.plan import step_files
 
     inv = _pushed_tarball_inventory(tmp_path)
     files = step_files(inv)
@@ -323,7 +323,7 @@ def test_playbook_errors_name_file_line_and_field(tmp_path: Path) -> None:
 
 
 def test_cluster_key_is_generated_not_borrowed(tmp_path: Path) -> None:
-    from clusterctl.hosts.provision import step_files
+    from clusterctl.provision.plan import step_files
 
     inv = load_inventory(data_dir("inventories") / "paper-c4140.yml")
     key = step_files(inv)["cluster_key"]
@@ -350,12 +350,12 @@ def test_provision_plan_prints_every_step_per_node_without_connecting(
 ) -> None:
 
     from clusterctl.cli import main
-    from clusterctl.hosts import provision
+    from clusterctl.provision import executor
 
     def no_connection(*args: object, **kwargs: object) -> None:
         raise AssertionError("provision --plan connected to a node")
 
-    monkeypatch.setattr(provision, "connect", no_connection)
+    monkeypatch.setattr(executor, "connect", no_connection)
     plans = {}
     for name in ("paper-c4140", "modern-h100"):
         path = data_dir("inventories") / f"{name}.yml"

@@ -22,9 +22,9 @@ from ruamel.yaml import YAML
 
 from clusterctl.container_plan import container_flags, container_spec, docker_run_kwargs
 from clusterctl.errors import InventoryError
-from clusterctl.hosts.provision import hosts_lines
 from clusterctl.inventory import sbatch_option_problem, validate_document
 from clusterctl.launch import plan_run
+from clusterctl.provision.plan import hosts_lines
 from clusterctl.slurm.script import plan_batch
 from tests.reliability.hostile import BASE, assert_one_paragraph_refusal, reproducible, validate
 

@@ -52,9 +52,9 @@ def test_every_writer_caller_is_a_node_upload() -> None:
     )
     assert callers == [
         "hosts/cluster_keys.py",
-        "hosts/provision.py",
         "image/registry_node.py",
         "launchers/slurm.py",
+        "provision/executor.py",
     ]
 
 

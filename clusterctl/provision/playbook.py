@@ -149,7 +149,7 @@ class RenderedStep:
 def render_step(step: Step, node: Node, context: dict[str, Any]) -> RenderedStep:
     """Evaluate ``when`` and render the step's commands for ``node`` (pure).
 
-    ``context`` holds ``inv`` and ``cluster`` (see ``clusterctl.hosts.provision.step_context``).
+    ``context`` holds ``inv`` and ``cluster`` (see ``clusterctl.provision.plan.step_context``).
     """
     env = _environment()
     values = {**context, "node": node}
