@@ -21,7 +21,7 @@ from _sandbox import Bench, arguments, print_table, sandbox, write_json
 def _payload_s(bench: Bench, nodes: int) -> float:
     """Wall time of the run's own mpirun command and environment (`run --dry-run --json`), run in the
     primary container without `clusterctl run`."""
-    from clusterctl.containers import exec_in_container
+    from clusterctl.hosts.container_exec import exec_in_container
     from clusterctl.inventory import load_inventory
 
     _, plans = bench.json("run", "resnet50", "--nodes", str(nodes), "--dry-run")

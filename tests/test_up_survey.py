@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from clusterctl.container_plan import (
+from clusterctl.containers.lifecycle import MountSourceMissing, NodeOutcome, UpConflict, up_refusal
+from clusterctl.containers.plan import (
     Action,
     Found,
     mount_probe,
@@ -16,7 +17,6 @@ from clusterctl.container_plan import (
     parse_mount_probe,
     plan_line,
 )
-from clusterctl.containers import MountSourceMissing, NodeOutcome, UpConflict, up_refusal
 from clusterctl.errors import StepError
 from clusterctl.inventory import load_inventory
 from clusterctl.paths import data_dir

@@ -32,7 +32,7 @@ class SshLaunch:
             ConnectError: the primary's Docker engine cannot be reached.
         """
         # Imported on use: only real runs need the Docker client.
-        from clusterctl.containers import ExecTimedOut, exec_in_container
+        from clusterctl.hosts.container_exec import ExecTimedOut, exec_in_container
 
         def collect(line: str) -> None:
             self.lines.append(line)

@@ -17,8 +17,8 @@ from pathlib import Path
 import docker
 import pytest
 
-from clusterctl import containers
 from clusterctl.cli import main
+from clusterctl.containers import lifecycle
 from clusterctl.hosts.cluster_keys import node_ssh_dir
 from clusterctl.hosts.docker_remote import docker_client
 from clusterctl.hosts.sshkeys import ensure_keypair
@@ -119,7 +119,7 @@ def test_no_private_key_in_any_output_and_keys_are_private(
             raise RuntimeError("injected crash after the keys were read")
 
         with monkeypatch.context() as patched:
-            patched.setattr(containers, "status", crash)
+            patched.setattr(lifecycle, "status", crash)
             assert cli("status", *inv) == 1
         assert "crash-" in outputs[f"status {' '.join(inv)}"]
 

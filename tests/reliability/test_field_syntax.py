@@ -20,7 +20,7 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
-from clusterctl.container_plan import container_flags, container_spec, docker_run_kwargs
+from clusterctl.containers.plan import container_flags, container_spec, docker_run_kwargs
 from clusterctl.errors import InventoryError
 from clusterctl.inventory import sbatch_option_problem, validate_document
 from clusterctl.launch import plan_run

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterctl.container_plan import (
+from clusterctl.containers.plan import (
     Action,
     DockerTop,
     Found,
