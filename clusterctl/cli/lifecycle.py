@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
@@ -46,27 +45,16 @@ def up(
     Matching running containers are kept; a running one that differs stops up (exit 1) unless forced.
     """
     from clusterctl.containers import lifecycle
-    from clusterctl.containers.plan import container_spec, docker_run_argv
     from clusterctl.image.build import effective_image_ref
 
     inv = load(inventory)
     image_ref = effective_image_ref(inv)
     if dry_run:
-        from clusterctl.containers.plan import Action, Found, plan_line
-
-        survey = lifecycle.plan_up(inv, image_ref, force_recreate=force_recreate)
-        for node in [*inv.secondaries, inv.primary]:
-            found = survey[node.name]
-            what = plan_line(found) if isinstance(found, Found) else f"unknown ({found.error})"
-            console.print(
-                safe_text(f"{node.name} ({node.role}): {what}"), markup=False, highlight=False, soft_wrap=True
-            )
-            if isinstance(found, Found) and found.action is Action.REPLACE:
-                run_line = shlex.join(docker_run_argv(container_spec(inv, node, image_ref)))
-                console.print(safe_text(f"  {run_line}"), markup=False, highlight=False, soft_wrap=True)
-        refusal = lifecycle.up_refusal(survey, inv)
-        if refusal is not None:
-            raise refusal
+        plan = lifecycle.plan_up(inv, image_ref, force_recreate=force_recreate)
+        for line in plan.lines():
+            console.print(safe_text(line), markup=False, highlight=False, soft_wrap=True)
+        if plan.refusal is not None:
+            raise plan.refusal
         return 0
     outcomes = lifecycle.up(
         inv,

@@ -21,6 +21,7 @@ Containers are found again by their labels, never by image.
 from __future__ import annotations
 
 import contextlib
+import shlex
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -42,11 +43,13 @@ from clusterctl.containers.plan import (
     container_spec,
     decide,
     difference,
+    docker_run_argv,
     docker_run_kwargs,
     missing_mounts_message,
     mount_probe,
     mount_sources,
     parse_mount_probe,
+    plan_line,
     spec_hash,
     ssh_material,
     user_processes,
@@ -288,10 +291,10 @@ class _UpRun:
                 return NodeOutcome(node.name, error=f"cannot start {plan.name}: {exc}")
             self.on_event(node.name, f"{found.summary()}; waiting for its sshd")
             try:
-                outcome = NodeOutcome(
-                    node.name,
-                    wait_for_sshd(self.inventory, self.keys, node, container, deadline=deadline, abort=self.abort),
+                detail = wait_for_sshd(
+                    self.inventory, self.keys, node, container, deadline=deadline, abort=self.abort
                 )
+                outcome = NodeOutcome(node.name, detail)
             except SshdNotReady as exc:
                 outcome = NodeOutcome(node.name, error=str(exc))
         self.on_event(node.name, outcome.detail if outcome.ok else f"FAILED: {outcome.error}")
@@ -378,18 +381,59 @@ def up(
     return outcomes
 
 
-def plan_up(
-    inventory: Inventory, image_ref: str, *, force_recreate: bool = False
-) -> dict[str, Found | NodeOutcome]:
-    """What ``up`` would do on each node, from the same read-only survey ``up`` starts with.
+@dataclass(frozen=True)
+class NodeUpPlan:
+    """What ``up`` would do on one node: the plan line, and the ``docker run`` argv of what it would start."""
+
+    node: str
+    role: str
+    what: str  # ``plan_line`` of the node's container, or why the node could not be asked
+    docker_run: list[str] | None = None  # set where up would start (or replace) the container
+
+    def lines(self) -> list[str]:
+        """The node as ``up --dry-run`` shows it: its plan line, then its ``docker run`` line if any."""
+        lines = [f"{self.node} ({self.role}): {self.what}"]
+        if self.docker_run is not None:
+            lines.append(f"  {shlex.join(self.docker_run)}")
+        return lines
+
+
+@dataclass(frozen=True)
+class UpPlan:
+    """What ``up`` would do on every node (secondaries first, then the primary), and why it would stop."""
+
+    nodes: list[NodeUpPlan]
+    refusal: ClusterctlError | None  # see ``up_refusal``; None: up would go on
+
+    def lines(self) -> list[str]:
+        """Every node's lines, in the order ``up`` starts them."""
+        return [line for node in self.nodes for line in node.lines()]
+
+
+def up_plan_of(survey: dict[str, Found | NodeOutcome], inventory: Inventory, image_ref: str) -> UpPlan:
+    """The plan ``up --dry-run`` shows, from a read-only survey (pure)."""
+    nodes = []
+    for node in [*inventory.secondaries, inventory.primary]:
+        found = survey[node.name]
+        if not isinstance(found, Found):
+            nodes.append(NodeUpPlan(node.name, node.role, f"unknown ({found.error})"))
+            continue
+        starts = found.action is Action.REPLACE
+        argv = docker_run_argv(container_spec(inventory, node, image_ref)) if starts else None
+        nodes.append(NodeUpPlan(node.name, node.role, plan_line(found), argv))
+    return UpPlan(nodes, up_refusal(survey, inventory))
+
+
+def plan_up(inventory: Inventory, image_ref: str, *, force_recreate: bool = False) -> UpPlan:
+    """What ``up`` would do on each node, from the same read-only survey ``up`` starts with (``up --dry-run``).
 
     Nothing changes on any node; the cluster's SSH keys are created on this machine if missing (the
-    spec hash covers their public halves). ``up_refusal`` of the result says whether ``up`` would stop.
+    spec hash covers their public halves). The plan's ``refusal`` says whether ``up`` would stop.
     """
     run = _UpRun(
         inventory, ensure_cluster_keys(inventory), image_ref, 0.0, lambda node, message: None, force_recreate
     )
-    return run.survey()
+    return up_plan_of(run.survey(), inventory, image_ref)
 
 
 def down(inventory: Inventory) -> dict[str, NodeOutcome]:

@@ -108,7 +108,6 @@ def step_files(inventory: Inventory) -> dict[str, StepFile]:
     return files
 
 
-
 @dataclass(frozen=True)
 class NodePlan:
     """Every step of a playbook rendered for one node, as ``provision`` would run it (``--plan``)."""
