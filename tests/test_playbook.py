@@ -18,8 +18,8 @@ from clusterctl.provision.playbook import (
     Step,
     Upload,
     load_playbook,
+    nodes_in_limit,
     render_step,
-    select_nodes,
     select_steps,
 )
 from tests.strictjson import strict_loads
@@ -299,13 +299,13 @@ def test_hostile_inventory_values_are_refused_before_any_rendering(tmp_path: Pat
         load_inventory(path)
 
 
-def test_select_nodes_and_steps_refuse_unknown_names() -> None:
+def test_nodes_in_limit_and_select_steps_refuse_unknown_names() -> None:
     inv = load_inventory(data_dir("inventories") / "paper-c4140.yml")
-    assert [n.name for n in select_nodes(inv, "c4140-2")] == ["c4140-2"]
+    assert [n.name for n in nodes_in_limit(inv, "c4140-2")] == ["c4140-2"]
     with pytest.raises(InputError, match=r"--limit 'c4140-9': no node named c4140-9 .*c4140-1, c4140-2"):
-        select_nodes(inv, "c4140-9")
+        nodes_in_limit(inv, "c4140-9")
     with pytest.raises(InputError, match="--limit ',': names no node"):
-        select_nodes(inv, ",")
+        nodes_in_limit(inv, ",")
     with pytest.raises(InputError, match="no such step"):
         select_steps(load_playbook(PLAYBOOK), ["reboot"])
 

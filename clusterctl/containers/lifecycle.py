@@ -444,8 +444,8 @@ def down(inventory: Inventory) -> dict[str, NodeOutcome]:
 
 
 @dataclass
-class NodeStatus:
-    """One node as ``clusterctl status`` sees it. ``error`` is set when the node could not be asked."""
+class ContainerStatus:
+    """A node's benchmark container as ``clusterctl status`` sees it; ``error``: the node could not be asked."""
 
     node: str
     role: str
@@ -466,12 +466,12 @@ class NodeStatus:
         )
 
 
-def status(inventory: Inventory, image_ref: str) -> dict[str, NodeStatus]:
+def status(inventory: Inventory, image_ref: str) -> dict[str, ContainerStatus]:
     """Per node: image present (its ID), container state, whether its sshd answers a cluster-key login."""
     keys = ensure_cluster_keys(inventory)
 
-    def one(node: Node) -> NodeStatus:
-        result = NodeStatus(node.name, node.role)
+    def one(node: Node) -> ContainerStatus:
+        result = ContainerStatus(node.name, node.role)
         try:
             with node_engine(inventory, node) as client:
                 with contextlib.suppress(docker.errors.ImageNotFound):
@@ -489,6 +489,8 @@ def status(inventory: Inventory, image_ref: str) -> dict[str, NodeStatus]:
 
     results = fan_out(inventory.nodes, one, deadline_s=DOCKER_CALL_TIMEOUT_S + LOGIN_ATTEMPT_TIMEOUT_S * 4)
     return {
-        name: r if isinstance(r, NodeStatus) else NodeStatus(name, inventory.node(name).role, error=r.error)
+        name: r
+        if isinstance(r, ContainerStatus)
+        else ContainerStatus(name, inventory.node(name).role, error=r.error)
         for name, r in results.items()
     }

@@ -31,8 +31,8 @@ from clusterctl.provision.playbook import (
     RenderedStep,
     Step,
     load_playbook,
+    nodes_in_limit,
     render_step,
-    select_nodes,
     select_steps,
 )
 
@@ -266,7 +266,7 @@ def provision_cluster(
     """
     playbook = load_playbook(playbook_path or data_dir("playbooks") / "host-setup.yml")
     steps = select_steps(playbook, list(step_names))
-    nodes = select_nodes(inventory, limit)
+    nodes = nodes_in_limit(inventory, limit)
     report = provision(
         inventory, playbook, steps, nodes, dry_run=dry_run, accept_new=accept_new, on_result=on_result
     )

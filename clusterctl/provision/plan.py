@@ -20,7 +20,13 @@ from clusterctl.hosts.sshkeys import known_hosts_line
 from clusterctl.image.registry import certs_d_path, ensure_tls
 from clusterctl.inventory import Inventory
 from clusterctl.paths import data_dir
-from clusterctl.provision.playbook import RenderedStep, load_playbook, render_step, select_nodes, select_steps
+from clusterctl.provision.playbook import (
+    RenderedStep,
+    load_playbook,
+    nodes_in_limit,
+    render_step,
+    select_steps,
+)
 from clusterctl.versions import version_tuple
 
 StepFile = Source
@@ -153,4 +159,4 @@ def plan_provision(
     steps = select_steps(playbook, list(step_names))
     context = step_context(inventory, {})
     return [NodePlan(node.name, [render_step(step, node, context) for step in steps])
-            for node in select_nodes(inventory, limit)]  # fmt: skip
+            for node in nodes_in_limit(inventory, limit)]  # fmt: skip

@@ -191,7 +191,7 @@ def select_steps(playbook: Playbook, wanted: list[str]) -> list[Step]:
     return [s for s in playbook.steps if not wanted or s.name in wanted]
 
 
-def select_nodes(inventory: Inventory, limit: str | None) -> list[Node]:
+def nodes_in_limit(inventory: Inventory, limit: str | None) -> list[Node]:
     """The nodes named in ``--limit`` (comma-separated), or all.
 
     Raises:
