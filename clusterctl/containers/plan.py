@@ -29,7 +29,6 @@ from docker.types import DeviceRequest, Mount, Ulimit
 from pydantic import BaseModel, Field
 
 from clusterctl.hosts.cluster_keys import ClusterKeys, node_ssh_dir
-from clusterctl.hosts.container_exec import container_name
 from clusterctl.hosts.sshkeys import fingerprint, public_key_of
 from clusterctl.image.render import CONTAINER_SSH_DIR
 from clusterctl.inventory import Inventory, Node
@@ -70,6 +69,11 @@ class ContainerPlan(BaseModel):
     shm_size: str = Field(description="Size of /dev/shm.")
     mounts: list[BindMount] = Field(description="Data, benchmark, localtime and cluster SSH mounts.")
     cpuset: str | None = Field(None, description="CPUs the container may use (--cpuset-cpus); None: all.")
+
+
+def container_name(inventory: Inventory, node: Node) -> str:
+    """The benchmark container's name on ``node``."""
+    return f"clusterctl-{inventory.cluster.name}-{node.name}"
 
 
 def container_spec(inventory: Inventory, node: Node, image_ref: str) -> ContainerPlan:

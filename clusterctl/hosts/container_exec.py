@@ -3,8 +3,8 @@ container) and the benches run commands with.
 
 The command runs in its own session under ``setsid``, its pid recorded in the container and an
 in-container ``timeout`` as a backstop; at the deadline or on Ctrl-C that whole session is killed
-over a fresh connection. The container is found by its name (``container_name``), which ``up`` gives
-it (``clusterctl.containers.lifecycle``).
+over a fresh connection. The caller names the container (``clusterctl.containers.plan.container_name``:
+the name ``up`` gives it), so this connector knows no stage.
 """
 
 from __future__ import annotations
@@ -22,12 +22,6 @@ import docker.errors
 from clusterctl.errors import ClusterctlError, RunFailed, StepError
 from clusterctl.hosts.docker_remote import DOCKER_CALL_TIMEOUT_S, docker_client, node_engine
 from clusterctl.inventory import Inventory, Node
-
-
-def container_name(inventory: Inventory, node: Node) -> str:
-    """The benchmark container's name on ``node``."""
-    return f"clusterctl-{inventory.cluster.name}-{node.name}"
-
 
 # The in-container `timeout` fires this long after the controller's own deadline (which normally wins).
 BACKSTOP_GRACE_S = 30
@@ -70,11 +64,13 @@ def exec_in_container(
     node: Node,
     argv: list[str],
     *,
+    container: str,
     env: dict[str, str] | None,
     timeout_s: float,
     on_line: Callable[[str], None],
 ) -> int:
-    """Run ``argv`` in ``node``'s benchmark container, streaming its output lines; return its exit code.
+    """Run ``argv`` in the container named ``container`` on ``node``, streaming its output lines; return
+    its exit code.
 
     stdout and stderr arrive interleaved, one ``on_line`` call per line (without the newline). The
     command runs in its own session in the container; on timeout or Ctrl-C that whole session is
@@ -82,7 +78,7 @@ def exec_in_container(
 
     Raises:
         ExecTimedOut: the command ran past ``timeout_s`` (it has been killed).
-        StepError: the node's benchmark container is not there (run ``clusterctl up``).
+        StepError: the container is not on the node (run ``clusterctl up``).
         ConnectError: the node's engine is not reachable.
         KeyboardInterrupt: re-raised after the command was killed.
     """
@@ -90,13 +86,13 @@ def exec_in_container(
     client = docker_client(inventory, node, timeout_s=int(timeout_s) + DOCKER_CALL_TIMEOUT_S)
     with contextlib.closing(client):
         try:
-            container = client.containers.get(container_name(inventory, node))
+            found = client.containers.get(container)
         except docker.errors.NotFound:
             raise StepError(
-                f"{node.name}: no benchmark container {container_name(inventory, node)}. Fix: run `clusterctl up`."
+                f"{node.name}: no benchmark container {container}. Fix: run `clusterctl up`."
             ) from None
         exec_id = client.api.exec_create(
-            container.id,
+            found.id,
             _exec_wrapper(argv, pid_file, timeout_s),
             environment=env or {},
             stdout=True,
@@ -125,10 +121,10 @@ def exec_in_container(
             while reader.is_alive() and time.monotonic() < deadline:
                 reader.join(min(0.5, max(deadline - time.monotonic(), 0)))
         except KeyboardInterrupt:
-            _kill_session(inventory, node, container.id, pid_file)
+            _kill_session(inventory, node, found.id, pid_file)
             raise
         if reader.is_alive():
-            failed = _kill_session(inventory, node, container.id, pid_file)
+            failed = _kill_session(inventory, node, found.id, pid_file)
             outcome = "was killed" if failed is None else f"could NOT be killed ({failed}); it may still run"
             raise ExecTimedOut(f"{node.name}: {shlex.join(argv)} ran past {timeout_s:g} s and {outcome}.")
         if failure:
@@ -142,6 +138,6 @@ def exec_in_container(
     # which any new channel would hang too). So both keep their fresh connection.
     with node_engine(inventory, node) as after:
         with contextlib.suppress(docker.errors.DockerException):
-            after.api.exec_start(after.api.exec_create(container.id, ["rm", "-f", pid_file])["Id"])
+            after.api.exec_start(after.api.exec_create(found.id, ["rm", "-f", pid_file])["Id"])
         code = after.api.exec_inspect(exec_id)["ExitCode"]
     return int(code) if code is not None else -1

@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from clusterctl.containers import lifecycle
+from clusterctl.containers.plan import container_name
 from clusterctl.hosts import container_exec
 from clusterctl.image.build import effective_image_ref
 from clusterctl.inventory import Inventory
@@ -51,6 +52,7 @@ def _exec(cluster: Inventory, argv: list[str], on_line) -> BaseException | None:
             cluster,
             cluster.primary,
             argv,
+            container=container_name(cluster, cluster.primary),
             env=None,
             timeout_s=TIMEOUT_S,
             on_line=on_line,

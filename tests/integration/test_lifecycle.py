@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from clusterctl.containers import lifecycle
+from clusterctl.containers.plan import container_name
 from clusterctl.errors import StepError
 from clusterctl.hosts import container_exec
 from clusterctl.hosts.docker_remote import DOCKER_CALL_TIMEOUT_S, docker_client
@@ -84,6 +85,7 @@ def test_up_ssh_between_containers_mpirun_then_down(cluster: Inventory) -> None:
             secondary.name,
             "hostname",
         ],
+        container=container_name(cluster, cluster.primary),
         env=None,
         timeout_s=60,
         on_line=lines.append,
@@ -96,6 +98,7 @@ def test_up_ssh_between_containers_mpirun_then_down(cluster: Inventory) -> None:
         cluster,
         cluster.primary,
         ["mpirun", "--allow-run-as-root", "-np", str(len(cluster.nodes)), "-H", hosts, "hostname"],
+        container=container_name(cluster, cluster.primary),
         env=None,
         timeout_s=120,
         on_line=lines.append,
@@ -108,15 +111,28 @@ def test_up_ssh_between_containers_mpirun_then_down(cluster: Inventory) -> None:
 
 def test_exec_timeout_kills_the_command(cluster: Inventory) -> None:
     lifecycle.up(cluster, effective_image_ref(cluster), ready_timeout_s=60)
+    primary = container_name(cluster, cluster.primary)
     start = time.monotonic()
     with pytest.raises(container_exec.ExecTimedOut, match="ran past 2 s"):
         container_exec.exec_in_container(
-            cluster, cluster.primary, ["sleep", "300"], env=None, timeout_s=2, on_line=lambda _: None
+            cluster,
+            cluster.primary,
+            ["sleep", "300"],
+            container=primary,
+            env=None,
+            timeout_s=2,
+            on_line=lambda _: None,
         )
     assert time.monotonic() - start < 20
     lines: list[str] = []
     container_exec.exec_in_container(
-        cluster, cluster.primary, ["ps", "-eo", "comm="], env=None, timeout_s=30, on_line=lines.append
+        cluster,
+        cluster.primary,
+        ["ps", "-eo", "comm="],
+        container=primary,
+        env=None,
+        timeout_s=30,
+        on_line=lines.append,
     )
     assert "sleep" not in lines
 

@@ -16,6 +16,7 @@ import pytest
 
 from clusterctl.cli import main
 from clusterctl.containers import lifecycle
+from clusterctl.containers.plan import container_name
 from clusterctl.hosts import container_exec
 from clusterctl.image.build import effective_image_ref
 from clusterctl.inventory import Inventory, parse_cpu_list
@@ -32,6 +33,7 @@ def _allowed_cpus(inv: Inventory, node_name: str) -> list[int]:
         inv,
         inv.node(node_name),
         ["grep", "Cpus_allowed_list", "/proc/self/status"],
+        container=container_name(inv, inv.node(node_name)),
         env=None,
         timeout_s=60,
         on_line=lines.append,
