@@ -124,11 +124,11 @@ def measure(
     """Every figure for one node count, on a fresh sandbox."""
     with sandbox(nodes, "bench-dlv") as bench:
         bench.clusterctl("image", "build")
-        from clusterctl.image.build import read_record
+        from clusterctl.image.build import read_image_record
         from clusterctl.inventory import load_inventory
 
         os.environ["CLUSTERCTL_STATE_DIR"] = str(bench.state_dir)
-        record = read_record(load_inventory(bench.inventory_path))
+        record = read_image_record(load_inventory(bench.inventory_path))
         size = docker.from_env().images.get(record.image_id).attrs["Size"]
         figures: dict[str, object] = {"image_bytes": size}
         if baselines:

@@ -21,7 +21,8 @@ from _sandbox import Bench, arguments, print_table, sandbox, write_json
 def _payload_s(bench: Bench, nodes: int) -> float:
     """Wall time of the run's own mpirun command and environment (`run --dry-run --json`), run in the
     primary container without `clusterctl run`."""
-    from clusterctl.containers import exec_in_container
+    from clusterctl.containers.plan import container_name
+    from clusterctl.hosts.container_exec import exec_in_container
     from clusterctl.inventory import load_inventory
 
     _, plans = bench.json("run", "resnet50", "--nodes", str(nodes), "--dry-run")
@@ -30,7 +31,13 @@ def _payload_s(bench: Bench, nodes: int) -> float:
     primary = next(node for node in inventory.nodes if node.role == "primary")
     start = time.perf_counter()
     code = exec_in_container(
-        inventory, primary, plans[0]["argv"], env=plans[0]["env"], timeout_s=1800, on_line=lambda line: None
+        inventory,
+        primary,
+        plans[0]["argv"],
+        container=container_name(inventory, primary),
+        env=plans[0]["env"],
+        timeout_s=1800,
+        on_line=lambda line: None,
     )
     took = time.perf_counter() - start
     if code != 0:

@@ -18,8 +18,8 @@ import paramiko
 from paramiko.common import AUTH_SUCCESSFUL, OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED, OPEN_SUCCEEDED
 from paramiko.sftp import SFTP_OK
 
+from clusterctl.hosts.sshkeys import ensure_keypair
 from clusterctl.inventory import Inventory, validate_document
-from clusterctl.sshkeys import ensure_keypair
 
 T = TypeVar("T")
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from clusterctl.cluster_keys import container_host_names, ensure_cluster_keys, node_ssh_files
-from clusterctl.container_plan import container_spec, docker_run_argv, docker_run_kwargs
-from clusterctl.containers import _exec_wrapper
+from clusterctl.containers.plan import container_spec, docker_run_argv, docker_run_kwargs
 from clusterctl.errors import InventoryError
+from clusterctl.hosts.cluster_keys import container_host_names, ensure_cluster_keys, node_ssh_files
+from clusterctl.hosts.container_exec import _exec_wrapper
 from clusterctl.image.render import CONTAINER_SSH_DIR
 from clusterctl.inventory import load_inventory, validate_document
 from clusterctl.paths import data_dir

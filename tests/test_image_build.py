@@ -22,7 +22,7 @@ from clusterctl.image.build import (
     _stream_lines,
     effective_image_ref,
     image_tag,
-    read_record,
+    read_image_record,
     record_path,
     run_build,
 )
@@ -61,7 +61,7 @@ def test_effective_ref_needs_a_build_then_reads_the_record(sandbox_inv) -> None:
     )
     record_path(sandbox_inv).parent.mkdir(parents=True)
     record_path(sandbox_inv).write_text(record.model_dump_json())
-    assert read_record(sandbox_inv) == record
+    assert read_image_record(sandbox_inv) == record
     assert effective_image_ref(sandbox_inv) == record.reference
 
 

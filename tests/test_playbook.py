@@ -10,18 +10,18 @@ from pathlib import Path
 import pytest
 
 from clusterctl.errors import InputError
-from clusterctl.hosts.playbook import (
+from clusterctl.hosts.sshkeys import ensure_keypair
+from clusterctl.inventory import Inventory, load_inventory
+from clusterctl.paths import data_dir
+from clusterctl.provision.playbook import (
     Playbook,
     Step,
     Upload,
     load_playbook,
+    nodes_in_limit,
     render_step,
-    select_nodes,
     select_steps,
 )
-from clusterctl.inventory import Inventory, load_inventory
-from clusterctl.paths import data_dir
-from clusterctl.sshkeys import ensure_keypair
 from tests.strictjson import strict_loads
 
 PLAYBOOK = data_dir("playbooks") / "host-setup.yml"
@@ -33,7 +33,7 @@ def _state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _context(inv: Inventory) -> dict:
-    from clusterctl.hosts.provision import step_context
+    from clusterctl.provision.plan import step_context
 
     return step_context(inv, {n.name: f"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAA{n.name}" for n in inv.nodes})
 
@@ -102,7 +102,7 @@ def test_mofed_pushes_the_controller_tarball_and_installs_from_it(tmp_path: Path
 
 
 def test_the_tarball_is_handed_to_the_executor_as_a_path_not_its_bytes(tmp_path: Path) -> None:
-    from clusterctl.hosts.provision import step_files
+    from clusterctl.provision.plan import step_files
 
     inv = _pushed_tarball_inventory(tmp_path)
     files = step_files(inv)
@@ -299,13 +299,13 @@ def test_hostile_inventory_values_are_refused_before_any_rendering(tmp_path: Pat
         load_inventory(path)
 
 
-def test_select_nodes_and_steps_refuse_unknown_names() -> None:
+def test_nodes_in_limit_and_select_steps_refuse_unknown_names() -> None:
     inv = load_inventory(data_dir("inventories") / "paper-c4140.yml")
-    assert [n.name for n in select_nodes(inv, "c4140-2")] == ["c4140-2"]
+    assert [n.name for n in nodes_in_limit(inv, "c4140-2")] == ["c4140-2"]
     with pytest.raises(InputError, match=r"--limit 'c4140-9': no node named c4140-9 .*c4140-1, c4140-2"):
-        select_nodes(inv, "c4140-9")
+        nodes_in_limit(inv, "c4140-9")
     with pytest.raises(InputError, match="--limit ',': names no node"):
-        select_nodes(inv, ",")
+        nodes_in_limit(inv, ",")
     with pytest.raises(InputError, match="no such step"):
         select_steps(load_playbook(PLAYBOOK), ["reboot"])
 
@@ -323,7 +323,7 @@ def test_playbook_errors_name_file_line_and_field(tmp_path: Path) -> None:
 
 
 def test_cluster_key_is_generated_not_borrowed(tmp_path: Path) -> None:
-    from clusterctl.hosts.provision import step_files
+    from clusterctl.provision.plan import step_files
 
     inv = load_inventory(data_dir("inventories") / "paper-c4140.yml")
     key = step_files(inv)["cluster_key"]
@@ -350,12 +350,12 @@ def test_provision_plan_prints_every_step_per_node_without_connecting(
 ) -> None:
 
     from clusterctl.cli import main
-    from clusterctl.hosts import provision
+    from clusterctl.provision import executor
 
     def no_connection(*args: object, **kwargs: object) -> None:
         raise AssertionError("provision --plan connected to a node")
 
-    monkeypatch.setattr(provision, "connect", no_connection)
+    monkeypatch.setattr(executor, "connect", no_connection)
     plans = {}
     for name in ("paper-c4140", "modern-h100"):
         path = data_dir("inventories") / f"{name}.yml"

@@ -14,11 +14,11 @@ import pytest
 from cryptography import x509
 
 from clusterctl.errors import EnvironmentProblem, InventoryError
-from clusterctl.hosts.playbook import load_playbook, render_step, select_steps
 from clusterctl.image import registry_node
 from clusterctl.image.registry import ensure_tls, registry_config, wait_until_answers
 from clusterctl.inventory import Inventory, validate_document
 from clusterctl.paths import data_dir
+from clusterctl.provision.playbook import load_playbook, render_step, select_steps
 
 NODES = [
     {"name": "node1", "address": "10.0.0.11", "role": "primary", "fabric": {"address": "192.168.1.1/24"}},
@@ -87,7 +87,7 @@ def test_the_server_certificate_names_the_registry_nodes_address() -> None:
 
 
 def test_provision_installs_the_server_on_the_registry_node_only_and_the_ca_for_its_endpoint() -> None:
-    from clusterctl.hosts.provision import step_context
+    from clusterctl.provision.plan import step_context
 
     inv = _inventory({"node": "node2"})
     context = step_context(inv, {})

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterctl.cluster_keys import ensure_cluster_keys, node_ssh_dir, node_ssh_files, push_ssh_dir
+from clusterctl.hosts.cluster_keys import ensure_cluster_keys, node_ssh_dir, node_ssh_files, push_ssh_dir
 from clusterctl.hosts.sftp import write_file
 from clusterctl.hosts.ssh import connect
 from clusterctl.inventory import Inventory

@@ -15,9 +15,9 @@ import pytest
 
 from clusterctl.errors import ConnectError
 from clusterctl.hosts.ssh import cluster_known_hosts, connect
+from clusterctl.hosts.sshkeys import fingerprint
 from clusterctl.inventory import Inventory
 from clusterctl.paths import STATE_DIR_ENV
-from clusterctl.sshkeys import fingerprint
 from tests.sshserver import Keys, SshServer, one_node_inventory
 
 

@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from clusterctl.container_plan import (
+from clusterctl.containers.lifecycle import (
+    MountSourceMissing,
+    NodeOutcome,
+    UpConflict,
+    up_plan_of,
+    up_refusal,
+)
+from clusterctl.containers.plan import (
     Action,
     Found,
     mount_probe,
@@ -16,7 +23,6 @@ from clusterctl.container_plan import (
     parse_mount_probe,
     plan_line,
 )
-from clusterctl.containers import MountSourceMissing, NodeOutcome, UpConflict, up_refusal
 from clusterctl.errors import StepError
 from clusterctl.inventory import load_inventory
 from clusterctl.paths import data_dir
@@ -73,6 +79,29 @@ def test_refusal_order_unreachable_then_mounts_then_conflicts() -> None:
     only_conflict = up_refusal({"c4140-1": _found("c4140-1", Action.KEEP), "c4140-2": conflict}, inventory)
     assert isinstance(only_conflict, UpConflict) and "c4140-2" in str(only_conflict)
     assert up_refusal({"c4140-1": _found("c4140-1", Action.KEEP)}, inventory) is None
+
+
+def test_dry_run_plan_lists_secondaries_then_primary_with_the_run_line_of_what_it_starts() -> None:
+    inventory = load_inventory(PAPER)
+    survey: dict[str, Found | NodeOutcome] = {
+        "c4140-1": _found("c4140-1", Action.REPLACE),
+        "c4140-2": NodeOutcome("c4140-2", error="host unreachable"),
+    }
+    plan = up_plan_of(survey, inventory, "bench:1")
+    lines = plan.lines()
+    assert lines[:2] == [
+        "c4140-2 (secondary): unknown (host unreachable)",
+        "c4140-1 (primary): start clusterctl-c-c4140-1",
+    ]
+    assert lines[2].startswith("  docker run -d --name clusterctl-paper-c4140-c4140-1 ")
+    assert lines[2].endswith(" bench:1") and len(lines) == 3
+    assert isinstance(plan.refusal, StepError) and "cannot check c4140-2" in str(plan.refusal)
+
+    kept: dict[str, Found | NodeOutcome] = {
+        name: _found(name, Action.KEEP, container_id="a", state="running") for name in survey
+    }
+    plan = up_plan_of(kept, inventory, "bench:1")
+    assert [n.docker_run for n in plan.nodes] == [None, None] and plan.refusal is None
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from clusterctl.image.distribute import DeliveryResult
 
 
-class Transport(StrEnum):
+class TransportName(StrEnum):
     """How `image push` delivers (see clusterctl.image.distribute)."""
 
     registry = "registry"
@@ -81,7 +81,7 @@ def build(
 @app.command()
 def push(
     inventory: Path | None = InventoryOption,
-    transport: Transport | None = typer.Option(
+    transport: TransportName | None = typer.Option(
         None,
         "--transport",
         help="registry: push once to the cluster's TLS registry, nodes pull only the layers they lack; "

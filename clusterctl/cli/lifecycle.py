@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
@@ -45,30 +44,19 @@ def up(
 
     Matching running containers are kept; a running one that differs stops up (exit 1) unless forced.
     """
-    from clusterctl import containers
-    from clusterctl.container_plan import container_spec, docker_run_argv
+    from clusterctl.containers import lifecycle
     from clusterctl.image.build import effective_image_ref
 
     inv = load(inventory)
     image_ref = effective_image_ref(inv)
     if dry_run:
-        from clusterctl.container_plan import Action, Found, plan_line
-
-        survey = containers.plan_up(inv, image_ref, force_recreate=force_recreate)
-        for node in [*inv.secondaries, inv.primary]:
-            found = survey[node.name]
-            what = plan_line(found) if isinstance(found, Found) else f"unknown ({found.error})"
-            console.print(
-                safe_text(f"{node.name} ({node.role}): {what}"), markup=False, highlight=False, soft_wrap=True
-            )
-            if isinstance(found, Found) and found.action is Action.REPLACE:
-                run_line = shlex.join(docker_run_argv(container_spec(inv, node, image_ref)))
-                console.print(safe_text(f"  {run_line}"), markup=False, highlight=False, soft_wrap=True)
-        refusal = containers.up_refusal(survey, inv)
-        if refusal is not None:
-            raise refusal
+        plan = lifecycle.plan_up(inv, image_ref, force_recreate=force_recreate)
+        for line in plan.lines():
+            console.print(safe_text(line), markup=False, highlight=False, soft_wrap=True)
+        if plan.refusal is not None:
+            raise plan.refusal
         return 0
-    outcomes = containers.up(
+    outcomes = lifecycle.up(
         inv,
         image_ref,
         ready_timeout_s=timeout,
@@ -91,10 +79,10 @@ def up(
 
 def down(inventory: Path | None = InventoryOption) -> int:
     """Remove the benchmark containers on every node (also after a half-failed up)."""
-    from clusterctl import containers
+    from clusterctl.containers import lifecycle
 
     inv = load(inventory)
-    outcomes = containers.down(inv)
+    outcomes = lifecycle.down(inv)
     for name, outcome in outcomes.items():
         console.print(f"{name}: {outcome.detail if outcome.ok else f'[red]FAILED[/] {outcome.error}'}")
     return 1 if any(not o.ok for o in outcomes.values()) else 0
@@ -107,12 +95,12 @@ def status(
     """Per node: image present, container state, sshd answering. Exit 1 if a node could not be asked."""
     from rich.table import Table
 
-    from clusterctl import containers
+    from clusterctl.containers import lifecycle
     from clusterctl.image.build import effective_image_ref
 
     inv = load(inventory)
     image_ref = effective_image_ref(inv)
-    statuses = containers.status(inv, image_ref)
+    statuses = lifecycle.status(inv, image_ref)
     if as_json:
         print_json({"image": image_ref, "nodes": [asdict(s) | {"ok": s.ok} for s in statuses.values()]})
     else:

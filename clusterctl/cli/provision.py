@@ -15,7 +15,8 @@ from clusterctl.cli.image import DeliveryProgress, print_deliveries
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from clusterctl.hosts.provision import HostStepResult, NodePlan, ProvisionReport
+    from clusterctl.provision.executor import HostStepResult, ProvisionReport
+    from clusterctl.provision.plan import NodePlan
 
 _STYLE = {
     "ok": "green",
@@ -71,7 +72,7 @@ def _print_plan(plans: list[NodePlan]) -> None:
 def _recap(report: ProvisionReport) -> Table:
     from rich.table import Table
 
-    from clusterctl.hosts.provision import STATUSES
+    from clusterctl.provision.executor import STATUSES
 
     title = f"recap: {report.playbook}" + (" (dry run: nothing was changed)" if report.dry_run else "")
     table = Table(title=title)
@@ -115,7 +116,8 @@ def command(
 
     Exit 0 when every host is ok/changed/skipped, 1 when a host failed or was unreachable, 2 on bad input.
     """
-    from clusterctl.hosts.provision import plan_provision, provision_cluster
+    from clusterctl.provision.executor import provision_cluster
+    from clusterctl.provision.plan import plan_provision
 
     inv = load(inventory)
     if plan:

@@ -1,4 +1,9 @@
-"""Reaching the nodes: SSH sessions (Fabric) and their Docker engines (docker SDK over SSH)."""
+"""Reaching the nodes: the connectors every stage uses, importing no stage.
+
+SSH sessions (Fabric, ``ssh``), files written over SFTP (``sftp``), the Docker engines over SSH
+(``docker_remote``), exec in a node's benchmark container (``container_exec``), SSH keys and
+known_hosts lines (``sshkeys``), the cluster's own SSH material for the containers (``cluster_keys``).
+"""
 
 import logging
 

@@ -34,9 +34,11 @@ engine's 300 s, is closed rather than reused, so a reuse never races the engine'
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import weakref
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +62,8 @@ IDEMPOTENT_METHODS = frozenset({"GET", "HEAD"})
 IDLE_REUSE_S = 60.0
 # The key of the adapter's one connection pool (see ``_VerifiedSSHAdapter.get_connection``).
 ENGINE_POOL = "engine"
+# Seconds one docker API call on a node may take (create, start, remove, inspect).
+DOCKER_CALL_TIMEOUT_S = 60
 
 
 def channel_dropped(conn: SSHConnection) -> bool:
@@ -213,3 +217,19 @@ def docker_client(inventory: Inventory, node: Node, *, timeout_s: int = 120) -> 
             "then re-run."
         ) from None
     return client
+
+
+@contextlib.contextmanager
+def node_engine(
+    inventory: Inventory, node: Node, timeout_s: int = DOCKER_CALL_TIMEOUT_S
+) -> Iterator[docker.DockerClient]:
+    """``docker_client`` for ``node``'s engine, closed when the block ends.
+
+    Raises:
+        ConnectError: as ``docker_client``.
+    """
+    client = docker_client(inventory, node, timeout_s=timeout_s)
+    try:
+        yield client
+    finally:
+        client.close()

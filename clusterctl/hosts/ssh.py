@@ -27,9 +27,9 @@ import paramiko
 from invoke.exceptions import CommandTimedOut
 
 from clusterctl.errors import ConnectError
+from clusterctl.hosts.sshkeys import append_known_hosts, fingerprint, known_hosts_line
 from clusterctl.inventory import Inventory, Node
 from clusterctl.paths import cluster_state_dir
-from clusterctl.sshkeys import append_known_hosts, fingerprint, known_hosts_line
 
 # paramiko logs through the "paramiko" logger; without a handler Python's last resort prints its errors
 # (tracebacks included) on stderr. Every cause it logs also reaches clusterctl as an exception.

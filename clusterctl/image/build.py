@@ -69,7 +69,7 @@ def image_tag(inventory: Inventory, content_hash: str) -> str:
     return f"clusterctl/{inventory.cluster.name}:{inventory.image.profile}-{content_hash[:12]}"
 
 
-def read_record(inventory: Inventory) -> ImageRecord | None:
+def read_image_record(inventory: Inventory) -> ImageRecord | None:
     """The recorded build of this cluster, or None when nothing was built yet."""
     path = record_path(inventory)
     if not path.is_file():
@@ -85,7 +85,7 @@ def effective_image_ref(inventory: Inventory) -> str:
     """
     if inventory.container.image:
         return inventory.container.image
-    record = read_record(inventory)
+    record = read_image_record(inventory)
     if record is None:
         raise InputError(
             f"cluster {inventory.cluster.name}: no image built yet ({record_path(inventory)} is missing). "

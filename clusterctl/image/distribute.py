@@ -37,7 +37,7 @@ from fabric import Connection
 from clusterctl.errors import ClusterctlError, InputError
 from clusterctl.hosts.docker_remote import docker_client
 from clusterctl.hosts.ssh import connect, fan_out
-from clusterctl.image.build import ImageRecord, builder_client, read_record
+from clusterctl.image.build import ImageRecord, builder_client, read_image_record
 from clusterctl.image.push_lock import push_lock
 from clusterctl.image.registry import layer_sizes, running_registry, trust_on_controller
 from clusterctl.image.zstd_load import Compression, choose, load_compressed, probe_node_tools
@@ -429,7 +429,7 @@ def distribute(
         KeyboardInterrupt: Ctrl-C or SIGTERM; every transfer was stopped and the registry with it, and
             the message says so.
     """
-    record = read_record(inventory)
+    record = read_image_record(inventory)
     if record is None:
         raise InputError(
             f"cluster {inventory.cluster.name}: no image built yet. Fix: run `clusterctl image build` first."

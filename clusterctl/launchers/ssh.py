@@ -32,7 +32,8 @@ class SshLaunch:
             ConnectError: the primary's Docker engine cannot be reached.
         """
         # Imported on use: only real runs need the Docker client.
-        from clusterctl.containers import ExecTimedOut, exec_in_container
+        from clusterctl.containers.plan import container_name
+        from clusterctl.hosts.container_exec import ExecTimedOut, exec_in_container
 
         def collect(line: str) -> None:
             self.lines.append(line)
@@ -43,6 +44,7 @@ class SshLaunch:
                 self.inventory,
                 self.inventory.primary,
                 self.plan.argv,
+                container=container_name(self.inventory, self.inventory.primary),
                 env=None,
                 timeout_s=max(deadline - time.monotonic(), 0.0),
                 on_line=collect,

@@ -22,6 +22,7 @@ from docker.errors import NotFound
 from docker.models.containers import Container
 
 from clusterctl.errors import ClusterctlError, EnvironmentProblem, InputError
+from clusterctl.hosts.sshkeys import ensure_keypair
 from clusterctl.image.registry import ensure_tls, untrust_on_controller
 from clusterctl.inventory import load_inventory, parse_cpu_list
 from clusterctl.paths import cluster_state_dir
@@ -40,7 +41,6 @@ from clusterctl.sandbox.plan import (
     plan_sandbox,
 )
 from clusterctl.sandbox.state import SandboxFiles, SandboxState, read_state, sandbox_files, write_state
-from clusterctl.sshkeys import ensure_keypair
 
 Log = Callable[[str], None]
 

@@ -18,9 +18,9 @@ from docker.errors import APIError
 from docker.models.containers import Container
 
 from clusterctl.errors import EnvironmentProblem
+from clusterctl.hosts.sshkeys import known_hosts_line
 from clusterctl.sandbox.engine import Isolation, host_config
 from clusterctl.sandbox.plan import NodePlan, SandboxPlan
-from clusterctl.sshkeys import known_hosts_line
 
 # Seconds from start until a node's sshd and inner engine answer (about 5 s on an idle 2-core machine;
 # dockerd's first start on an empty volume is the slow part).

@@ -23,7 +23,7 @@ from datetime import datetime
 
 import jinja2
 
-from clusterctl.container_plan import container_flags, container_spec
+from clusterctl.containers.plan import container_flags, container_spec
 from clusterctl.diagnostics.collect import collection_script
 from clusterctl.errors import InputError
 from clusterctl.image.render import CONTAINER_PAYLOAD_DIR, CONTAINER_SSH_DIR

@@ -20,8 +20,8 @@ import docker
 import pytest
 from docker.errors import DockerException
 
-from clusterctl import containers
-from clusterctl.container_plan import CLUSTER_LABEL
+from clusterctl.containers import lifecycle
+from clusterctl.containers.plan import CLUSTER_LABEL
 from clusterctl.hosts.docker_remote import docker_client
 from clusterctl.image.build import build_image
 from clusterctl.image.distribute import distribute
@@ -88,7 +88,7 @@ def cluster(sandbox2: Sandbox, monkeypatch: pytest.MonkeyPatch) -> Iterator[Inve
     build_image(inv)
     distribute(inv)
     yield inv
-    containers.down(inv)
+    lifecycle.down(inv)
 
 
 def benchmark_containers(inv: Inventory) -> dict[str, list[tuple[str, str]]]:

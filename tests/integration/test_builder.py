@@ -24,7 +24,7 @@ import pytest
 
 from clusterctl.cli import main
 from clusterctl.hosts.docker_remote import docker_client
-from clusterctl.image.build import build_dir, image_tag, read_record, record_path
+from clusterctl.image.build import build_dir, image_tag, read_image_record, record_path
 from clusterctl.image.distribute import StreamTransport
 from clusterctl.image.render import write_context
 from clusterctl.inventory import Inventory, Node
@@ -148,7 +148,7 @@ def test_build_on_a_node_then_push_from_it(
         assert main(["image", "build", "--builder", builder.name, *cli]) == 0
         took["build on node"] = time.monotonic() - start
         assert "built in" in capsys.readouterr().out
-        record = read_record(inv)
+        record = read_image_record(inv)
         assert record is not None and record.builder == builder.name and record.reference == tag
         with contextlib.closing(docker_client(inv, builder)) as client:
             assert _image_id(client, tag) == record.image_id
@@ -165,7 +165,7 @@ def test_build_on_a_node_then_push_from_it(
         assert main(["image", "build", "--builder", builder.name, *cli]) == 0
         took["second build"] = time.monotonic() - start
         assert "already built (same context hash)" in capsys.readouterr().out
-        again = read_record(inv)
+        again = read_image_record(inv)
         assert again is not None and again.image_id == record.image_id and again.builder == builder.name
 
     with capsys.disabled():

@@ -19,7 +19,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from clusterctl import containers
+from clusterctl.containers import lifecycle
+from clusterctl.containers.plan import container_name
+from clusterctl.hosts import container_exec
 from clusterctl.image.build import effective_image_ref
 from clusterctl.inventory import Inventory
 from tests.integration.conftest import Sandbox, on_node
@@ -46,10 +48,11 @@ def _exec(cluster: Inventory, argv: list[str], on_line) -> BaseException | None:
     """Run ``exec_in_container`` on the primary within BOUND_S; what it raised."""
     with ThreadPoolExecutor(1) as pool:
         future = pool.submit(
-            containers.exec_in_container,
+            container_exec.exec_in_container,
             cluster,
             cluster.primary,
             argv,
+            container=container_name(cluster, cluster.primary),
             env=None,
             timeout_s=TIMEOUT_S,
             on_line=on_line,
@@ -60,7 +63,7 @@ def _exec(cluster: Inventory, argv: list[str], on_line) -> BaseException | None:
 def test_a_timed_out_exec_is_killed_over_a_fresh_connection_and_a_failed_kill_is_said(
     cluster: Inventory, sandbox2: Sandbox
 ) -> None:
-    containers.up(cluster, effective_image_ref(cluster), ready_timeout_s=60)
+    lifecycle.up(cluster, effective_image_ref(cluster), ready_timeout_s=60)
     node = cluster.primary.name
 
     # 1. The stream's session frozen once the command runs: killed anyway, over a fresh connection.
@@ -78,7 +81,7 @@ def test_a_timed_out_exec_is_killed_over_a_fresh_connection_and_a_failed_kill_is
         raised = _exec(cluster, ["sh", "-c", f"echo ready; exec {marker}"], freeze)
         took = time.monotonic() - start
         assert len(frozen) == 1, f"expected the stream's one SSH session, found {frozen}"
-        assert isinstance(raised, containers.ExecTimedOut), raised
+        assert isinstance(raised, container_exec.ExecTimedOut), raised
         assert f"ran past {TIMEOUT_S} s and was killed." in str(raised)
         assert took < 30, f"the kill took {took:.0f} s"
         assert not _running(sandbox2, node, marker), f"{marker} still runs after it was reported killed"
@@ -98,7 +101,7 @@ def test_a_timed_out_exec_is_killed_over_a_fresh_connection_and_a_failed_kill_is
     try:
         raised = _exec(cluster, ["sh", "-c", f"echo ready; exec {marker}"], take_docker_away)
         assert moved.is_set()
-        assert isinstance(raised, containers.ExecTimedOut), raised
+        assert isinstance(raised, container_exec.ExecTimedOut), raised
         text = str(raised)
         assert f"ran past {TIMEOUT_S} s and could NOT be killed (" in text and "it may still run" in text
         assert "was killed" not in text

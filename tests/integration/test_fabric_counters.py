@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterctl import containers
+from clusterctl.containers import lifecycle
 from clusterctl.image.build import effective_image_ref
 from clusterctl.inventory import Inventory
 from clusterctl.launch import plan_run
@@ -46,7 +46,7 @@ def _run(inventory: Inventory, launched_from: Inventory, runs_dir: Path) -> RunR
 def test_fabric_counters_prove_the_run_and_catch_traffic_elsewhere(
     cluster: Inventory, tmp_path: Path
 ) -> None:
-    containers.up(cluster, effective_image_ref(cluster), ready_timeout_s=60)
+    lifecycle.up(cluster, effective_image_ref(cluster), ready_timeout_s=60)
 
     record = _run(cluster, cluster, tmp_path)
     assert record.valid, record.findings

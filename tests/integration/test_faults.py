@@ -28,8 +28,8 @@ import pytest
 from clusterctl.cli import main
 from clusterctl.errors import ConnectError
 from clusterctl.hosts.docker_remote import docker_client
+from clusterctl.hosts.sshkeys import ensure_keypair, fingerprint
 from clusterctl.inventory import Inventory, load_inventory
-from clusterctl.sshkeys import ensure_keypair, fingerprint
 from tests.integration.conftest import Sandbox, benchmark_containers
 from tests.strictjson import strict_loads
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import docker
 import pytest
 
+from clusterctl.hosts.sshkeys import ensure_keypair
 from clusterctl.image.render import CONTAINER_SSH_DIR, write_context
 from clusterctl.inventory import load_inventory
 from clusterctl.paths import data_dir
-from clusterctl.sshkeys import ensure_keypair
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]

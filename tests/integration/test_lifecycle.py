@@ -13,9 +13,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from clusterctl import containers
+from clusterctl.containers import lifecycle
+from clusterctl.containers.plan import container_name
 from clusterctl.errors import StepError
-from clusterctl.hosts.docker_remote import docker_client
+from clusterctl.hosts import container_exec
+from clusterctl.hosts.docker_remote import DOCKER_CALL_TIMEOUT_S, docker_client
 from clusterctl.image.build import effective_image_ref
 from clusterctl.image.distribute import distribute
 from clusterctl.inventory import Inventory, Node
@@ -64,14 +66,14 @@ def test_second_delivery_moves_nothing(cluster: Inventory) -> None:
 
 
 def test_up_ssh_between_containers_mpirun_then_down(cluster: Inventory) -> None:
-    containers.up(cluster, effective_image_ref(cluster), ready_timeout_s=60)
-    statuses = containers.status(cluster, effective_image_ref(cluster))
+    lifecycle.up(cluster, effective_image_ref(cluster), ready_timeout_s=60)
+    statuses = lifecycle.status(cluster, effective_image_ref(cluster))
     assert all(s.ok for s in statuses.values()), statuses
 
     secondary = cluster.secondaries[0]
     lines: list[str] = []
     # The container's ssh_config enforces StrictHostKeyChecking yes; say it again to be explicit.
-    code = containers.exec_in_container(
+    code = container_exec.exec_in_container(
         cluster,
         cluster.primary,
         [
@@ -83,6 +85,7 @@ def test_up_ssh_between_containers_mpirun_then_down(cluster: Inventory) -> None:
             secondary.name,
             "hostname",
         ],
+        container=container_name(cluster, cluster.primary),
         env=None,
         timeout_s=60,
         on_line=lines.append,
@@ -91,31 +94,45 @@ def test_up_ssh_between_containers_mpirun_then_down(cluster: Inventory) -> None:
 
     lines.clear()
     hosts = ",".join(f"{n.fabric_ip}:1" for n in cluster.nodes)
-    code = containers.exec_in_container(
+    code = container_exec.exec_in_container(
         cluster,
         cluster.primary,
         ["mpirun", "--allow-run-as-root", "-np", str(len(cluster.nodes)), "-H", hosts, "hostname"],
+        container=container_name(cluster, cluster.primary),
         env=None,
         timeout_s=120,
         on_line=lines.append,
     )
     assert code == 0 and sorted(lines) == sorted(n.name for n in cluster.nodes)
 
-    containers.down(cluster)
+    lifecycle.down(cluster)
     assert benchmark_containers(cluster) == {n.name: [] for n in cluster.nodes}
 
 
 def test_exec_timeout_kills_the_command(cluster: Inventory) -> None:
-    containers.up(cluster, effective_image_ref(cluster), ready_timeout_s=60)
+    lifecycle.up(cluster, effective_image_ref(cluster), ready_timeout_s=60)
+    primary = container_name(cluster, cluster.primary)
     start = time.monotonic()
-    with pytest.raises(containers.ExecTimedOut, match="ran past 2 s"):
-        containers.exec_in_container(
-            cluster, cluster.primary, ["sleep", "300"], env=None, timeout_s=2, on_line=lambda _: None
+    with pytest.raises(container_exec.ExecTimedOut, match="ran past 2 s"):
+        container_exec.exec_in_container(
+            cluster,
+            cluster.primary,
+            ["sleep", "300"],
+            container=primary,
+            env=None,
+            timeout_s=2,
+            on_line=lambda _: None,
         )
     assert time.monotonic() - start < 20
     lines: list[str] = []
-    containers.exec_in_container(
-        cluster, cluster.primary, ["ps", "-eo", "comm="], env=None, timeout_s=30, on_line=lines.append
+    container_exec.exec_in_container(
+        cluster,
+        cluster.primary,
+        ["ps", "-eo", "comm="],
+        container=primary,
+        env=None,
+        timeout_s=30,
+        on_line=lines.append,
     )
     assert "sleep" not in lines
 
@@ -145,15 +162,15 @@ def test_secondary_whose_sshd_cannot_start_fails_up_and_leaves_nothing(cluster: 
     with _port_squatter(cluster, broken):
         start = time.monotonic()
         with pytest.raises(StepError) as exc:
-            containers.up(cluster, effective_image_ref(cluster), ready_timeout_s=deadline_s)
-        assert time.monotonic() - start < deadline_s + containers.DOCKER_CALL_TIMEOUT_S / 6
+            lifecycle.up(cluster, effective_image_ref(cluster), ready_timeout_s=deadline_s)
+        assert time.monotonic() - start < deadline_s + DOCKER_CALL_TIMEOUT_S / 6
         assert f"not ready on {broken.name}:" in str(exc.value)  # names exactly that host
         assert benchmark_containers(cluster) == {n.name: [] for n in cluster.nodes}
 
 
 def test_failed_up_removes_what_it_started_but_not_what_it_kept(cluster: Inventory) -> None:
     image_ref = effective_image_ref(cluster)
-    containers.up(cluster, image_ref, ready_timeout_s=60)
+    lifecycle.up(cluster, image_ref, ready_timeout_s=60)
     before = benchmark_containers(cluster)
     # The secondary is kept (and gated); the primary, exited, is replaced and cannot start.
     broken, kept = cluster.primary, cluster.secondaries[0]
@@ -161,5 +178,5 @@ def test_failed_up_removes_what_it_started_but_not_what_it_kept(cluster: Invento
     client.containers.get(before[broken.name][0][0]).stop(timeout=2)
     client.close()
     with _port_squatter(cluster, broken), pytest.raises(StepError, match=f"not ready on {broken.name}:"):
-        containers.up(cluster, image_ref, ready_timeout_s=20)
+        lifecycle.up(cluster, image_ref, ready_timeout_s=20)
     assert benchmark_containers(cluster) == {broken.name: [], kept.name: before[kept.name]}

@@ -19,8 +19,6 @@ import pytest
 
 from clusterctl.errors import EnvironmentProblem
 from clusterctl.hosts.docker_remote import docker_client
-from clusterctl.hosts.playbook import load_playbook, select_steps
-from clusterctl.hosts.provision import provision
 from clusterctl.hosts.ssh import run_on_nodes
 from clusterctl.image.build import ImageRecord, record_path
 from clusterctl.image.distribute import distribute
@@ -28,6 +26,8 @@ from clusterctl.image.registry import running_registry, untrust_on_controller
 from clusterctl.image.registry_node import node_paths
 from clusterctl.inventory import validate_document
 from clusterctl.paths import data_dir
+from clusterctl.provision.executor import provision
+from clusterctl.provision.playbook import load_playbook, select_steps
 from clusterctl.yamlio import load_yaml
 from tests.integration.conftest import Sandbox, remove_from_nodes
 

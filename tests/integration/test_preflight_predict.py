@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from clusterctl import containers
 from clusterctl.cli import main
+from clusterctl.containers import lifecycle
 from clusterctl.image.build import effective_image_ref
 from clusterctl.inventory import Inventory
 from clusterctl.results.history import history_path, load_runs
@@ -30,7 +30,7 @@ def _with_minimum(sandbox: Sandbox, tmp_path: Path, gb_s: float) -> str:
 def test_preflight_refuses_a_slow_fabric_and_report_predicts(
     sandbox2: Sandbox, cluster: Inventory, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    containers.up(cluster, effective_image_ref(cluster), ready_timeout_s=60)
+    lifecycle.up(cluster, effective_image_ref(cluster), ready_timeout_s=60)
     runs = ["--runs-dir", str(tmp_path / "runs")]
 
     # A bus bandwidth no 2-core sandbox reaches: refused after the allreduce, before the model.

@@ -32,7 +32,7 @@ import pytest
 
 from clusterctl.cli import main
 from clusterctl.hosts.docker_remote import docker_client
-from clusterctl.image.build import read_record
+from clusterctl.image.build import read_image_record
 from clusterctl.image.registry import registry_files
 from clusterctl.inventory import Inventory
 from tests.integration.conftest import Sandbox, on_node
@@ -129,7 +129,7 @@ def _push_verifies_every_node(sandbox: Sandbox, image_id: str, capsys: pytest.Ca
 def test_sigint_during_image_push_stops_everything_and_the_next_push_delivers(
     cluster: Inventory, sandbox2: Sandbox, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    record = read_record(cluster)
+    record = read_image_record(cluster)
     assert record is not None
     files = registry_files(cluster)
     repository, _tag = record.reference.rsplit(":", 1)
@@ -168,7 +168,7 @@ def test_sigint_during_a_stream_push_stops_every_load(
     """`--transport stream`: SIGINT once node2's engine is unpacking the streamed tar (`docker save`
     on the builder exports the whole image first, some 40 s here). The next push (the default
     transport: quick, the registry holds every layer) delivers and verifies."""
-    record = read_record(cluster)
+    record = read_image_record(cluster)
     assert record is not None
 
     def loading() -> bool:

@@ -16,7 +16,7 @@ import docker
 import pytest
 
 from clusterctl.image import render
-from clusterctl.image.build import build_image, read_record, record_path
+from clusterctl.image.build import build_image, read_image_record, record_path
 from clusterctl.image.distribute import distribute
 from clusterctl.inventory import Inventory
 from clusterctl.paths import payload_files
@@ -29,7 +29,7 @@ def test_a_payload_only_rebuild_moves_only_the_small_layers(
     cluster: Inventory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert cluster.delivery.transport == "registry"  # the sandbox's default
-    record = read_record(cluster)
+    record = read_image_record(cluster)
     assert record is not None
     saved_record = record_path(cluster).read_text()
     local = docker.from_env(timeout=120)

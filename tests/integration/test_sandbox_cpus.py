@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from clusterctl import containers
 from clusterctl.cli import main
+from clusterctl.containers import lifecycle
+from clusterctl.containers.plan import container_name
+from clusterctl.hosts import container_exec
 from clusterctl.image.build import effective_image_ref
 from clusterctl.inventory import Inventory, parse_cpu_list
 from clusterctl.sandbox import cluster as sandbox_cluster
@@ -27,10 +29,11 @@ pytestmark = pytest.mark.integration
 def _allowed_cpus(inv: Inventory, node_name: str) -> list[int]:
     """The Cpus_allowed_list of a process started in ``node_name``'s benchmark container."""
     lines: list[str] = []
-    code = containers.exec_in_container(
+    code = container_exec.exec_in_container(
         inv,
         inv.node(node_name),
         ["grep", "Cpus_allowed_list", "/proc/self/status"],
+        container=container_name(inv, inv.node(node_name)),
         env=None,
         timeout_s=60,
         on_line=lines.append,
@@ -50,7 +53,7 @@ def test_benchmark_containers_are_limited_to_their_nodes_disjoint_equal_shares(c
         used = [cpu for s in shares.values() for cpu in s]
         assert len(used) == len(set(used)), f"nodes share CPUs: {shares}"
 
-    containers.up(cluster, effective_image_ref(cluster), ready_timeout_s=60)
+    lifecycle.up(cluster, effective_image_ref(cluster), ready_timeout_s=60)
     for node in cluster.nodes:
         assert _allowed_cpus(cluster, node.name) == shares[node.name]
 
@@ -58,7 +61,7 @@ def test_benchmark_containers_are_limited_to_their_nodes_disjoint_equal_shares(c
 def test_a_one_node_run_uses_exactly_its_nodes_share(
     cluster: Inventory, sandbox2: Sandbox, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    containers.up(cluster, effective_image_ref(cluster), ready_timeout_s=60)
+    lifecycle.up(cluster, effective_image_ref(cluster), ready_timeout_s=60)
     tiny = ["--steps", "1", "--warmup-steps", "0", "--batch-size", "2", "--image-size", "32"]
     code = main(
         [

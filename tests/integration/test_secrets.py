@@ -17,13 +17,13 @@ from pathlib import Path
 import docker
 import pytest
 
-from clusterctl import containers
 from clusterctl.cli import main
-from clusterctl.cluster_keys import node_ssh_dir
+from clusterctl.containers import lifecycle
+from clusterctl.hosts.cluster_keys import node_ssh_dir
 from clusterctl.hosts.docker_remote import docker_client
+from clusterctl.hosts.sshkeys import ensure_keypair
 from clusterctl.image.render import CONTAINER_SSH_DIR
 from clusterctl.inventory import Inventory
-from clusterctl.sshkeys import ensure_keypair
 from tests.integration.conftest import Sandbox
 
 pytestmark = pytest.mark.integration
@@ -119,7 +119,7 @@ def test_no_private_key_in_any_output_and_keys_are_private(
             raise RuntimeError("injected crash after the keys were read")
 
         with monkeypatch.context() as patched:
-            patched.setattr(containers, "status", crash)
+            patched.setattr(lifecycle, "status", crash)
             assert cli("status", *inv) == 1
         assert "crash-" in outputs[f"status {' '.join(inv)}"]
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from clusterctl import containers
 from clusterctl.cli import main
+from clusterctl.containers import lifecycle
 from clusterctl.image.build import effective_image_ref
 from clusterctl.inventory import Inventory
 from tests.integration.conftest import benchmark_containers
@@ -31,7 +31,7 @@ def test_dry_run_shows_start_then_keep_and_changes_nothing(
         assert f"  docker run -d --name {name}-{node.name} " in out
     assert benchmark_containers(cluster) == {node.name: [] for node in cluster.nodes}
 
-    containers.up(cluster, effective_image_ref(cluster), ready_timeout_s=60)
+    lifecycle.up(cluster, effective_image_ref(cluster), ready_timeout_s=60)
     before = benchmark_containers(cluster)
     assert main(["up", *inv, "--dry-run"]) == 0
     out = capsys.readouterr().out

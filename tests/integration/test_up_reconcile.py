@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from clusterctl import containers
 from clusterctl.cli import main
-from clusterctl.cluster_keys import node_ssh_dir
-from clusterctl.container_plan import user_processes
+from clusterctl.containers import lifecycle
+from clusterctl.containers.plan import user_processes
+from clusterctl.hosts.cluster_keys import node_ssh_dir
 from clusterctl.hosts.docker_remote import docker_client
 from clusterctl.hosts.ssh import connect, run
 from clusterctl.image.build import effective_image_ref
@@ -64,7 +64,7 @@ def _shm_size(inv: Inventory, container_id: str) -> int:
 
 
 def test_second_up_is_a_no_op(cluster: Inventory, sandbox2, capsys: pytest.CaptureFixture[str]) -> None:
-    first = containers.up(cluster, effective_image_ref(cluster), ready_timeout_s=60)
+    first = lifecycle.up(cluster, effective_image_ref(cluster), ready_timeout_s=60)
     assert {o.action for o in first.values()} == {"started"}
     before, files = benchmark_containers(cluster), _ssh_dir_stat(cluster)
     assert all(state == "running" for found in before.values() for _, state in found)
@@ -83,7 +83,7 @@ def test_running_container_that_differs_is_refused_unless_forced(
     cluster: Inventory, sandbox2, capsys: pytest.CaptureFixture[str]
 ) -> None:
     image_ref = effective_image_ref(cluster)
-    containers.up(cluster, image_ref, ready_timeout_s=60)
+    lifecycle.up(cluster, image_ref, ready_timeout_s=60)
     before, files = benchmark_containers(cluster), _ssh_dir_stat(cluster)
     primary_id = before[cluster.primary.name][0][0]
     _start_long_process(cluster, primary_id)
@@ -91,8 +91,8 @@ def test_running_container_that_differs_is_refused_unless_forced(
         update={"container": cluster.container.model_copy(update={"shm_size": "256m"})}
     )
 
-    with pytest.raises(containers.UpConflict) as refused:
-        containers.up(changed, image_ref, ready_timeout_s=60)
+    with pytest.raises(lifecycle.UpConflict) as refused:
+        lifecycle.up(changed, image_ref, ready_timeout_s=60)
     message = str(refused.value)
     for node in cluster.nodes:
         assert (
@@ -105,7 +105,7 @@ def test_running_container_that_differs_is_refused_unless_forced(
     assert _ssh_dir_stat(cluster) == files
     assert _primary_programs(cluster, primary_id) == ["python3"]  # the benchmark was not touched
 
-    forced = containers.up(changed, image_ref, ready_timeout_s=60, force_recreate=True)
+    forced = lifecycle.up(changed, image_ref, ready_timeout_s=60, force_recreate=True)
     assert {o.action for o in forced.values()} == {"replaced"}
     after = benchmark_containers(cluster)
     for node in cluster.nodes:
@@ -122,7 +122,7 @@ def test_running_container_that_differs_is_refused_unless_forced(
 
 def test_exited_container_is_replaced_without_force(cluster: Inventory) -> None:
     image_ref = effective_image_ref(cluster)
-    containers.up(cluster, image_ref, ready_timeout_s=60)
+    lifecycle.up(cluster, image_ref, ready_timeout_s=60)
     before = benchmark_containers(cluster)
     stopped, running = cluster.secondaries[0], cluster.primary
     client = docker_client(cluster, stopped)
@@ -130,7 +130,7 @@ def test_exited_container_is_replaced_without_force(cluster: Inventory) -> None:
     client.close()
 
     events: list[tuple[str, str]] = []
-    outcomes = containers.up(
+    outcomes = lifecycle.up(
         cluster, image_ref, ready_timeout_s=60, on_event=lambda node, msg: events.append((node, msg))
     )
     assert outcomes[stopped.name].action == "replaced" and outcomes[running.name].action == "kept"

@@ -15,11 +15,11 @@ import docker
 import pytest
 from ruamel.yaml import YAML
 
-from clusterctl.hosts.playbook import Step, load_playbook, render_step, select_steps
-from clusterctl.hosts.provision import provision, run_step_on_host
 from clusterctl.hosts.ssh import connect
 from clusterctl.inventory import load_inventory
 from clusterctl.paths import data_dir
+from clusterctl.provision.executor import provision, run_step_on_host
+from clusterctl.provision.playbook import Step, load_playbook, render_step, select_steps
 from clusterctl.yamlio import load_yaml
 
 pytestmark = pytest.mark.integration

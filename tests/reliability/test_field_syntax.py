@@ -20,12 +20,12 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
-from clusterctl.container_plan import container_flags, container_spec, docker_run_kwargs
+from clusterctl.containers.plan import container_flags, container_spec, docker_run_kwargs
 from clusterctl.errors import InventoryError
-from clusterctl.hosts.provision import hosts_lines
 from clusterctl.inventory import validate_document
 from clusterctl.inventory.types import sbatch_option_problem
 from clusterctl.launch import plan_run
+from clusterctl.provision.plan import hosts_lines
 from clusterctl.slurm.script import plan_batch
 from tests.reliability.hostile import BASE, assert_one_paragraph_refusal, reproducible, validate
 

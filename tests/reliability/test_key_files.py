@@ -11,7 +11,7 @@ import stat
 from pathlib import Path
 
 import clusterctl
-from clusterctl.sshkeys import ensure_keypair
+from clusterctl.hosts.sshkeys import ensure_keypair
 
 PACKAGE = Path(clusterctl.__file__).parent
 WRITER = PACKAGE / "hosts" / "sftp.py"
@@ -51,10 +51,10 @@ def test_every_writer_caller_is_a_node_upload() -> None:
         if path != WRITER and "write_file(" in path.read_text()
     )
     assert callers == [
-        "cluster_keys.py",
-        "hosts/provision.py",
+        "hosts/cluster_keys.py",
         "image/registry_node.py",
         "launchers/slurm.py",
+        "provision/executor.py",
     ]
 
 

@@ -1,4 +1,5 @@
-"""The benchmark containers on the nodes: up, down, status and exec (their spec: ``container_plan``).
+"""The benchmark containers on the nodes: up, down and status (their spec: ``containers.plan``; the sshd
+login gate: ``containers.gate``; exec in a container: ``clusterctl.hosts.container_exec``).
 
 The whitepaper's appendix starts one container per node by hand: secondaries first, running
 ``sshd -p 50000; sleep infinity``, then the primary, which runs mpirun. The image's default command is
@@ -20,21 +21,18 @@ Containers are found again by their labels, never by image.
 from __future__ import annotations
 
 import contextlib
-import logging
 import shlex
 import threading
 import time
-import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import docker
 import docker.errors
-import paramiko
 from docker.models.containers import Container
 
-from clusterctl.cluster_keys import ClusterKeys, ensure_cluster_keys, node_ssh_dir, push_ssh_dir
-from clusterctl.container_plan import (
+from clusterctl.containers.gate import LOGIN_ATTEMPT_TIMEOUT_S, SshdNotReady, sshd_login, wait_for_sshd
+from clusterctl.containers.plan import (
     CLUSTER_LABEL,
     LIVE_STATES,
     NODE_LABEL,
@@ -42,37 +40,26 @@ from clusterctl.container_plan import (
     Action,
     Found,
     conflict_message,
-    container_name,
     container_spec,
     decide,
     difference,
+    docker_run_argv,
     docker_run_kwargs,
     missing_mounts_message,
     mount_probe,
     mount_sources,
     parse_mount_probe,
+    plan_line,
     spec_hash,
     ssh_material,
     user_processes,
 )
-from clusterctl.errors import ClusterctlError, InputError, RunFailed, StepError
-from clusterctl.hosts.docker_remote import docker_client
+from clusterctl.errors import ClusterctlError, InputError, StepError
+from clusterctl.hosts.cluster_keys import ClusterKeys, ensure_cluster_keys, node_ssh_dir, push_ssh_dir
+from clusterctl.hosts.docker_remote import DOCKER_CALL_TIMEOUT_S, docker_client, node_engine
 from clusterctl.hosts.ssh import CommandResult, connect, fan_out, run
 from clusterctl.interrupts import sigterm_interrupts
 from clusterctl.inventory import Inventory, Node
-
-# paramiko logs a traceback for every refused banner; the readiness gate reports the reason itself.
-logging.getLogger("paramiko").addHandler(logging.NullHandler())
-
-# The user mpirun logs in as between containers (the image's sshd permits key-only root login).
-CONTAINER_USER = "root"
-# Seconds one docker API call on a node may take (create, start, remove, inspect).
-DOCKER_CALL_TIMEOUT_S = 60
-# One SSH login attempt at a container's sshd: connect, banner, auth, `true`.
-LOGIN_ATTEMPT_TIMEOUT_S = 5.0
-# Backoff between readiness attempts: first wait, growth factor, longest wait.
-BACKOFF_FIRST_S, BACKOFF_FACTOR, BACKOFF_MAX_S = 0.25, 2.0, 4.0
-
 
 # --------------------------------------------------------------------------- per-node outcomes
 
@@ -109,17 +96,6 @@ def _describe(failed: dict[str, NodeOutcome]) -> str:
     return "; ".join(f"{name}: {o.error}" for name, o in failed.items())
 
 
-@contextlib.contextmanager
-def _node_client(
-    inventory: Inventory, node: Node, timeout_s: int = DOCKER_CALL_TIMEOUT_S
-) -> Iterator[docker.DockerClient]:
-    client = docker_client(inventory, node, timeout_s=timeout_s)
-    try:
-        yield client
-    finally:
-        client.close()
-
-
 def _ours(client: docker.DockerClient, inventory: Inventory, node: Node | None = None) -> list[Container]:
     """This cluster's containers on a node's engine (of one node only, when given)."""
     labels = [f"{CLUSTER_LABEL}={inventory.cluster.name}"]
@@ -130,7 +106,7 @@ def _ours(client: docker.DockerClient, inventory: Inventory, node: Node | None =
 
 def _remove_ours(inventory: Inventory, node: Node) -> NodeOutcome:
     try:
-        with _node_client(inventory, node) as client:
+        with node_engine(inventory, node) as client:
             removed = []
             for container in _ours(client, inventory, node):
                 container.remove(force=True)
@@ -138,84 +114,6 @@ def _remove_ours(inventory: Inventory, node: Node) -> NodeOutcome:
     except (ClusterctlError, docker.errors.DockerException, OSError) as exc:
         return NodeOutcome(node.name, error=str(exc))
     return NodeOutcome(node.name, f"removed {', '.join(removed)}" if removed else "nothing to remove")
-
-
-# --------------------------------------------------------------------------- readiness
-
-
-def sshd_login(
-    inventory: Inventory, keys: ClusterKeys, node: Node, timeout_s: float = LOGIN_ATTEMPT_TIMEOUT_S
-) -> str | None:
-    """One SSH login at ``node``'s container sshd with the cluster key, running ``true``, within ``timeout_s``.
-
-    The container host key is checked against the cluster's known_hosts (unknown keys are refused).
-    Returns None when the login worked, else the reason it did not.
-    """
-    client = paramiko.SSHClient()
-    client.load_host_keys(str(keys.known_hosts))
-    client.set_missing_host_key_policy(paramiko.RejectPolicy())
-    try:
-        client.connect(
-            node.address,
-            port=inventory.container.sshd_port,
-            username=CONTAINER_USER,
-            key_filename=str(keys.client_key),
-            look_for_keys=False,
-            allow_agent=False,
-            timeout=timeout_s,
-            banner_timeout=timeout_s,
-            auth_timeout=timeout_s,
-        )
-        _, stdout, _ = client.exec_command("true", timeout=timeout_s)
-        code = stdout.channel.recv_exit_status()
-        return None if code == 0 else f"`true` exited {code}"
-    except (paramiko.SSHException, OSError, EOFError) as exc:
-        return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    finally:
-        client.close()
-
-
-def _exited_reason(container: Container) -> str | None:
-    """Why the container is no longer running (its state and log tail), or None while it runs."""
-    container.reload()
-    if container.status in ("created", "running", "restarting"):
-        return None
-    logs = container.logs(tail=5).decode(errors="replace").strip().replace("\n", " | ")
-    return f"container {container.status} (exit {container.attrs['State'].get('ExitCode')}): {logs or 'no output'}"
-
-
-def wait_ready(
-    inventory: Inventory,
-    keys: ClusterKeys,
-    node: Node,
-    container: Container,
-    *,
-    deadline: float,
-    abort: threading.Event,
-) -> NodeOutcome:
-    """Retry an SSH login at ``node``'s container sshd with exponential backoff until ``deadline``.
-
-    Stops early when the container has exited (its log tail is the reason) or ``abort`` is set.
-    """
-    where = f"{node.address}:{inventory.container.sshd_port}"
-    start, delay, attempts = time.monotonic(), BACKOFF_FIRST_S, 0
-    while True:
-        attempts += 1
-        remaining = max(deadline - time.monotonic(), 0.5)
-        reason = sshd_login(inventory, keys, node, min(LOGIN_ATTEMPT_TIMEOUT_S, remaining))
-        if reason is None:
-            return NodeOutcome(node.name, f"sshd answered on {where} after {time.monotonic() - start:.1f} s")
-        exited = _exited_reason(container)
-        if exited:
-            return NodeOutcome(node.name, error=f"sshd on {where} cannot answer: {exited}")
-        if abort.is_set() or time.monotonic() + delay > deadline:
-            return NodeOutcome(
-                node.name,
-                error=f"sshd on {where} did not answer an SSH login with the cluster key within "
-                f"{time.monotonic() - start:.0f} s ({attempts} attempts; last: {reason})",
-            )
-        abort.wait(delay)
-        delay = min(delay * BACKOFF_FACTOR, BACKOFF_MAX_S)
 
 
 # --------------------------------------------------------------------------- up / down / status
@@ -293,7 +191,7 @@ class _UpRun:
     def inspect(self, node: Node) -> Found | NodeOutcome:
         """Find the node's container and decide what to do with it, changing nothing (errors as outcomes)."""
         try:
-            with _node_client(self.inventory, node) as client:
+            with node_engine(self.inventory, node) as client:
                 try:
                     image_id = client.images.get(self.image_ref).id
                 except docker.errors.ImageNotFound:
@@ -359,7 +257,7 @@ class _UpRun:
             with connect(self.inventory, node) as conn:
                 push_ssh_dir(conn, self.inventory, self.keys, node)
             self.owned.add(node.name)
-            with _node_client(self.inventory, node) as client:
+            with node_engine(self.inventory, node) as client:
                 for container in _ours(client, self.inventory, node):
                     container.remove(force=True)
         except (ClusterctlError, docker.errors.DockerException, OSError) as exc:
@@ -392,9 +290,13 @@ class _UpRun:
             except docker.errors.DockerException as exc:
                 return NodeOutcome(node.name, error=f"cannot start {plan.name}: {exc}")
             self.on_event(node.name, f"{found.summary()}; waiting for its sshd")
-            outcome = wait_ready(
-                self.inventory, self.keys, node, container, deadline=deadline, abort=self.abort
-            )
+            try:
+                detail = wait_for_sshd(
+                    self.inventory, self.keys, node, container, deadline=deadline, abort=self.abort
+                )
+                outcome = NodeOutcome(node.name, detail)
+            except SshdNotReady as exc:
+                outcome = NodeOutcome(node.name, error=str(exc))
         self.on_event(node.name, outcome.detail if outcome.ok else f"FAILED: {outcome.error}")
         outcome.action = found.verb
         return outcome
@@ -479,18 +381,59 @@ def up(
     return outcomes
 
 
-def plan_up(
-    inventory: Inventory, image_ref: str, *, force_recreate: bool = False
-) -> dict[str, Found | NodeOutcome]:
-    """What ``up`` would do on each node, from the same read-only survey ``up`` starts with.
+@dataclass(frozen=True)
+class NodeUpPlan:
+    """What ``up`` would do on one node: the plan line, and the ``docker run`` argv of what it would start."""
+
+    node: str
+    role: str
+    what: str  # ``plan_line`` of the node's container, or why the node could not be asked
+    docker_run: list[str] | None = None  # set where up would start (or replace) the container
+
+    def lines(self) -> list[str]:
+        """The node as ``up --dry-run`` shows it: its plan line, then its ``docker run`` line if any."""
+        lines = [f"{self.node} ({self.role}): {self.what}"]
+        if self.docker_run is not None:
+            lines.append(f"  {shlex.join(self.docker_run)}")
+        return lines
+
+
+@dataclass(frozen=True)
+class UpPlan:
+    """What ``up`` would do on every node (secondaries first, then the primary), and why it would stop."""
+
+    nodes: list[NodeUpPlan]
+    refusal: ClusterctlError | None  # see ``up_refusal``; None: up would go on
+
+    def lines(self) -> list[str]:
+        """Every node's lines, in the order ``up`` starts them."""
+        return [line for node in self.nodes for line in node.lines()]
+
+
+def up_plan_of(survey: dict[str, Found | NodeOutcome], inventory: Inventory, image_ref: str) -> UpPlan:
+    """The plan ``up --dry-run`` shows, from a read-only survey (pure)."""
+    nodes = []
+    for node in [*inventory.secondaries, inventory.primary]:
+        found = survey[node.name]
+        if not isinstance(found, Found):
+            nodes.append(NodeUpPlan(node.name, node.role, f"unknown ({found.error})"))
+            continue
+        starts = found.action is Action.REPLACE
+        argv = docker_run_argv(container_spec(inventory, node, image_ref)) if starts else None
+        nodes.append(NodeUpPlan(node.name, node.role, plan_line(found), argv))
+    return UpPlan(nodes, up_refusal(survey, inventory))
+
+
+def plan_up(inventory: Inventory, image_ref: str, *, force_recreate: bool = False) -> UpPlan:
+    """What ``up`` would do on each node, from the same read-only survey ``up`` starts with (``up --dry-run``).
 
     Nothing changes on any node; the cluster's SSH keys are created on this machine if missing (the
-    spec hash covers their public halves). ``up_refusal`` of the result says whether ``up`` would stop.
+    spec hash covers their public halves). The plan's ``refusal`` says whether ``up`` would stop.
     """
     run = _UpRun(
         inventory, ensure_cluster_keys(inventory), image_ref, 0.0, lambda node, message: None, force_recreate
     )
-    return run.survey()
+    return up_plan_of(run.survey(), inventory, image_ref)
 
 
 def down(inventory: Inventory) -> dict[str, NodeOutcome]:
@@ -501,8 +444,8 @@ def down(inventory: Inventory) -> dict[str, NodeOutcome]:
 
 
 @dataclass
-class NodeStatus:
-    """One node as ``clusterctl status`` sees it. ``error`` is set when the node could not be asked."""
+class ContainerStatus:
+    """A node's benchmark container as ``clusterctl status`` sees it; ``error``: the node could not be asked."""
 
     node: str
     role: str
@@ -523,14 +466,14 @@ class NodeStatus:
         )
 
 
-def status(inventory: Inventory, image_ref: str) -> dict[str, NodeStatus]:
+def status(inventory: Inventory, image_ref: str) -> dict[str, ContainerStatus]:
     """Per node: image present (its ID), container state, whether its sshd answers a cluster-key login."""
     keys = ensure_cluster_keys(inventory)
 
-    def one(node: Node) -> NodeStatus:
-        result = NodeStatus(node.name, node.role)
+    def one(node: Node) -> ContainerStatus:
+        result = ContainerStatus(node.name, node.role)
         try:
-            with _node_client(inventory, node) as client:
+            with node_engine(inventory, node) as client:
                 with contextlib.suppress(docker.errors.ImageNotFound):
                     result.image_id = client.images.get(image_ref).id
                 containers = _ours(client, inventory, node)
@@ -546,127 +489,8 @@ def status(inventory: Inventory, image_ref: str) -> dict[str, NodeStatus]:
 
     results = fan_out(inventory.nodes, one, deadline_s=DOCKER_CALL_TIMEOUT_S + LOGIN_ATTEMPT_TIMEOUT_S * 4)
     return {
-        name: r if isinstance(r, NodeStatus) else NodeStatus(name, inventory.node(name).role, error=r.error)
+        name: r
+        if isinstance(r, ContainerStatus)
+        else ContainerStatus(name, inventory.node(name).role, error=r.error)
         for name, r in results.items()
     }
-
-
-# --------------------------------------------------------------------------- exec in a container
-
-
-# The in-container `timeout` fires this long after the controller's own deadline (which normally wins).
-BACKSTOP_GRACE_S = 30
-
-
-class ExecTimedOut(RunFailed):
-    """A command run with ``exec_in_container`` passed its timeout and was killed."""
-
-
-def _exec_wrapper(argv: Sequence[str], pid_file: str, timeout_s: float) -> list[str]:
-    """``argv`` in its own session (so one kill reaches all its children), with its pid recorded and
-    ``timeout`` as a backstop in the container should the controller vanish."""
-    script = 'echo $$ > "$0"; exec timeout -k 10 "$1" "${@:2}"'
-    return ["setsid", "--wait", "bash", "-c", script, pid_file, f"{timeout_s + BACKSTOP_GRACE_S:g}", *argv]
-
-
-def _kill_session(inventory: Inventory, node: Node, container_id: str, pid_file: str) -> str | None:
-    """TERM, then KILL after 5 s, the process group whose leader's pid is in ``pid_file``.
-
-    Over a fresh connection: the one that carried a long exec stream may be dead (see
-    ``exec_in_container``), and a kill sent on it was lost without a word: a run past its timeout
-    was reported killed while mpirun and every rank went on. Returns why the kill failed, or None.
-    """
-    script = (
-        f'p=$(cat {shlex.quote(pid_file)} 2>/dev/null) || exit 0; kill -TERM -- -"$p" 2>/dev/null; '
-        f'for _ in 1 2 3 4 5; do kill -0 -- -"$p" 2>/dev/null || exit 0; sleep 1; done; kill -KILL -- -"$p"'
-    )
-    try:
-        with _node_client(inventory, node) as client:
-            exec_id = client.api.exec_create(container_id, ["bash", "-c", script])["Id"]
-            client.api.exec_start(exec_id)
-            code = client.api.exec_inspect(exec_id)["ExitCode"]
-    except (ClusterctlError, docker.errors.DockerException, OSError) as exc:
-        return str(exc)
-    return None if code == 0 else f"the kill exited {code}"
-
-
-def exec_in_container(
-    inventory: Inventory,
-    node: Node,
-    argv: list[str],
-    *,
-    env: dict[str, str] | None,
-    timeout_s: float,
-    on_line: Callable[[str], None],
-) -> int:
-    """Run ``argv`` in ``node``'s benchmark container, streaming its output lines; return its exit code.
-
-    stdout and stderr arrive interleaved, one ``on_line`` call per line (without the newline). The
-    command runs in its own session in the container; on timeout or Ctrl-C that whole session is
-    killed (TERM, then KILL) before this returns.
-
-    Raises:
-        ExecTimedOut: the command ran past ``timeout_s`` (it has been killed).
-        StepError: the node's benchmark container is not there (run ``clusterctl up``).
-        ConnectError: the node's engine is not reachable.
-        KeyboardInterrupt: re-raised after the command was killed.
-    """
-    pid_file = f"/tmp/clusterctl-exec-{uuid.uuid4().hex}.pid"
-    client = docker_client(inventory, node, timeout_s=int(timeout_s) + DOCKER_CALL_TIMEOUT_S)
-    with contextlib.closing(client):
-        try:
-            container = client.containers.get(container_name(inventory, node))
-        except docker.errors.NotFound:
-            raise StepError(
-                f"{node.name}: no benchmark container {container_name(inventory, node)}. Fix: run `clusterctl up`."
-            ) from None
-        exec_id = client.api.exec_create(
-            container.id,
-            _exec_wrapper(argv, pid_file, timeout_s),
-            environment=env or {},
-            stdout=True,
-            stderr=True,
-        )["Id"]
-        stream = client.api.exec_start(exec_id, stream=True)
-        failure: list[BaseException] = []
-
-        def pump() -> None:
-            buffer = b""
-            try:
-                for chunk in stream:
-                    buffer += chunk
-                    *lines, buffer = buffer.split(b"\n")
-                    for line in lines:
-                        on_line(line.decode(errors="replace").rstrip("\r"))
-                if buffer:
-                    on_line(buffer.decode(errors="replace"))
-            except Exception as exc:
-                failure.append(exc)
-
-        reader = threading.Thread(target=pump, name=f"clusterctl-exec-{node.name}", daemon=True)
-        reader.start()
-        deadline = time.monotonic() + timeout_s
-        try:
-            while reader.is_alive() and time.monotonic() < deadline:
-                reader.join(min(0.5, max(deadline - time.monotonic(), 0)))
-        except KeyboardInterrupt:
-            _kill_session(inventory, node, container.id, pid_file)
-            raise
-        if reader.is_alive():
-            failed = _kill_session(inventory, node, container.id, pid_file)
-            outcome = "was killed" if failed is None else f"could NOT be killed ({failed}); it may still run"
-            raise ExecTimedOut(f"{node.name}: {shlex.join(argv)} ran past {timeout_s:g} s and {outcome}.")
-        if failure:
-            raise StepError(f"{node.name}: output stream of {shlex.join(argv)} broke: {failure[0]}")
-    # A fresh connection for the calls after the stream: on the one that carried a long exec, the
-    # next request failed with "Socket is closed" (paramiko) once the ranks had finished (seen twice
-    # on the loaded sandbox, after 10-minute runs), turning a finished benchmark into a crash. The
-    # pool's retry of a request whose reused channel closed under it (hosts/docker_remote.py) covers
-    # the GET below but not the POST that creates the `rm` exec, which is never sent twice; and the
-    # kill above must use a new SSH session anyway (test_exec_kill freezes the stream's session, on
-    # which any new channel would hang too). So both keep their fresh connection.
-    with _node_client(inventory, node) as after:
-        with contextlib.suppress(docker.errors.DockerException):
-            after.api.exec_start(after.api.exec_create(container.id, ["rm", "-f", pid_file])["Id"])
-        code = after.api.exec_inspect(exec_id)["ExitCode"]
-    return int(code) if code is not None else -1

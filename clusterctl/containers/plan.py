@@ -28,10 +28,10 @@ from typing import Any, TypedDict
 from docker.types import DeviceRequest, Mount, Ulimit
 from pydantic import BaseModel, Field
 
-from clusterctl.cluster_keys import ClusterKeys, node_ssh_dir
+from clusterctl.hosts.cluster_keys import ClusterKeys, node_ssh_dir
+from clusterctl.hosts.sshkeys import fingerprint, public_key_of
 from clusterctl.image.render import CONTAINER_SSH_DIR
 from clusterctl.inventory import Inventory, Node
-from clusterctl.sshkeys import fingerprint, public_key_of
 
 CLUSTER_LABEL = "io.clusterctl.cluster"
 NODE_LABEL = "io.clusterctl.node"

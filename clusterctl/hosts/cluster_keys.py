@@ -20,9 +20,9 @@ from pathlib import Path
 import fabric
 
 from clusterctl.hosts.sftp import write_file
+from clusterctl.hosts.sshkeys import append_known_hosts, ensure_keypair, known_hosts_line
 from clusterctl.inventory import Inventory, Node
 from clusterctl.paths import cluster_state_dir
-from clusterctl.sshkeys import append_known_hosts, ensure_keypair, known_hosts_line
 
 HOST_KEY = "ssh_host_ed25519_key"
 CLIENT_KEY = "id_ed25519"

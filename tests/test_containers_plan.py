@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterctl.cluster_keys import ensure_cluster_keys
-from clusterctl.container_plan import (
+from clusterctl.containers.plan import (
     Action,
     DockerTop,
     Found,
@@ -21,6 +20,7 @@ from clusterctl.container_plan import (
     ssh_material,
     user_processes,
 )
+from clusterctl.hosts.cluster_keys import ensure_cluster_keys
 from clusterctl.inventory import Inventory, load_inventory
 from clusterctl.paths import data_dir
 

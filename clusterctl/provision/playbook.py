@@ -149,7 +149,7 @@ class RenderedStep:
 def render_step(step: Step, node: Node, context: dict[str, Any]) -> RenderedStep:
     """Evaluate ``when`` and render the step's commands for ``node`` (pure).
 
-    ``context`` holds ``inv`` and ``cluster`` (see ``clusterctl.hosts.provision.step_context``).
+    ``context`` holds ``inv`` and ``cluster`` (see ``clusterctl.provision.plan.step_context``).
     """
     env = _environment()
     values = {**context, "node": node}
@@ -191,7 +191,7 @@ def select_steps(playbook: Playbook, wanted: list[str]) -> list[Step]:
     return [s for s in playbook.steps if not wanted or s.name in wanted]
 
 
-def select_nodes(inventory: Inventory, limit: str | None) -> list[Node]:
+def nodes_in_limit(inventory: Inventory, limit: str | None) -> list[Node]:
     """The nodes named in ``--limit`` (comma-separated), or all.
 
     Raises:

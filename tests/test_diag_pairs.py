@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from clusterctl.pairs import all_pairs, halving_search, judge, slow_nodes
+from clusterctl.diagnostics.pairs import all_pairs, halving_search, judge, slow_nodes
 
 
 def test_one_noisy_sample_does_not_condemn_a_group() -> None:
