@@ -259,13 +259,28 @@ def report(
         "--wide",
         help="Every column, however wide (by default columns are left out to fit the terminal).",
     ),
+    rebuild: bool = typer.Option(
+        False,
+        "--rebuild-index",
+        help="First write history.sqlite (the index of the run directories) anew from the run directories' "
+        "result.json files. The report reads those files either way.",
+    ),
 ) -> int:
     """Per configuration: devices, img/s median and spread, speedup, efficiency, references."""
-    from clusterctl.results.history import history_path
     from clusterctl.results.report import report_csv, report_of
 
     csv_file = output_file(csv_file, "--csv") if csv_file else None
     plot_file = output_file(plot_file, "--plot", suffix=".png") if plot_file else None
+    if rebuild:
+        from clusterctl.results.history import history_path, rebuild_index
+
+        indexed = rebuild_index(runs_dir)
+        if runs_dir.is_dir():  # else nothing was written: the report says no runs are recorded
+            err_console.print(
+                safe_text(f"{history_path(runs_dir)}: indexed {indexed} run directories"),
+                markup=False,
+                highlight=False,
+            )
     rows, skipped = report_of(runs_dir)
     _warn_skipped(skipped)
     if csv_file:
@@ -279,14 +294,16 @@ def report(
     if as_json:
         print_json([r.model_dump(mode="json") for r in rows])
     elif not rows:
-        console.print(f"no runs recorded in {history_path(runs_dir)} yet; `clusterctl run` records them")
+        console.print(
+            safe_text(f"no runs recorded in {runs_dir} yet; `clusterctl run` records them"), markup=False
+        )
     else:
         print_report(rows, console, wide=wide)
     return 0
 
 
 def _warn_skipped(skipped: list[str]) -> None:
-    """One warning naming the history rows (or the file) the report left out, at most five of them."""
+    """One warning naming the run directories (or the index) the report left out, at most five of them."""
     if skipped:
         more = f"; and {len(skipped) - 5} more" if len(skipped) > 5 else ""
         warn(f"{len(skipped)} history entries left out of the report: {'; '.join(skipped[:5])}{more}")
