@@ -11,7 +11,7 @@ import pytest
 
 from clusterctl.inventory import load_inventory
 from clusterctl.launch import build_plan, run_options
-from clusterctl.results.fabric import CPU_TRANSPORT, prove_fabric
+from clusterctl.results.nccl_log_proof import CPU_TRANSPORT, prove_fabric
 from clusterctl.results.record import judge_run, read_record, write_run_dir
 from clusterctl.workloads import get_workload
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from clusterctl.cli import main
 from clusterctl.cli.common import safe_text
-from clusterctl.results.fabric import FabricProof
+from clusterctl.results.nccl_log_proof import FabricProof
 from clusterctl.results.record import RunConfig, RunRecord
 from clusterctl.workloads.base import Metric
 from tests.reliability.hostile import BASE, reproducible
