@@ -16,9 +16,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from clusterctl.cli import main
-from clusterctl.cli.common import safe_text
 from clusterctl.results.nccl_log_proof import FabricProof
 from clusterctl.results.record import RunConfig, RunRecord
+from clusterctl.terminal import safe_text
 from clusterctl.workloads.base import Metric
 from tests.reliability.hostile import BASE, reproducible
 from tests.rundirs import record_run

@@ -11,11 +11,11 @@ import pytest
 from rich.console import Console
 
 from clusterctl.cli import main
-from clusterctl.cli.run import print_report
 from clusterctl.results.predict import predict_throughput
 from clusterctl.results.record import RunRecord
 from clusterctl.results.references import load_references
 from clusterctl.results.report import ReportRow, build_report
+from clusterctl.results.report_table import print_report
 from tests.rundirs import record_run
 from tests.test_report import V100, record
 
