@@ -270,7 +270,8 @@ def report(
     if rebuild:
         from clusterctl.results.history import history_path, rebuild_index
 
-        indexed = rebuild_index(runs_dir)
+        with writing(history_path(runs_dir), "--rebuild-index"):
+            indexed = rebuild_index(runs_dir)
         if runs_dir.is_dir():  # else nothing was written: the report says no runs are recorded
             err_console.print(
                 safe_text(f"{history_path(runs_dir)}: indexed {indexed} run directories"),

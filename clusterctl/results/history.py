@@ -20,6 +20,7 @@ records).
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
 import stat
@@ -183,10 +184,10 @@ def load_runs(runs_dir: Path) -> History:
     """
     _check(runs_dir)
     history = History()
-    db = history_path(runs_dir)
-    index = _read_index(db)
     if not runs_dir.exists():
         return history
+    db = history_path(runs_dir)
+    index = _read_index(db)
     found = _run_directories(runs_dir)
     if _current(index, found):
         history.index = "current"
@@ -256,6 +257,7 @@ def rebuild_index(runs_dir: Path) -> int:
 
     Raises:
         InputError: as ``load_runs``.
+        OSError: the index cannot be written there (no permission, a full disk: SQLite's error too).
     """
     _check(runs_dir)
     if not runs_dir.exists():
@@ -271,8 +273,10 @@ def rebuild_index(runs_dir: Path) -> int:
             conn.execute(f"PRAGMA user_version = {INDEX_VERSION}")
         _set_aside(db, _read_index(db))
         os.replace(temporary, db)
-    except BaseException:
+    except BaseException as exc:
         Path(temporary).unlink(missing_ok=True)
+        if isinstance(exc, sqlite3.Error):
+            raise OSError(errno.EIO, f"SQLite: {_first_line(exc)}") from exc
         raise
     return len(rows)
 
