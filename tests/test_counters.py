@@ -31,7 +31,7 @@ from clusterctl.results.counters import (
     floor_bytes_per_node,
     prove_counters,
 )
-from clusterctl.results.fabric import in_network_reduction
+from clusterctl.results.nccl_log_proof import in_network_reduction
 from clusterctl.results.record import RunRecord, judge_run
 from clusterctl.runner import ExecResult, run_benchmark
 from clusterctl.workloads import get_workload

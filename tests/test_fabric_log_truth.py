@@ -12,7 +12,7 @@ from clusterctl.diagnostics.rules_node import peermem_rules
 from clusterctl.findings import Finding
 from clusterctl.inventory import Inventory, load_inventory
 from clusterctl.launch import build_plan, run_options
-from clusterctl.results.fabric import fabric_findings, prove_fabric, settle_snapshot
+from clusterctl.results.nccl_log_proof import fabric_findings, prove_fabric, settle_snapshot
 from clusterctl.results.record import RunRecord, judge_run
 from clusterctl.workloads import get_workload
 from tests.fixtures import fixture_text

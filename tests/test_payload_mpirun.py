@@ -85,7 +85,7 @@ def test_history_and_report_show_the_runs_with_a_speedup(ddp_runs) -> None:
     runs_dir, (one, _), (two, _) = ddp_runs
     with sqlite3.connect(history_path(runs_dir)) as conn:
         assert conn.execute("SELECT COUNT(*) FROM runs WHERE valid = 1").fetchone()[0] == 2
-    rows = build_report(load_runs(history_path(runs_dir)), load_references())
+    rows = build_report(load_runs(runs_dir).runs, load_references())
     by_devices = {row.devices: row for row in rows}
     assert set(by_devices) == {1, 2}
     assert by_devices[1].speedup == pytest.approx(1.0)

@@ -11,7 +11,7 @@ import pytest
 
 from clusterctl.diagnostics.parsers.fabric_counters import PortBytes
 from clusterctl.results.counters import CounterProof, NodeTraffic
-from clusterctl.results.fabric import FabricProof
+from clusterctl.results.nccl_log_proof import FabricProof
 from clusterctl.results.plot import _figure, plot_report
 from clusterctl.results.record import RunConfig, RunRecord
 from clusterctl.results.references import load_references

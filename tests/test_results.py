@@ -1,11 +1,9 @@
-"""Fabric proof, run judgement, run directories and the history, on real logs."""
+"""Fabric proof, run judgement and run directories, on real logs."""
 
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
-from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -13,8 +11,7 @@ import pytest
 
 from clusterctl.inventory import load_inventory
 from clusterctl.launch import build_plan, run_options
-from clusterctl.results.fabric import CPU_TRANSPORT, prove_fabric
-from clusterctl.results.history import add_run, load_runs
+from clusterctl.results.nccl_log_proof import CPU_TRANSPORT, prove_fabric
 from clusterctl.results.record import judge_run, read_record, write_run_dir
 from clusterctl.workloads import get_workload
 
@@ -139,41 +136,3 @@ def test_run_directory_round_trips_and_never_overwrites(tmp_path: Path) -> None:
     assert (first / "output.log").read_text() == log
     assert read_record(first).value == pytest.approx(208.72)
     assert json.loads((first / "spec.json").read_text())["cluster"] == "paper-c4140"
-
-
-def test_history_keeps_every_run_in_order(tmp_path: Path) -> None:
-    log = fixture("tf_cnn_benchmarks/lambda-1x1080ti-tf2.2-resnet50-fp32.txt")
-    _, _, record = _paper_record(log)
-    db = tmp_path / "history.sqlite"
-    assert load_runs(db) == []
-    add_run(db, record, tmp_path / record.run_id)
-    later = record.model_copy(update={"run_id": "b", "started_at": datetime(2026, 2, 1, tzinfo=UTC)})
-    add_run(db, later, tmp_path / "b")
-    assert [r.run_id for r in load_runs(db)] == [record.run_id, "b"]
-
-
-# The runs table as it was before runs recorded their launcher.
-_OLD_SCHEMA = """CREATE TABLE runs (run_id TEXT PRIMARY KEY, started_at TEXT NOT NULL, workload TEXT NOT NULL,
-model TEXT NOT NULL, framework TEXT NOT NULL, precision TEXT NOT NULL, batch_size INTEGER NOT NULL,
-device TEXT NOT NULL, nodes INTEGER NOT NULL, world_size INTEGER NOT NULL, valid INTEGER NOT NULL,
-metric TEXT NOT NULL, value REAL, run_dir TEXT NOT NULL, record TEXT NOT NULL)"""
-
-
-def test_a_history_from_before_launchers_reads_as_ssh_and_takes_new_runs(tmp_path: Path) -> None:
-    log = fixture("tf_cnn_benchmarks/lambda-1x1080ti-tf2.2-resnet50-fp32.txt")
-    _, _, record = _paper_record(log)
-    old = record.model_dump(mode="json")
-    del old["launcher"]  # a result.json written before the field existed
-    db = tmp_path / "history.sqlite"
-    with closing(sqlite3.connect(db)) as conn, conn:
-        conn.execute(_OLD_SCHEMA)
-        values = ["old", "2026-01-01T00:00:00+00:00", "w", "m", "f", "p", 1, "d", 1, 1, 1, "x", 1.0, "/r"]
-        conn.execute("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", (*values, json.dumps(old)))
-    slurm = record.model_copy(update={"run_id": "new", "launcher": "slurm"})
-    add_run(db, slurm, tmp_path / "new")
-    assert [(r.run_id, r.launcher) for r in load_runs(db)] == [(record.run_id, "ssh"), ("new", "slurm")]
-    with closing(sqlite3.connect(db)) as conn:
-        assert conn.execute("SELECT run_id, launcher FROM runs ORDER BY run_id DESC").fetchall() == [
-            ("old", "ssh"),
-            ("new", "slurm"),
-        ]

@@ -11,7 +11,7 @@ import pytest
 from clusterctl.inventory import Inventory, load_inventory
 from clusterctl.launch import LaunchPlan, plan_run
 from clusterctl.paths import data_dir
-from clusterctl.results.history import history_path, load_runs
+from clusterctl.results.history import load_runs
 from clusterctl.results.record import RunRecord
 from clusterctl.results.report import report_of
 from clusterctl.runner import ExecResult, run_benchmark
@@ -56,7 +56,7 @@ def test_each_record_is_handed_over_as_soon_as_it_is_recorded(inventory: Invento
 
     def on_record(record: RunRecord, directory: Path) -> None:
         # The history already holds this run when the caller hears of it.
-        seen.append((record, directory, len(load_runs(history_path(tmp_path)))))
+        seen.append((record, directory, len(load_runs(tmp_path).runs)))
 
     done = _run_failing(inventory, plan, tmp_path, repeats=2, on_record=on_record)
     assert [(r.run_id, d) for r, d, _ in seen] == [(r.run_id, d) for r, d in done]

@@ -19,7 +19,7 @@ from clusterctl.diagnostics.parsers.fabric_counters import NodeCounters, PortByt
 from clusterctl.inventory import FabricSpec, Inventory, load_inventory
 from clusterctl.launch import plan_run
 from clusterctl.paths import data_dir
-from clusterctl.results.history import history_path, load_runs
+from clusterctl.results.history import load_runs
 from clusterctl.runner import ExecResult, run_benchmark
 from clusterctl.slurm.snapshots import (
     COUNTERS_KEY,
@@ -144,6 +144,6 @@ def test_run_benchmark_judges_and_records_what_the_launch_read_in_its_allocation
     assert record.counters.nodes["c1"].sent == 10**12
     assert (directory / "command.txt").read_text() == "#!/bin/bash\nsrun x\n"
     assert json.loads((directory / "result.json").read_text())["launcher"] == "slurm"
-    assert [r.launcher for r in load_runs(history_path(tmp_path))] == ["slurm"]
+    assert [r.launcher for r in load_runs(tmp_path).runs] == ["slurm"]
     assert (directory / "topology" / "c1" / "meta.json").is_file()
     assert (directory / "topology-after" / "c1" / "meta.json").is_file()

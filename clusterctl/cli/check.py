@@ -18,9 +18,9 @@ from clusterctl.cli.common import (
     load,
     markup_safe,
     print_json,
-    safe_text,
 )
 from clusterctl.errors import InputError
+from clusterctl.terminal import safe_text
 
 if TYPE_CHECKING:
     from rich.table import Table

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,6 +16,7 @@ from rich.markup import escape
 
 from clusterctl.errors import InputError
 from clusterctl.paths import data_dir, state_dir
+from clusterctl.terminal import safe_text
 
 if TYPE_CHECKING:
     from clusterctl.inventory import Inventory
@@ -81,16 +81,6 @@ def load(given: Path | None) -> Inventory:
     from clusterctl.inventory import load_inventory
 
     return load_inventory(resolve_inventory_path(given))
-
-
-# C0 controls but tab and newline, DEL, and C1 controls: ESC starts terminal sequences (retitle, clear the
-# screen, OSC 52 writes the clipboard), CR overwrites a line; node output, records and paths may hold any.
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def safe_text(text: str) -> str:
-    """``text`` with every control character but tab and newline shown as ``\\xNN``, for a terminal."""
-    return _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def markup_safe(text: str) -> str:

@@ -15,8 +15,8 @@ from clusterctl.cli.common import (
     finite_seconds,
     load,
     print_json,
-    safe_text,
 )
+from clusterctl.terminal import safe_text
 
 
 def up(

@@ -19,10 +19,10 @@ from clusterctl.diagnostics.parsers.ibstat import IbStat
 from clusterctl.diagnostics.parsers.ibv_devinfo import IbvDevinfo
 from clusterctl.diagnostics.parsers.mpi_error import MpiError
 from clusterctl.diagnostics.parsers.nccl_log import GDR_DISABLED_ADVICE, NcclLog, gdr_disabled_in_words
-from clusterctl.diagnostics.parsers.nccl_tests import NcclTests
+from clusterctl.diagnostics.parsers.nccl_tests import NcclTestsOutput
 from clusterctl.diagnostics.parsers.nvidia_smi_topo import NvidiaSmiTopo, path_rank
 from clusterctl.diagnostics.parsers.ofed_info import OfedInfo
-from clusterctl.diagnostics.parsers.tf_cnn_benchmarks import TfCnnBenchmarks
+from clusterctl.diagnostics.parsers.tf_cnn_benchmarks import TfCnnBenchmarksOutput
 from clusterctl.diagnostics.rules_host import HOST_RULES
 from clusterctl.findings import Finding
 from clusterctl.inventory import Inventory, Node
@@ -364,7 +364,7 @@ def mpi_error_rules(error: MpiError, expect: Expectation) -> list[Finding]:
     return [Finding(severity=severity, code=f"mpi-{error.category}", message=error.summary, node=expect.node)]
 
 
-def nccl_tests_rules(result: NcclTests, expect: Expectation) -> list[Finding]:
+def nccl_tests_rules(result: NcclTestsOutput, expect: Expectation) -> list[Finding]:
     """Wrong values, failures, or no result."""
     findings = [
         Finding(severity="error", code="nccl-tests-failure", message=e, node=expect.node)
@@ -385,7 +385,7 @@ def nccl_tests_rules(result: NcclTests, expect: Expectation) -> list[Finding]:
     return findings + separate_jobs_rules(result, expect.node)
 
 
-def separate_jobs_rules(result: NcclTests, node: str | None = None) -> list[Finding]:
+def separate_jobs_rules(result: NcclTestsOutput, node: str | None = None) -> list[Finding]:
     """Several nccl-tests jobs in one output: a binary built without MPI, started by mpirun or srun,
     runs one job per process, so no byte crossed the fabric and the bandwidth is each node's own."""
     if result.jobs <= 1:
@@ -404,7 +404,7 @@ def separate_jobs_rules(result: NcclTests, node: str | None = None) -> list[Find
     ]
 
 
-def throughput_rules(result: TfCnnBenchmarks | HorovodSynthetic, expect: Expectation) -> list[Finding]:
+def throughput_rules(result: TfCnnBenchmarksOutput | HorovodSynthetic, expect: Expectation) -> list[Finding]:
     """A benchmark log without its total throughput line did not finish."""
     if result.total_images_per_sec is None:
         return [

@@ -1,138 +1,130 @@
-"""The run history: one SQLite row per run (``runs/history.sqlite``), the record kept as JSON.
+"""The run history: the run directories' ``result.json`` files, and an index of them (``history.sqlite``).
 
-Columns repeat the fields people filter on; ``record`` holds the whole ``RunRecord`` so a report
-never needs the run directories. A history written before runs recorded their launcher gets the
-``launcher`` column when the next run is added, ``ssh`` for its rows (the only launcher there was);
-their records read as ssh too (``RunRecord.launcher``'s default).
+``result.json`` in each run directory is the one record of a run. ``history.sqlite`` beside the run
+directories is only an index, made from them: one row per run directory that holds a ``result.json``
+(its name, the size and modification time of the ``result.json`` it was made from, and the columns people
+filter on, or why the file is no record). Nothing in it is read as a record, so the index and the run
+directories can never disagree about a run.
 
-Reading never changes the file (it is opened read-only: an old or read-only history reads as it is).
-A row that does not hold a valid record is skipped and counted; a file SQLite cannot read is replaced,
-for that read, by the run directories' ``result.json`` files (the source of truth), and rebuilt from
-them by the next ``add_run``.
+``load_runs`` is how the history is read: the run directories are listed; when the index names exactly
+those, at the same size and time, it is current and gives the order to read them in; otherwise (no index,
+an index older than the run directories, one SQLite cannot read, one an older clusterctl wrote with the
+records inside) the run directories are read as they are. Either way every record comes from its
+``result.json``; a run directory whose ``result.json`` is no record is skipped and counted. Reading never
+writes: the index is rebuilt by the next ``add_run`` (the runner, after each run) when it is not current
+for the other runs, and on request (``rebuild_index``: `clusterctl report --rebuild-index`). A file that is
+not a current index is set aside when the index is rebuilt, never deleted (``history.sqlite.corrupt-<UTC
+time>`` when SQLite cannot read it, ``history.sqlite.old-<UTC time>`` otherwise: an older history holds
+records).
 """
 
 from __future__ import annotations
 
+import errno
+import os
 import sqlite3
+import stat
+import tempfile
+from collections.abc import Iterable
 from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-
-from pydantic import ValidationError
+from typing import Literal
 
 from clusterctl.errors import InputError
 from clusterctl.results.record import RESULT_FILE, RunRecord
 
 HISTORY_FILE = "history.sqlite"
 
+# The index's format, in SQLite's user_version; a file with another one is not a current index.
+INDEX_VERSION = 2
+
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS runs (
-    run_id TEXT PRIMARY KEY,
-    started_at TEXT NOT NULL,
-    workload TEXT NOT NULL,
-    model TEXT NOT NULL,
-    framework TEXT NOT NULL,
-    precision TEXT NOT NULL,
-    batch_size INTEGER NOT NULL,
-    device TEXT NOT NULL,
-    nodes INTEGER NOT NULL,
-    world_size INTEGER NOT NULL,
-    valid INTEGER NOT NULL,
-    metric TEXT NOT NULL,
+CREATE TABLE runs (
+    run_dir TEXT PRIMARY KEY,
+    result_size INTEGER,
+    result_mtime_ns INTEGER,
+    run_id TEXT,
+    started_at TEXT,
+    workload TEXT,
+    model TEXT,
+    framework TEXT,
+    precision TEXT,
+    batch_size INTEGER,
+    device TEXT,
+    launcher TEXT,
+    nodes INTEGER,
+    world_size INTEGER,
+    valid INTEGER,
+    metric TEXT,
     value REAL,
-    run_dir TEXT NOT NULL,
-    record TEXT NOT NULL,
-    launcher TEXT NOT NULL DEFAULT 'ssh'
+    error TEXT
 )
 """
 _COLUMNS = (
-    "run_id, started_at, workload, model, framework, precision, batch_size, device, nodes, world_size, "
-    "valid, metric, value, run_dir, record, launcher"
+    "run_dir, result_size, result_mtime_ns, run_id, started_at, workload, model, framework, precision, "
+    "batch_size, device, launcher, nodes, world_size, valid, metric, value, error"
 )
+_INSERT = f"INSERT OR REPLACE INTO runs ({_COLUMNS}) VALUES ({', '.join('?' * len(_COLUMNS.split(',')))})"
+
+Stamp = tuple[int, int]
+"""A ``result.json``'s size and modification time (ns): which version of it an index row was made from."""
+
+IndexState = Literal["current", "missing", "stale", "unreadable"]
 
 
 def history_path(runs_dir: Path) -> Path:
-    """Where the history of ``runs_dir`` lives."""
+    """Where the index of ``runs_dir``'s run directories lives."""
     return runs_dir / HISTORY_FILE
-
-
-def _open(db: Path) -> sqlite3.Connection:
-    """A connection to ``db`` with the current schema (an older table gains its missing column)."""
-    conn = sqlite3.connect(db)
-    conn.execute(_SCHEMA)
-    columns = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
-    if "launcher" not in columns:
-        with conn:
-            conn.execute("ALTER TABLE runs ADD COLUMN launcher TEXT NOT NULL DEFAULT 'ssh'")
-    return conn
 
 
 @dataclass
 class History:
-    """What reading a history gave: the runs, oldest first, and one line per row or file left out."""
+    """What reading a runs directory gave: the runs, oldest first; one line per run directory (or index)
+    left out; and whether the index was current."""
 
     runs: list[RunRecord] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    index: IndexState = "missing"
 
 
-def _insert(db: Path, record: RunRecord, run_dir: Path) -> None:
-    c = record.config
-    with closing(_open(db)) as conn, conn:
-        conn.execute(
-            f"INSERT OR REPLACE INTO runs ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (
-                record.run_id,
-                record.started_at.isoformat(),
-                c.workload,
-                c.model,
-                c.framework,
-                c.precision,
-                c.batch_size,
-                c.device,
-                record.nodes,
-                record.world_size,
-                int(record.valid),
-                record.primary_metric,
-                record.value,
-                str(run_dir),
-                record.model_dump_json(),
-                record.launcher,
-            ),
+@dataclass(frozen=True)
+class _Index:
+    """An index file as read: its rows (run directory name to stamp, in the index's order) when it is a
+    current index; or why not."""
+
+    state: Literal["current-format", "missing", "older", "unreadable"]
+    rows: dict[str, Stamp | None] = field(default_factory=dict)
+    problem: str = ""
+
+
+def _check(runs_dir: Path) -> None:
+    """Raise InputError when ``runs_dir`` or its index is something else than a directory and a file."""
+    if runs_dir.exists() and not runs_dir.is_dir():
+        raise InputError(
+            f"{runs_dir} is not a directory. Fix: pass --runs-dir the directory `clusterctl run` writes "
+            "run directories and history.sqlite to (default: runs)."
+        )
+    db = history_path(runs_dir)
+    if db.exists() and not db.is_file():
+        raise InputError(
+            f"{db}: the run history's index is not a regular file. Fix: move it away; `clusterctl report "
+            "--rebuild-index` or the next `clusterctl run` writes a new one there."
         )
 
 
-def add_run(db: Path, record: RunRecord, run_dir: Path) -> None:
-    """Insert (or replace) the row for ``record``, whose files are in ``run_dir``.
-
-    A history without the runs table (a new one) is first filled from the run directories beside it;
-    one SQLite cannot read is set aside (``history.sqlite.corrupt-<UTC time>``) and rebuilt from them.
-    """
-    db.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        with closing(sqlite3.connect(db)) as conn:
-            known = conn.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs'"
-            ).fetchone()
-    except sqlite3.DatabaseError:
-        db.rename(db.with_name(f"{db.name}.corrupt-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S.%fZ')}"))
-        known = None
-    if known is None:
-        for directory, old in _run_directories(db.parent).items():
-            _insert(db, old, directory)
-    _insert(db, record, run_dir)
-
-
-def _run_directories(runs_dir: Path, skipped: list[str] | None = None) -> dict[Path, RunRecord]:
-    """The record of every run directory under ``runs_dir`` (``*/result.json``); unreadable ones are
-    named in ``skipped``."""
-    found: dict[Path, RunRecord] = {}
+def _run_directories(runs_dir: Path) -> dict[str, tuple[Path, Stamp | None]]:
+    """Every run directory under ``runs_dir`` (one holding a ``result.json``), by name: the file and its
+    stamp (None: it is no regular file, or vanished while listed)."""
+    found: dict[str, tuple[Path, Stamp | None]] = {}
     for result in sorted(runs_dir.glob(f"*/{RESULT_FILE}")):
         try:
-            found[result.parent] = RunRecord.model_validate_json(result.read_bytes())
-        except (OSError, ValidationError, ValueError) as exc:
-            if skipped is not None:
-                skipped.append(f"{result}: {_first_line(exc)}")
+            info = result.stat()
+            stamp = (info.st_size, info.st_mtime_ns) if stat.S_ISREG(info.st_mode) else None
+        except OSError:
+            stamp = None
+        found[result.parent.name] = (result, stamp)
     return found
 
 
@@ -141,48 +133,175 @@ def _first_line(exc: Exception) -> str:
     return (text[0] if text else type(exc).__name__)[:200]
 
 
-def read_history(db: Path) -> History:
-    """Every run recorded in ``db`` that holds a valid record, oldest first, and what was left out.
-
-    Opened read-only: nothing is migrated or written. No file: no runs.
+def _read_record(result: Path, stamp: Stamp | None) -> RunRecord:
+    """The record in ``result`` (a run directory's result.json).
 
     Raises:
-        InputError: ``db``'s directory (the runs directory) exists and is not a directory, or ``db``
-            exists and is not a regular file (a directory, a FIFO).
+        ValueError: it is not a regular file, or holds no valid record (a ValidationError).
+        OSError: it cannot be read.
     """
-    if db.parent.exists() and not db.parent.is_dir():
-        raise InputError(
-            f"{db.parent} is not a directory. Fix: pass --runs-dir the directory `clusterctl run` writes "
-            "run directories and history.sqlite to (default: runs)."
-        )
+    if stamp is None:
+        raise ValueError("not a regular file")
+    return RunRecord.model_validate_json(result.read_bytes())
+
+
+def _read_index(db: Path) -> _Index:
+    """The index file ``db`` as it is, opened read-only: nothing is migrated or written."""
     if not db.exists():
-        return History()
-    if not db.is_file():
-        raise InputError(
-            f"{db}: the run history is not a regular file. Fix: move it away; `clusterctl run` writes a new "
-            "history there."
-        )
-    history = History()
+        return _Index("missing")
     try:
         with closing(sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)) as conn:
-            rows = conn.execute("SELECT run_id, record FROM runs ORDER BY started_at, run_id").fetchall()
-    except sqlite3.DatabaseError as exc:
-        runs = _run_directories(db.parent, history.skipped)
-        history.skipped.insert(
-            0,
-            f"{db} cannot be read ({_first_line(exc)}): read the {len(runs)} run directories beside it "
-            "instead; the next `clusterctl run` rebuilds it from them",
-        )
-        history.runs = sorted(runs.values(), key=lambda r: (r.started_at.isoformat(), r.run_id))
+            (version,) = conn.execute("PRAGMA user_version").fetchone()
+            if version != INDEX_VERSION:
+                return _Index("older")
+            rows = conn.execute(
+                "SELECT run_dir, result_size, result_mtime_ns FROM runs ORDER BY started_at, run_dir"
+            ).fetchall()
+    except sqlite3.Error as exc:
+        return _Index("unreadable", problem=_first_line(exc))
+    return _Index(
+        "current-format",
+        {str(name): None if size is None else (size, mtime) for name, size, mtime in rows},
+    )
+
+
+def _current(index: _Index, found: dict[str, tuple[Path, Stamp | None]], *, but: str = "") -> bool:
+    """Whether ``index`` names exactly the run directories ``found``, at the stamps found (``but`` one)."""
+    if index.state != "current-format":
+        return False
+    indexed = {name: stamp for name, stamp in index.rows.items() if name != but}
+    return indexed == {name: stamp for name, (_, stamp) in found.items() if name != but}
+
+
+def load_runs(runs_dir: Path) -> History:
+    """Every run recorded in ``runs_dir`` (each run directory's ``result.json``), oldest first; the run
+    directories left out (no valid record) and, when SQLite cannot read it, the index; and the index's
+    state. Read-only: nothing is written. No directory: no runs.
+
+    Raises:
+        InputError: ``runs_dir`` exists and is not a directory, or its index exists and is not a regular
+            file (a directory, a FIFO).
+    """
+    _check(runs_dir)
+    history = History()
+    if not runs_dir.exists():
         return history
-    for run_id, text in rows:
+    db = history_path(runs_dir)
+    index = _read_index(db)
+    found = _run_directories(runs_dir)
+    if _current(index, found):
+        history.index = "current"
+        names: Iterable[str] = index.rows  # the same directories, in the index's order
+    else:
+        history.index = "missing" if index.state == "missing" else "stale"
+        names = found
+    if index.state == "unreadable":
+        history.index = "unreadable"
+        history.skipped.append(
+            f"{db} cannot be read ({index.problem}): read the {len(found)} run directories beside it "
+            "instead; `clusterctl report --rebuild-index` or the next `clusterctl run` rebuilds it"
+        )
+    for name in names:
+        result, stamp = found[name]
         try:
-            history.runs.append(RunRecord.model_validate_json(text))
-        except (ValidationError, ValueError, TypeError) as exc:
-            history.skipped.append(f"{db}: row {str(run_id)[:80]!r}: {_first_line(exc)}")
+            history.runs.append(_read_record(result, stamp))
+        except (OSError, ValueError) as exc:
+            history.skipped.append(f"{result}: {_first_line(exc)}")
+    history.runs.sort(key=lambda r: (r.started_at.isoformat(), r.run_id))
     return history
 
 
-def load_runs(db: Path) -> list[RunRecord]:
-    """Every readable run recorded in ``db``, oldest first (``read_history`` without what was left out)."""
-    return read_history(db).runs
+def _row(name: str, result: Path, stamp: Stamp | None) -> tuple[object, ...]:
+    """The index row of run directory ``name``, made from its ``result`` (``stamp``: as listed)."""
+    record, error = None, None
+    try:
+        record = _read_record(result, stamp)
+    except (OSError, ValueError) as exc:
+        error = _first_line(exc)
+    if record is None or stamp is None:
+        return (name, *(stamp or (None, None)), *([None] * 14), error)
+    c = record.config
+    return (
+        name,
+        *stamp,
+        record.run_id,
+        record.started_at.isoformat(),
+        c.workload,
+        c.model,
+        c.framework,
+        c.precision,
+        c.batch_size,
+        c.device,
+        record.launcher,
+        record.nodes,
+        record.world_size,
+        int(record.valid),
+        record.primary_metric,
+        record.value,
+        None,
+    )
+
+
+def _set_aside(db: Path, index: _Index) -> None:
+    """Rename ``db``, a file that is no current index, beside itself (it may hold what only it holds)."""
+    if index.state in ("older", "unreadable"):
+        reason = "corrupt" if index.state == "unreadable" else "old"
+        db.rename(db.with_name(f"{db.name}.{reason}-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S.%fZ')}"))
+
+
+def rebuild_index(runs_dir: Path) -> int:
+    """Write ``runs_dir``'s index anew from its run directories and return how many it indexes.
+
+    The new index is written beside the old one and renamed over it, so a reader sees one or the other;
+    a file that was no current index is set aside first. No runs directory: nothing is written.
+
+    Raises:
+        InputError: as ``load_runs``.
+        OSError: the index cannot be written there (no permission, a full disk: SQLite's error too).
+    """
+    _check(runs_dir)
+    if not runs_dir.exists():
+        return 0
+    db = history_path(runs_dir)
+    rows = [_row(name, result, stamp) for name, (result, stamp) in _run_directories(runs_dir).items()]
+    handle, temporary = tempfile.mkstemp(prefix=f"{HISTORY_FILE}.", suffix=".new", dir=runs_dir)
+    os.close(handle)
+    try:
+        with closing(sqlite3.connect(temporary)) as conn, conn:
+            conn.execute(_SCHEMA)
+            conn.executemany(_INSERT, rows)
+            conn.execute(f"PRAGMA user_version = {INDEX_VERSION}")
+        _set_aside(db, _read_index(db))
+        os.replace(temporary, db)
+    except BaseException as exc:
+        Path(temporary).unlink(missing_ok=True)
+        if isinstance(exc, sqlite3.Error):
+            raise OSError(errno.EIO, f"SQLite: {_first_line(exc)}") from exc
+        raise
+    return len(rows)
+
+
+def add_run(db: Path, record: RunRecord, run_dir: Path) -> None:
+    """Index the run directory ``run_dir`` (inside ``db``'s runs directory), whose ``result.json`` holds
+    ``record``.
+
+    The row is made from the ``result.json`` itself (``record`` is what the runner just wrote there), so
+    the index never says what the file does not. An index that is not current for the other run
+    directories (none yet, older than them, unreadable) is rebuilt from all of them instead.
+
+    Raises:
+        ValueError: ``run_dir`` is not inside ``db``'s directory.
+        OSError: ``run_dir`` has no readable ``result.json``.
+    """
+    runs_dir = db.parent
+    if run_dir.parent.resolve() != runs_dir.resolve():
+        raise ValueError(f"run {record.run_id}: {run_dir} is not a run directory of {runs_dir}")
+    result = run_dir / RESULT_FILE
+    info = result.stat()
+    found = _run_directories(runs_dir)
+    if not _current(_read_index(db), found, but=run_dir.name):
+        rebuild_index(runs_dir)
+        return
+    row = _row(run_dir.name, result, (info.st_size, info.st_mtime_ns))
+    with closing(sqlite3.connect(db)) as conn, conn:
+        conn.execute(_INSERT, row)

@@ -37,7 +37,7 @@ from clusterctl.results.counters import (
     expected_bytes_per_node,
     prove_counters,
 )
-from clusterctl.results.fabric import FabricProof, fabric_findings, prove_fabric, settle_snapshot
+from clusterctl.results.nccl_log_proof import FabricProof, fabric_findings, prove_fabric, settle_snapshot
 from clusterctl.workloads.base import Metric, Workload
 
 RESULT_FILE = "result.json"

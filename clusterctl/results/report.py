@@ -1,11 +1,12 @@
 """The report: per configuration, device count and launcher, median throughput, spread, speedup,
 efficiency.
 
-``build_report`` is pure: records in, rows out (``report_of`` reads a history and calls it). Only valid runs count; invalid ones are counted separately so a report
-never silently mixes a socket-fallback run into an InfiniBand figure. Speedup is against the median
-of the 1-device runs of the same configuration (through the same launcher when there are such runs,
-else through any); efficiency is speedup / devices. Runs through ssh and through slurm are separate
-rows, next to each other: the same benchmark started two ways.
+``build_report`` is pure: records in, rows out (``report_of`` reads a runs directory's history and calls
+it). Only valid runs count; invalid ones are counted separately so a report never silently mixes a
+socket-fallback run into an InfiniBand figure. Speedup is against the median of the 1-device runs of
+the same configuration (through the same launcher when there are such runs, else through any);
+efficiency is speedup / devices. Runs through ssh and through slurm are separate rows, next to each
+other: the same benchmark started two ways.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from clusterctl.results.history import history_path, read_history
+from clusterctl.results.history import load_runs
 from clusterctl.results.predict import Prediction, bus_bandwidth_at, fused_bytes, predict_throughput
 from clusterctl.results.record import RunConfig, RunRecord
 from clusterctl.results.references import Comparison, Reference, compare, load_references
@@ -139,13 +140,13 @@ def _predict(
 
 
 def report_of(runs_dir: Path) -> tuple[list[ReportRow], list[str]]:
-    """The report of every run recorded in ``runs_dir``'s history, against the shipped references, and
-    one line per history row or file left out (``read_history``).
+    """The report of every run recorded in ``runs_dir`` (each run directory's result.json), against the
+    shipped references, and one line per run directory (or index) left out (``load_runs``).
 
     Raises:
-        InputError: as ``read_history``.
+        InputError: as ``load_runs``.
     """
-    history = read_history(history_path(runs_dir))
+    history = load_runs(runs_dir)
     return build_report(history.runs, load_references()), history.skipped
 
 

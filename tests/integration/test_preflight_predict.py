@@ -12,7 +12,7 @@ from clusterctl.cli import main
 from clusterctl.containers import lifecycle
 from clusterctl.image.build import effective_image_ref
 from clusterctl.inventory import Inventory
-from clusterctl.results.history import history_path, load_runs
+from clusterctl.results.history import load_runs
 from tests.integration.conftest import Sandbox
 from tests.strictjson import strict_loads
 
@@ -40,13 +40,13 @@ def test_preflight_refuses_a_slow_fabric_and_report_predicts(
     err = " ".join(capsys.readouterr().err.split())
     assert code == 1
     assert "below preflight.min_bus_bandwidth_gb_s 1000 GB/s" in err and "not started" in err
-    assert [r.config.workload for r in load_runs(history_path(tmp_path / "runs"))] == ["allreduce"]
+    assert [r.config.workload for r in load_runs(tmp_path / "runs").runs] == ["allreduce"]
 
     # A minimum it reaches: the model runs after the allreduce; a 1-node run gives the baseline.
     assert main(["run", "resnet50", "-i", str(sandbox2.inventory_path), "--nodes", "1", *SHORT, *runs]) == 0
     low = _with_minimum(sandbox2, tmp_path, 0.001)
     assert main(["run", "resnet50", "-i", low, "--preflight", "--nodes", "2", *SHORT, *runs]) == 0
-    recorded = [(r.config.workload, r.nodes) for r in load_runs(history_path(tmp_path / "runs"))]
+    recorded = [(r.config.workload, r.nodes) for r in load_runs(tmp_path / "runs").runs]
     assert recorded == [("allreduce", 2), ("resnet50", 1), ("allreduce", 2), ("resnet50", 2)]
     capsys.readouterr()
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from clusterctl.cli import main
-from clusterctl.results.fabric import FabricProof
+from clusterctl.results.nccl_log_proof import FabricProof
 from clusterctl.results.plot import MAX_PANELS, plot_report
 from clusterctl.results.record import RunConfig, RunRecord
 from clusterctl.results.report import build_report

@@ -1,9 +1,9 @@
 """One bad record must not take a report down, and every --json output is strict JSON (issue 26, 5-6).
 
 Records judged from figures that cannot be measurements (NaN, Infinity, zero or negative rates),
-history rows that are not records, history files that are not SQLite or not files, an old history
-on a read-only path: each once crashed every `report` mode, divided by zero, or silently entered a
-median. The nccl-tests outputs below are a real capture (tests/fixtures/nccl_tests/) with only the
+result.json files that are not records, history indexes that are not SQLite or not files, an old
+history on a read-only path: each once crashed every `report` mode, divided by zero, or silently
+entered a median. The nccl-tests outputs below are a real capture (tests/fixtures/nccl_tests/) with only the
 bus bandwidth figures replaced, to make the broken figure each case is about.
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import sqlite3
 from contextlib import closing
 from datetime import UTC, datetime
@@ -25,13 +26,14 @@ from hypothesis import strategies as st
 from clusterctl.cli import main
 from clusterctl.inventory import Inventory, load_inventory
 from clusterctl.launch import plan_run
-from clusterctl.results.history import add_run, history_path, read_history
-from clusterctl.results.record import RunRecord, judge_run, write_run_dir
+from clusterctl.results.history import HISTORY_FILE, add_run, history_path, load_runs
+from clusterctl.results.record import RESULT_FILE, RunRecord, judge_run, write_run_dir
 from clusterctl.results.references import load_references
 from clusterctl.results.report import build_report
 from clusterctl.workloads import get_workload
 from clusterctl.workloads.nccl_tests import LARGE_BUSBW
 from tests.reliability.hostile import reproducible
+from tests.rundirs import record_run
 from tests.strictjson import strict_loads
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -135,7 +137,7 @@ def _history_with(tmp_path: Path, sandbox: Inventory) -> Path:
     return runs
 
 
-BAD_ROWS = {
+BAD_RECORDS = {
     "not JSON": "{not json",
     "null": "null",
     "missing field": '{"run_id": "x"}',
@@ -144,76 +146,59 @@ BAD_ROWS = {
 }
 
 
-def _add_bad_rows(db: Path, good: RunRecord) -> None:
-    with closing(sqlite3.connect(db)) as conn, conn:
-        for i, text in enumerate(BAD_ROWS.values()):
-            document = good.model_dump(mode="json")
-            if text == "LAUNCHER":
-                text = json.dumps({**document, "launcher": "pbs"})
-            elif text == "WORLD0":
-                text = json.dumps({**document, "world_size": 0})
-            values = [
-                f"bad-{i}",
-                f"2026-01-0{i + 1}",
-                "w",
-                "m",
-                "f",
-                "p",
-                1,
-                "d",
-                1,
-                1,
-                1,
-                "x",
-                1.0,
-                "/r",
-                text,
-            ]
-            conn.execute(
-                "INSERT INTO runs (run_id, started_at, workload, model, framework, precision, batch_size, device, "
-                "nodes, world_size, valid, metric, value, run_dir, record) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                values,
-            )
+def _add_bad_run_directories(runs: Path, good: RunRecord) -> None:
+    """One run directory per ``BAD_RECORDS`` entry, its result.json holding that text (not indexed)."""
+    for i, text in enumerate(BAD_RECORDS.values()):
+        document = good.model_dump(mode="json")
+        if text == "LAUNCHER":
+            text = json.dumps({**document, "launcher": "pbs"})
+        elif text == "WORLD0":
+            text = json.dumps({**document, "world_size": 0})
+        (runs / f"bad-{i}").mkdir()
+        (runs / f"bad-{i}" / RESULT_FILE).write_text(text)
 
 
 REPORT_MODES = [[], ["--json"], ["--wide"], ["--csv", "{tmp}/r.csv"], ["--plot", "{tmp}/r.png"]]
 
 
 @pytest.mark.parametrize("mode", REPORT_MODES, ids=lambda m: " ".join(m) or "table")
-def test_bad_history_rows_are_skipped_and_counted_in_every_report_mode(
+def test_bad_records_are_skipped_and_counted_in_every_report_mode(
     tmp_path: Path, sandbox: Inventory, capsys: pytest.CaptureFixture[str], mode: list[str]
 ) -> None:
     runs = _history_with(tmp_path, sandbox)
-    db = history_path(runs)
-    _add_bad_rows(db, read_history(db).runs[0])
-    argv = ["report", "--runs-dir", str(runs), *(a.format(tmp=tmp_path) for a in mode)]
-    capsys.readouterr()
-    assert main(argv) == 0
-    out, err = capsys.readouterr()
-    assert "5 history entries left out of the report" in " ".join(err.split())
-    assert "Traceback" not in err and "internal error" not in err
-    if "--json" in mode:
-        [row] = strict_loads(out)
-        assert row["runs"] == 2
-    assert read_history(db).skipped and len(read_history(db).runs) == 2
+    _add_bad_run_directories(runs, load_runs(runs).runs[0])
+    for rebuild in ([], ["--rebuild-index"]):  # the index stale (it lacks them), then indexing them too
+        argv = ["report", "--runs-dir", str(runs), *rebuild, *(a.format(tmp=tmp_path) for a in mode)]
+        capsys.readouterr()
+        assert main(argv) == 0
+        out, err = capsys.readouterr()
+        assert "5 history entries left out of the report" in " ".join(err.split())
+        assert "Traceback" not in err and "internal error" not in err
+        if "--json" in mode:
+            [row] = strict_loads(out)
+            assert row["runs"] == 2
+        assert len(load_runs(runs).skipped) == 5 and len(load_runs(runs).runs) == 2
+    assert load_runs(runs).index == "current"
 
 
-def test_reading_never_migrates_an_old_history(tmp_path: Path, sandbox: Inventory) -> None:
+def test_reading_never_writes_not_even_an_old_history(tmp_path: Path, sandbox: Inventory) -> None:
     runs = _history_with(tmp_path, sandbox)
     db = history_path(runs)
-    good = read_history(db).runs
-    with closing(sqlite3.connect(db)) as conn, conn:  # as it was before runs recorded their launcher
-        conn.execute("ALTER TABLE runs DROP COLUMN launcher")
+    good = load_runs(runs).runs
+    with closing(sqlite3.connect(db)) as conn, conn:  # as an older clusterctl left it (another format)
+        conn.execute("PRAGMA user_version = 0")
+        conn.execute("ALTER TABLE runs ADD COLUMN record TEXT")
     before = db.read_bytes()
+    listing = sorted(runs.rglob("*"))
     os.chmod(db, 0o444)
-    assert read_history(db).runs == good
-    assert db.read_bytes() == before, "the read path changed the history file"
-    with closing(sqlite3.connect(db)) as conn:
-        assert "launcher" not in {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
+    assert load_runs(runs).runs == good
+    assert main(["report", "--runs-dir", str(runs), "--json"]) == 0
+    assert db.read_bytes() == before, "the read path changed the index"
+    assert sorted(runs.rglob("*")) == listing, "the read path wrote beside the run directories"
 
 
 @pytest.mark.parametrize("damage", ["truncated", "garbage", "empty tables"])
-def test_a_corrupt_history_is_read_from_the_run_directories_and_rebuilt_by_the_next_run(
+def test_a_damaged_index_is_read_around_and_rebuilt_by_the_next_run(
     tmp_path: Path, sandbox: Inventory, capsys: pytest.CaptureFixture[str], damage: str
 ) -> None:
     runs = _history_with(tmp_path, sandbox)
@@ -226,17 +211,23 @@ def test_a_corrupt_history_is_read_from_the_run_directories_and_rebuilt_by_the_n
     else:
         db.unlink()
         sqlite3.connect(db).close()  # a SQLite file without the runs table
-    history = read_history(db)
+    damaged = db.read_bytes()
+    history = load_runs(runs)
     assert sorted(r.run_id for r in history.runs) == ["good-1", "good-2"]
-    assert "cannot be read" in history.skipped[0]
+    unreadable = damage != "empty tables"  # an empty SQLite file is only an index older than the runs
+    assert history.index == ("unreadable" if unreadable else "stale")
+    assert ("cannot be read" in history.skipped[0]) if unreadable else history.skipped == []
     capsys.readouterr()
     assert main(["report", "--runs-dir", str(runs), "--json"]) == 0
     out, err = capsys.readouterr()
-    assert strict_loads(out)[0]["runs"] == 2 and "cannot be read" in err
+    assert strict_loads(out)[0]["runs"] == 2 and ("cannot be read" in err) == unreadable
     later = _judge(sandbox, "later", total_images_per_sec=11.0, images_per_sec_per_device=11.0)
-    add_run(db, later, runs / "later")
-    rebuilt = read_history(db)
+    add_run(db, later, write_run_dir(runs, sandbox, _result_line(sandbox)[1], "", later))
+    rebuilt = load_runs(runs)
     assert rebuilt.skipped == [] and sorted(r.run_id for r in rebuilt.runs) == ["good-1", "good-2", "later"]
+    assert rebuilt.index == "current"
+    [kept] = runs.glob(f"{HISTORY_FILE}.{'corrupt' if unreadable else 'old'}-*")  # set aside, not deleted
+    assert kept.read_bytes() == damaged
 
 
 @pytest.mark.parametrize("kind", ["directory", "fifo"])
@@ -265,7 +256,7 @@ def test_report_json_writes_an_overflowed_figure_as_null_and_says_so(
     runs = tmp_path / "runs"
     for run_id in ("a", "b"):  # the median of two finite extremes overflows to Infinity
         record = _judge(sandbox, run_id, total_images_per_sec=1.7e308, images_per_sec_per_device=1.7e308)
-        add_run(history_path(runs), record.model_copy(update={"valid": True, "findings": []}), runs / run_id)
+        record_run(runs, record.model_copy(update={"valid": True, "findings": []}))
     capsys.readouterr()
     assert main(["report", "--runs-dir", str(runs), "--json"]) == 0
     out, err = capsys.readouterr()
@@ -334,26 +325,32 @@ def test_any_figure_is_judged_valid_only_when_a_positive_finite_rate(
 
 
 @pytest.fixture(scope="module")
-def history_bytes(tmp_path_factory: pytest.TempPathFactory, sandbox: Inventory) -> bytes:
-    """A real two-run history file, to damage."""
-    runs = _history_with(tmp_path_factory.mktemp("history"), sandbox)
-    return history_path(runs).read_bytes()
+def history_runs(tmp_path_factory: pytest.TempPathFactory, sandbox: Inventory) -> Path:
+    """A real two-run runs directory, its index current: the index and a result.json to damage."""
+    return _history_with(tmp_path_factory.mktemp("history"), sandbox)
+
+
+def _damaged(original: bytes, data: st.DataObject, what: str) -> bytes:
+    damaged = bytearray(original)
+    for _ in range(data.draw(st.integers(1, 8), label=f"{what} edits")):
+        at = data.draw(st.integers(0, len(damaged) - 1), label="at")
+        damaged[at] = data.draw(st.integers(0, 255), label="byte")
+    return bytes(damaged[: data.draw(st.integers(0, len(damaged)), label=f"{what} cut")])
 
 
 @reproducible(150)
 @given(st.data())
-def test_any_damage_to_the_history_file_reads_without_a_crash(
-    tmp_path_factory: pytest.TempPathFactory, history_bytes: bytes, data: st.DataObject
+def test_any_damage_to_the_index_or_a_record_reads_without_a_crash(
+    tmp_path_factory: pytest.TempPathFactory, history_runs: Path, data: st.DataObject
 ) -> None:
-    damaged = bytearray(history_bytes)
-    for _ in range(data.draw(st.integers(1, 8), label="edits")):
-        at = data.draw(st.integers(0, len(damaged) - 1), label="at")
-        damaged[at] = data.draw(st.integers(0, 255), label="byte")
-    cut = data.draw(st.integers(0, len(damaged)), label="cut")
-    db = history_path(tmp_path_factory.mktemp("damaged"))
-    db.write_bytes(bytes(damaged[:cut]))
-    history = read_history(db)  # no directories beside it: a row or the file is left out, nothing raises
-    assert len(history.runs) <= 2
+    runs = tmp_path_factory.mktemp("damaged") / "runs"
+    shutil.copytree(history_runs, runs)
+    db, result = history_path(runs), runs / "good-1" / RESULT_FILE
+    db.write_bytes(_damaged(db.read_bytes(), data, "index"))
+    if data.draw(st.booleans(), label="damage a record too"):
+        result.write_bytes(_damaged(result.read_bytes(), data, "record"))
+    history = load_runs(runs)  # a damaged index changes nothing; a damaged record is read or left out
+    assert "good-2" in [r.run_id for r in history.runs] and len(history.runs) + len(history.skipped) >= 2
     assert all(
         r.world_size >= 1 and all(math.isfinite(m.value) for m in r.metrics.values()) for r in history.runs
     )

@@ -16,12 +16,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from clusterctl.cli import main
-from clusterctl.cli.common import safe_text
-from clusterctl.results.fabric import FabricProof
-from clusterctl.results.history import add_run, history_path
+from clusterctl.results.nccl_log_proof import FabricProof
 from clusterctl.results.record import RunConfig, RunRecord
+from clusterctl.terminal import safe_text
 from clusterctl.workloads.base import Metric
 from tests.reliability.hostile import BASE, reproducible
+from tests.rundirs import record_run
 from tests.strictjson import strict_loads
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
@@ -98,7 +98,7 @@ def test_report_wide_shows_a_records_controls_escaped(
         findings=[],
         valid=True,
     )
-    add_run(history_path(tmp_path), record, tmp_path / "r")
+    record_run(tmp_path, record)
     for argv in (["--wide"], [], ["--json"]):
         assert main(["report", "--runs-dir", str(tmp_path), *argv]) == 0
         out, err = capsys.readouterr()

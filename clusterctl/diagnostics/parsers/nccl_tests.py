@@ -47,7 +47,7 @@ class NcclRow(BaseModel):
     in_place_error: str | None = None
 
 
-class NcclTests(Parsed):
+class NcclTestsOutput(Parsed):
     """What an nccl-tests binary printed."""
 
     avg_bus_bandwidth_gb_per_s: float | None = Field(None, description="`# Avg bus bandwidth` (GB/s).")
@@ -66,7 +66,7 @@ class NcclTests(Parsed):
     errors: list[str] = Field(default_factory=list, description="NCCL/CUDA failure lines.")
 
 
-def parse_nccl_tests(text: str) -> NcclTests:
+def parse_nccl_tests(text: str) -> NcclTestsOutput:
     """Parse nccl-tests stdout (optionally rank-tagged).
 
     Args:
@@ -75,7 +75,7 @@ def parse_nccl_tests(text: str) -> NcclTests:
     Returns:
         Rows, averages and failures; ``unparsed_lines`` lists what was not recognised.
     """
-    result = NcclTests()
+    result = NcclTestsOutput()
     columns: list[str] = []
     headers = rank_zeros = summaries = 0
     for raw in text.splitlines():

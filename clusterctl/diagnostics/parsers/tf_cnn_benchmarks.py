@@ -37,7 +37,7 @@ class TfStep(BaseModel):
     rank: int | None = Field(None, description="MPI rank from a --tag-output prefix, if any.")
 
 
-class TfCnnBenchmarks(Parsed):
+class TfCnnBenchmarksOutput(Parsed):
     """What a tf_cnn_benchmarks run printed."""
 
     model: str | None = Field(None, description="Model name echoed back, e.g. resnet50.")
@@ -53,7 +53,7 @@ class TfCnnBenchmarks(Parsed):
     settings: dict[str, str] = Field(default_factory=dict, description="The header block, key: value.")
 
 
-def parse_tf_cnn_benchmarks(text: str) -> TfCnnBenchmarks:
+def parse_tf_cnn_benchmarks(text: str) -> TfCnnBenchmarksOutput:
     """Parse tf_cnn_benchmarks stdout (optionally with Open MPI or horovodrun rank tags).
 
     Args:
@@ -62,7 +62,7 @@ def parse_tf_cnn_benchmarks(text: str) -> TfCnnBenchmarks:
     Returns:
         The settings, steps and rank 0's total; ``unparsed_lines`` lists lines not recognised.
     """
-    result = TfCnnBenchmarks()
+    result = TfCnnBenchmarksOutput()
     totals: list[tuple[int | None, float]] = []
     last_key = ""
     for raw in text.splitlines():
@@ -88,7 +88,7 @@ def parse_tf_cnn_benchmarks(text: str) -> TfCnnBenchmarks:
     return result
 
 
-def _apply_settings(result: TfCnnBenchmarks) -> None:
+def _apply_settings(result: TfCnnBenchmarksOutput) -> None:
     settings = result.settings
     result.model = settings.get("Model")
     result.variable_update = settings.get("Variables")

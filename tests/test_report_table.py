@@ -11,12 +11,12 @@ import pytest
 from rich.console import Console
 
 from clusterctl.cli import main
-from clusterctl.cli.run import print_report
-from clusterctl.results.history import add_run, history_path
 from clusterctl.results.predict import predict_throughput
 from clusterctl.results.record import RunRecord
 from clusterctl.results.references import load_references
 from clusterctl.results.report import ReportRow, build_report
+from clusterctl.results.report_table import print_report
+from tests.rundirs import record_run
 from tests.test_report import V100, record
 
 # The whitepaper's configuration: the longest workload name, and references to compare with.
@@ -111,7 +111,7 @@ def test_report_command_piped_fits_80_columns(
     """Through the command, output captured (not a terminal): rich's width is then 80 columns."""
     monkeypatch.delenv("COLUMNS", raising=False)
     for run in RECORDS:
-        add_run(history_path(tmp_path), run, tmp_path / run.run_id)
+        record_run(tmp_path, run)
     assert main(["report", "--runs-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert max(len(line) for line in out.splitlines()) <= 80

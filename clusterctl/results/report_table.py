@@ -1,0 +1,166 @@
+"""The report as a table for a terminal: which columns fit the width, and what each cell says.
+
+Workload, devices, median, speedup and efficiency are always shown whole; the other columns are added in
+rank order while the table's natural width fits, the ones left out are named under it, and reference
+verdicts that did not fit are listed there. Rich is imported on use (the CLI's start-up loads none of it);
+every cell goes through ``safe_text``: a record may hold any character.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from clusterctl.results.report import ReportRow
+from clusterctl.terminal import safe_text
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _references(row: ReportRow) -> str:
+    return "; ".join(f"{x.metric} {x.observed:.2f} vs {x.expected:g} [{x.verdict}]" for x in row.comparisons)
+
+
+def _predicted(row: ReportRow) -> str:
+    """The predicted range (no overlap - full overlap), where the median lands, and the message size
+    the bus bandwidth was read at; 'compute-bound' when the fabric is not the limit."""
+    p = row.predicted
+    if p is None:
+        return "-"
+    at = f" at {p.fused_bytes / 2**20:g} MiB" if p.fused_bytes else " at max size"
+    verdict = f" [{row.prediction_verdict}]" if row.prediction_verdict else ""
+    bound = "; compute-bound: the fabric is not the limit" if p.compute_bound else ""
+    return f"{p.no_overlap:,.1f}-{p.full_overlap:,.1f} {row.unit}{at}{verdict}{bound}"
+
+
+def _vs_predicted(row: ReportRow) -> str:
+    """Measured / predicted: against full overlap - against none (1.00 and above: as good as the model)."""
+    p = row.predicted
+    if p is None or row.median is None:
+        return "-"
+    return f"{row.median / p.full_overlap:.2f}-{row.median / p.no_overlap:.2f}"
+
+
+def _fabric(row: ReportRow) -> str:
+    """GB each node's fabric sent (median run), with the rail balance on multi-rail nodes."""
+    if row.fabric_gb_per_node is None:
+        return "-"
+    balance = "" if row.rail_balance is None else f" bal {row.rail_balance:.2f}"
+    return f"{row.fabric_gb_per_node:.2f} GB/node{balance}"
+
+
+@dataclass(frozen=True)
+class _Column:
+    """One column of the report table: its header, its cell, and whether it must be shown."""
+
+    header: str
+    cell: Callable[[ReportRow], str]
+    # None: always shown (the five that say what the report is for: which workload, on how many devices,
+    # how fast, how well it scaled). The others are added in increasing rank while the table fits.
+    rank: int | None
+    right: bool = False
+    # A column only some runs can fill (predictions, counters): when no row has a value, it is left out
+    # to fit the width without being named (nothing is lost).
+    sparse: bool = False
+
+
+_COLUMNS: tuple[_Column, ...] = (
+    # The launcher beside the workload, so that an ssh row and its slurm twin never read as duplicates.
+    _Column(
+        "workload", lambda r: r.config.workload + ("" if r.launcher == "ssh" else f" via {r.launcher}"), None
+    ),
+    _Column("model", lambda r: r.config.model, 8),
+    _Column("framework", lambda r: r.config.framework, 6),
+    _Column("precision", lambda r: r.config.precision, 2),
+    _Column("batch", lambda r: str(r.config.batch_size), 3, right=True),
+    _Column("device", lambda r: r.config.device, 7),
+    _Column("devices", lambda r: str(r.devices), None, right=True),
+    _Column("nodes", lambda r: ",".join(map(str, r.nodes)), 1, right=True),
+    _Column("runs", lambda r: f"{r.runs}" + (f" (+{r.invalid_runs} invalid)" if r.invalid_runs else ""), 4),
+    _Column("median", lambda r: f"{_fmt(r.median, ',.1f')} {r.unit}", None, right=True),
+    _Column("spread", lambda r: f"{_fmt(r.spread_pct, '.1f')}%", 5, right=True),
+    _Column("speedup", lambda r: _fmt(r.speedup, ".2f") + "x", None, right=True),
+    _Column(
+        "efficiency",
+        lambda r: _fmt(None if r.efficiency is None else 100 * r.efficiency, ".1f") + "%",
+        None,
+        right=True,
+    ),
+    _Column("meas/pred", _vs_predicted, 0, right=True, sparse=True),
+    _Column("predicted", _predicted, 10, right=True, sparse=True),
+    _Column("fabric", _fabric, 11, right=True, sparse=True),
+    _Column("nccl algo", lambda r: ", ".join(r.algorithms) or "-", 12, sparse=True),
+    _Column("reference", lambda r: _references(r) or "-", 9),
+)
+
+
+def _table(rows: list[ReportRow], columns: list[_Column]) -> Table:
+    """The table of ``columns`` (kept in their display order) for ``rows``."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    # No vertical rules: 14 columns of borders would cost 15 characters of an 80-column line.
+    table = Table(
+        title="clusterctl report", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True
+    )
+    shown = [c for c in _COLUMNS if c in columns]
+    for column in shown:
+        table.add_column(column.header, justify="right" if column.right else "left", overflow="fold")
+    for row in rows:
+        # Text, not markup: a verdict such as "[pass]" is data, not a style.
+        table.add_row(*(Text(safe_text(column.cell(row))) for column in shown))
+    return table
+
+
+def _natural_width(table: Table) -> int:
+    from rich.console import Console
+
+    return Console(width=10_000).measure(table).maximum
+
+
+def report_table(rows: list[ReportRow], width: int | None) -> tuple[Table, list[str]]:
+    """The report table with the columns that fit ``width`` (None: all), and the headers left out.
+
+    Workload, devices, median, speedup and efficiency are always there; the other columns are added
+    in rank order, each one only if the table's natural width still fits. A sparse column no row
+    fills is neither added nor named.
+    """
+    if width is None:
+        return _table(rows, list(_COLUMNS)), []
+    wanted = [c for c in _COLUMNS if not (c.sparse and all(c.cell(r) == "-" for r in rows))]
+    columns = [c for c in wanted if c.rank is None]
+    for candidate in sorted((c for c in wanted if c.rank is not None), key=lambda c: c.rank or 0):
+        if _natural_width(_table(rows, [*columns, candidate])) <= width:
+            columns.append(candidate)
+    return _table(rows, columns), [c.header for c in wanted if c not in columns]
+
+
+def print_report(rows: list[ReportRow], out: Console, *, wide: bool = False) -> None:
+    """Print the report table on ``out``: the columns that fit its width, or every column when ``wide``.
+
+    Left-out columns are named under the table; left-out reference verdicts are listed there, one
+    line per row that has any. Those lines wrap at the console's width (soft wrap off).
+    """
+    from rich.console import Console
+
+    table, left_out = report_table(rows, None if wide else out.width)
+    if wide:
+        out = Console(width=max(out.width, _natural_width(table)), file=out.file, soft_wrap=True)
+    out.print(table)
+    if not left_out:
+        return
+    if "reference" in left_out:
+        for row in rows:
+            if row.comparisons:
+                out.print(safe_text(f"reference: {row.config.workload} on {row.devices} devices: {_references(row)}"),
+                          markup=False, highlight=False, soft_wrap=False)  # fmt: skip
+    out.print(f"left out to fit {out.width} columns: {', '.join(left_out)} (--wide shows every column)",
+              highlight=False, soft_wrap=False)  # fmt: skip
