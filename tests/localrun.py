@@ -16,8 +16,8 @@ from pathlib import Path
 
 from clusterctl.image.render import CONTAINER_PAYLOAD_DIR
 from clusterctl.inventory import Inventory, validate_document
-from clusterctl.launch import LaunchPlan
-from clusterctl.runner import ExecResult
+from clusterctl.run.plan import LaunchPlan
+from clusterctl.run.runner import ExecResult
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCAL_PAYLOAD_DIR = ROOT / "clusterctl" / "payload"

@@ -20,7 +20,6 @@ from clusterctl.diagnostics.parsers.fabric_counters import (
 )
 from clusterctl.diagnostics.parsers.nccl_log import NcclLog, parse_nccl_log
 from clusterctl.inventory import FabricSpec, Inventory, Node, load_inventory, validate_document
-from clusterctl.launch import plan_run
 from clusterctl.paths import data_dir
 from clusterctl.results.counter_reading import read_fabric_counters
 from clusterctl.results.counters import (
@@ -33,7 +32,8 @@ from clusterctl.results.counters import (
 )
 from clusterctl.results.fabric import in_network_reduction
 from clusterctl.results.record import RunRecord, judge_run
-from clusterctl.runner import ExecResult, run_benchmark
+from clusterctl.run.plan import plan_run
+from clusterctl.run.runner import ExecResult, run_benchmark
 from clusterctl.workloads import get_workload
 from tests.fixtures import fixture_text
 

@@ -10,9 +10,9 @@ import pytest
 
 from clusterctl.diagnostics.parsers.nccl_tests import parse_nccl_tests
 from clusterctl.inventory import Inventory
-from clusterctl.launch import plan_run
 from clusterctl.results.record import RunRecord
-from clusterctl.runner import run_benchmark
+from clusterctl.run.plan import plan_run
+from clusterctl.run.runner import run_benchmark
 from clusterctl.workloads import get_workload
 from tests.localrun import local_inventory, local_mpirun
 

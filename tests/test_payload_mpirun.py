@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from clusterctl.inventory import Inventory
-from clusterctl.launch import build_plan, run_options
 from clusterctl.results.history import history_path, load_runs
 from clusterctl.results.references import load_references
 from clusterctl.results.report import build_report
-from clusterctl.runner import run_benchmark
+from clusterctl.run.plan import build_plan, run_options
+from clusterctl.run.runner import run_benchmark
 from clusterctl.workloads import get_workload
 from clusterctl.workloads.resnet50 import parse_result_line
 from tests.localrun import local_inventory, local_mpirun

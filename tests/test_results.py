@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from clusterctl.inventory import load_inventory
-from clusterctl.launch import build_plan, run_options
 from clusterctl.results.fabric import CPU_TRANSPORT, prove_fabric
 from clusterctl.results.history import add_run, load_runs
 from clusterctl.results.record import judge_run, read_record, write_run_dir
+from clusterctl.run.plan import build_plan, run_options
 from clusterctl.workloads import get_workload
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from clusterctl.inventory import Inventory, load_inventory
-from clusterctl.launch import LaunchPlan, plan_run
 from clusterctl.paths import data_dir
 from clusterctl.results.history import history_path, load_runs
 from clusterctl.results.record import RunRecord
 from clusterctl.results.report import report_of
-from clusterctl.runner import ExecResult, run_benchmark
-from clusterctl.sweep import plan_sweep
+from clusterctl.run.plan import LaunchPlan, plan_run
+from clusterctl.run.runner import ExecResult, run_benchmark
+from clusterctl.run.sweep import plan_sweep
 from clusterctl.workloads import get_workload
 
 PAPER = data_dir("inventories") / "paper-c4140.yml"

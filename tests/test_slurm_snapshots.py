@@ -17,11 +17,11 @@ import pytest
 from clusterctl.diagnostics.collect import collection_script
 from clusterctl.diagnostics.parsers.fabric_counters import NodeCounters, PortBytes, counter_command
 from clusterctl.inventory import FabricSpec, Inventory, load_inventory
-from clusterctl.launch import plan_run
 from clusterctl.paths import data_dir
 from clusterctl.results.history import history_path, load_runs
-from clusterctl.runner import ExecResult, run_benchmark
-from clusterctl.slurm.snapshots import (
+from clusterctl.run.plan import plan_run
+from clusterctl.run.runner import ExecResult, run_benchmark
+from clusterctl.run.slurm.snapshots import (
     COUNTERS_KEY,
     job_collectors,
     job_files_command,

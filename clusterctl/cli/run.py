@@ -30,11 +30,11 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from clusterctl.inventory import Inventory
-    from clusterctl.launch import LaunchPlan
-    from clusterctl.launchers import Launcher
     from clusterctl.results.counters import CounterExpectation, CounterProof, NodeTraffic
     from clusterctl.results.record import RunRecord
     from clusterctl.results.report import ReportRow
+    from clusterctl.run.launchers import Launcher
+    from clusterctl.run.plan import LaunchPlan
 
 RunsDirOption = typer.Option(Path("runs"), "--runs-dir", help="Where run directories and history.sqlite go.")
 JsonOption = typer.Option(False, "--json", help="Machine-readable output on stdout.")
@@ -145,10 +145,10 @@ def run(
     as_json: bool = JsonOption,
 ) -> int:
     """Run WORKLOAD across the cluster (mpirun over SSH, or through Slurm); record and judge it."""
-    from clusterctl.launch import plan_run
-    from clusterctl.launchers import get_launcher
-    from clusterctl.preflight import preflight_plan
-    from clusterctl.runner import run_plans
+    from clusterctl.run.launchers import get_launcher
+    from clusterctl.run.plan import plan_run
+    from clusterctl.run.preflight import preflight_plan
+    from clusterctl.run.runner import run_plans
 
     inv = load(inventory)
     data_format = None if channels_last is None else ("NHWC" if channels_last else "NCHW")
@@ -455,9 +455,9 @@ def sweep(
     as_json: bool = JsonOption,
 ) -> int:
     """Run the grid (device counts x settings), then report it."""
-    from clusterctl.launchers import get_launcher
-    from clusterctl.runner import run_sweep
-    from clusterctl.sweep import plan_sweep
+    from clusterctl.run.launchers import get_launcher
+    from clusterctl.run.runner import run_sweep
+    from clusterctl.run.sweep import plan_sweep
 
     devices = split_option(gpus, "--gpus", positive_int, "a whole number of at least 1")
     grid: dict[str, list[object]] = {}

@@ -29,8 +29,6 @@ from clusterctl.diagnostics.parsers.fabric_counters import NodeCounters
 from clusterctl.diagnostics.parsers.mpi_error import parse_mpi_error
 from clusterctl.findings import Finding
 from clusterctl.inventory import Inventory
-from clusterctl.launch import LaunchPlan
-from clusterctl.launchers import LauncherName
 from clusterctl.results.counters import (
     CounterProof,
     counter_findings,
@@ -38,6 +36,8 @@ from clusterctl.results.counters import (
     prove_counters,
 )
 from clusterctl.results.fabric import FabricProof, fabric_findings, prove_fabric, settle_snapshot
+from clusterctl.run.launchers import LauncherName
+from clusterctl.run.plan import LaunchPlan
 from clusterctl.workloads.base import Metric, Workload
 
 RESULT_FILE = "result.json"

@@ -11,10 +11,10 @@ import pytest
 from clusterctl import containers
 from clusterctl.image.build import effective_image_ref
 from clusterctl.inventory import Inventory
-from clusterctl.launch import plan_run
 from clusterctl.results.counter_reading import read_fabric_counters
 from clusterctl.results.record import RunRecord
-from clusterctl.runner import run_benchmark
+from clusterctl.run.plan import plan_run
+from clusterctl.run.runner import run_benchmark
 from clusterctl.workloads import get_workload
 
 pytestmark = pytest.mark.integration

@@ -24,8 +24,8 @@ from clusterctl.container_plan import container_flags, container_spec, docker_ru
 from clusterctl.errors import InventoryError
 from clusterctl.hosts.provision import hosts_lines
 from clusterctl.inventory import sbatch_option_problem, validate_document
-from clusterctl.launch import plan_run
-from clusterctl.slurm.script import plan_batch
+from clusterctl.run.plan import plan_run
+from clusterctl.run.slurm.script import plan_batch
 from tests.reliability.hostile import BASE, assert_one_paragraph_refusal, reproducible, validate
 
 BOUND_S = 10.0

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from clusterctl.inventory import Inventory
-from clusterctl.launch import LaunchPlan
-from clusterctl.launchers import Collected, LauncherName
+from clusterctl.run.launchers import Collected, LauncherName
+from clusterctl.run.plan import LaunchPlan
 
 
 @dataclass

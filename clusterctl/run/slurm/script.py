@@ -28,8 +28,8 @@ from clusterctl.diagnostics.collect import collection_script
 from clusterctl.errors import InputError
 from clusterctl.image.render import CONTAINER_PAYLOAD_DIR, CONTAINER_SSH_DIR
 from clusterctl.inventory import Inventory, Mount, SlurmSpec
-from clusterctl.launch import LaunchPlan, mca_params
-from clusterctl.slurm.snapshots import job_collectors
+from clusterctl.run.plan import LaunchPlan, mca_params
+from clusterctl.run.slurm.snapshots import job_collectors
 from clusterctl.templating import template_environment
 
 TEMPLATE = "slurm-batch.sh.j2"

@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING
 
 from clusterctl.errors import RunFailed
 from clusterctl.inventory import Inventory
-from clusterctl.launch import LaunchPlan, build_plan
 from clusterctl.results.record import RunRecord
+from clusterctl.run.plan import LaunchPlan, build_plan
 from clusterctl.workloads import get_workload
 from clusterctl.workloads.nccl_tests import LARGE_BUSBW
 
 if TYPE_CHECKING:
     from clusterctl.results.counters import CounterReader
-    from clusterctl.runner import Executor
+    from clusterctl.run.runner import Executor
 
 
 class PreflightRefused(RunFailed):
@@ -81,7 +81,7 @@ def run_preflight(
         PreflightRefused: the collective failed or its bus bandwidth is below the inventory's minimum.
     """
     # Imported on use: the runner reaches the hosts (docker, SSH).
-    from clusterctl.runner import run_benchmark
+    from clusterctl.run.runner import run_benchmark
 
     check = preflight_plan(inventory, plan)
     [(record, _)] = run_benchmark(

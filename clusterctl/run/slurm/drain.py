@@ -61,7 +61,7 @@ def apply_actions(inventory: Inventory, actions: Sequence[SlurmAction]) -> list[
         )
     # Imported on use: the launcher module reaches hosts.
     from clusterctl.hosts.ssh import connect, run
-    from clusterctl.launchers.slurm import login_node
+    from clusterctl.run.launchers.slurm import login_node
 
     login = login_node(inventory.slurm)
     done = []

@@ -1,7 +1,7 @@
 """Running a launch plan with a launcher (ssh or slurm), then judging, recording and remembering it.
 
 ``execute_plan`` is the ssh launcher's executor (mpirun in the primary's container); any launcher
-becomes an executor through ``launcher_executor`` (``clusterctl.launchers``);
+becomes an executor through ``launcher_executor`` (``clusterctl.run.launchers``);
 ``run_benchmark`` repeats it, judges every run (pure), writes each run directory and history row.
 ``run_plans`` is what `clusterctl run` does: per plan, a topology snapshot of its nodes, then the
 runs, each between two readings of the nodes' fabric counters (a launcher that observes the nodes
@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Protocol
 
 from clusterctl.inventory import Inventory
-from clusterctl.launch import LaunchPlan
-from clusterctl.launchers import ExecResult, Launcher, get_launcher, run_launch
-from clusterctl.launchers.ssh import SshLauncher
 from clusterctl.results.counters import CounterReader
 from clusterctl.results.history import add_run, history_path
 from clusterctl.results.record import RunRecord, judge_run, new_run_id, write_run_dir
 from clusterctl.results.report import ReportRow, report_of
+from clusterctl.run.launchers import ExecResult, Launcher, get_launcher, run_launch
+from clusterctl.run.launchers.ssh import SshLauncher
+from clusterctl.run.plan import LaunchPlan
 from clusterctl.workloads.base import Workload
 
 OnRecord = Callable[[RunRecord, Path], None]
@@ -162,7 +162,7 @@ def run_plans(
 
     ``launcher`` names how the runs are started (``ssh`` or ``slurm``); None: the inventory's default.
     With ``preflight``, each plan's collective benchmark runs first, through the same launcher
-    (``clusterctl.preflight``), and a fabric below the inventory's minimum bus bandwidth stops
+    (``clusterctl.run.preflight``), and a fabric below the inventory's minimum bus bandwidth stops
     everything there (PreflightRefused).
 
     The snapshot (``check topology``'s bundle, taken right before the runs) goes into every run
@@ -180,8 +180,8 @@ def run_plans(
     """
     # Imported on use: collecting reaches the hosts over SSH (fabric, paramiko).
     from clusterctl.diagnostics.collect import collect_bundle
-    from clusterctl.preflight import preflight_plan, run_preflight
     from clusterctl.results.counter_reading import read_fabric_counters
+    from clusterctl.run.preflight import preflight_plan, run_preflight
     from clusterctl.workloads import get_workload
 
     chosen = get_launcher(inventory, launcher)

@@ -4,9 +4,9 @@ A ``Launcher`` starts a plan and returns a ``Launch``; ``run_launch`` drives any
 way: follow it until it ends or its deadline passes, cancel it on timeout or Ctrl-C, and collect its
 whole output. Two launchers exist:
 
-- ``ssh``: mpirun in the primary node's benchmark container (``clusterctl.launchers.ssh``);
+- ``ssh``: mpirun in the primary node's benchmark container (``clusterctl.run.launchers.ssh``);
 - ``slurm``: ``sbatch`` of a rendered batch script on the login node, ranks started by
-  ``srun --mpi=<the inventory's slurm.mpi>`` (``clusterctl.launchers.slurm``).
+  ``srun --mpi=<the inventory's slurm.mpi>`` (``clusterctl.run.launchers.slurm``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from clusterctl.diagnostics.bundle import NodeBundle
     from clusterctl.diagnostics.parsers.fabric_counters import NodeCounters
     from clusterctl.inventory import Inventory
-    from clusterctl.launch import LaunchPlan
+    from clusterctl.run.plan import LaunchPlan
 
 LauncherName = Literal["ssh", "slurm"]
 LAUNCHERS: tuple[LauncherName, ...] = ("ssh", "slurm")
@@ -141,7 +141,7 @@ def get_launcher(inventory: Inventory, name: str | None) -> Launcher:
     if name is None:
         name = "slurm" if inventory.slurm is not None and inventory.slurm.default else "ssh"
     if name == "ssh":
-        from clusterctl.launchers.ssh import SshLauncher
+        from clusterctl.run.launchers.ssh import SshLauncher
 
         return SshLauncher()
     if name == "slurm":
@@ -151,7 +151,7 @@ def get_launcher(inventory: Inventory, name: str | None) -> Launcher:
                 f"--launcher slurm: the inventory{where} has no slurm block. Fix: add one (login node, "
                 "partition, runtime; `clusterctl inventory schema` describes it), or use --launcher ssh."
             )
-        from clusterctl.launchers.slurm import SlurmLauncher
+        from clusterctl.run.launchers.slurm import SlurmLauncher
 
         return SlurmLauncher()
     raise InputError(f"--launcher {name!r}: use one of {', '.join(LAUNCHERS)}.")
