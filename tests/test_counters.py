@@ -31,7 +31,8 @@ from clusterctl.results.counters import (
     prove_counters,
 )
 from clusterctl.results.fabric import in_network_reduction
-from clusterctl.results.record import RunRecord, judge_run
+from clusterctl.results.record import RunRecord
+from clusterctl.run.judge import judge_run
 from clusterctl.run.plan import plan_run
 from clusterctl.run.runner import ExecResult, run_benchmark
 from clusterctl.workloads import get_workload

@@ -12,7 +12,8 @@ from clusterctl.diagnostics.rules_node import peermem_rules
 from clusterctl.findings import Finding
 from clusterctl.inventory import Inventory, load_inventory
 from clusterctl.results.fabric import fabric_findings, prove_fabric, settle_snapshot
-from clusterctl.results.record import RunRecord, judge_run
+from clusterctl.results.record import RunRecord
+from clusterctl.run.judge import judge_run
 from clusterctl.run.plan import build_plan, run_options
 from clusterctl.workloads import get_workload
 from tests.fixtures import fixture_text

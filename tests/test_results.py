@@ -14,8 +14,10 @@ import pytest
 from clusterctl.inventory import load_inventory
 from clusterctl.results.fabric import CPU_TRANSPORT, prove_fabric
 from clusterctl.results.history import add_run, load_runs
-from clusterctl.results.record import judge_run, read_record, write_run_dir
+from clusterctl.results.record import read_record
+from clusterctl.run.judge import judge_run
 from clusterctl.run.plan import build_plan, run_options
+from clusterctl.run.rundir import write_run_dir
 from clusterctl.workloads import get_workload
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -20,11 +20,13 @@ from typing import Protocol
 from clusterctl.inventory import Inventory
 from clusterctl.results.counters import CounterReader
 from clusterctl.results.history import add_run, history_path
-from clusterctl.results.record import RunRecord, judge_run, new_run_id, write_run_dir
+from clusterctl.results.record import RunRecord
 from clusterctl.results.report import ReportRow, report_of
+from clusterctl.run.judge import judge_run
 from clusterctl.run.launchers import ExecResult, Launcher, get_launcher, run_launch
 from clusterctl.run.launchers.ssh import SshLauncher
 from clusterctl.run.plan import LaunchPlan
+from clusterctl.run.rundir import new_run_id, write_run_dir
 from clusterctl.workloads.base import Workload
 
 OnRecord = Callable[[RunRecord, Path], None]

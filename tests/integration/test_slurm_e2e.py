@@ -21,10 +21,10 @@ from clusterctl.cli import main
 from clusterctl.hosts.docker_remote import docker_client
 from clusterctl.hosts.ssh import connect, run
 from clusterctl.inventory import Inventory
-from clusterctl.run.launchers.slurm import SlurmLauncher, login_node
+from clusterctl.run.launchers.slurm import SlurmLauncher
 from clusterctl.run.plan import plan_run
 from clusterctl.run.runner import launcher_executor, run_benchmark
-from clusterctl.run.slurm.script import JOB_LABEL
+from clusterctl.run.slurm.script import JOB_LABEL, login_node
 from clusterctl.workloads import get_workload
 from tests.strictjson import strict_loads
 

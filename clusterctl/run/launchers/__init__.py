@@ -14,24 +14,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from clusterctl.errors import InputError
+from clusterctl.results.record import LAUNCHERS, TIMEOUT_EXIT_CODE, LauncherName
 
 if TYPE_CHECKING:
     from clusterctl.diagnostics.bundle import NodeBundle
-    from clusterctl.diagnostics.parsers.fabric_counters import NodeCounters
     from clusterctl.inventory import Inventory
+    from clusterctl.results.counters import CounterReadings
     from clusterctl.run.plan import LaunchPlan
-
-LauncherName = Literal["ssh", "slurm"]
-LAUNCHERS: tuple[LauncherName, ...] = ("ssh", "slurm")
-# Exit code recorded for a run killed at its timeout (what coreutils' timeout uses).
-TIMEOUT_EXIT_CODE = 124
-
-
-CounterReadings = tuple[dict[str, "NodeCounters"], dict[str, "NodeCounters"]]
-"""The fabric counters of the run's nodes before and after it, by node name."""
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,8 @@ from clusterctl.hosts.sftp import write_file
 from clusterctl.hosts.ssh import CommandResult, connect, run
 from clusterctl.inventory import FabricSpec, Inventory, Node, SlurmSpec
 from clusterctl.paths import payload_files
-from clusterctl.run.launchers import Collected, LauncherName
+from clusterctl.results.record import LauncherName
+from clusterctl.run.launchers import Collected
 from clusterctl.run.plan import LaunchPlan
 from clusterctl.run.slurm.jobs import (
     JobStatus,
@@ -40,7 +41,7 @@ from clusterctl.run.slurm.jobs import (
     parse_squeue,
     refusal_fix,
 )
-from clusterctl.run.slurm.script import PAYLOAD_SUBDIR, BatchJob, plan_batch, slurm_block
+from clusterctl.run.slurm.script import PAYLOAD_SUBDIR, BatchJob, login_node, plan_batch, slurm_block
 from clusterctl.run.slurm.snapshots import job_files_command, read_job_snapshots, split_job_files
 
 POLL_FIRST_S = 1.0
@@ -49,11 +50,6 @@ POLL_MAX_S = 10.0
 COMMAND_TIMEOUT_S = 60.0
 # How long scancel may take to get the job out of the queue (its tasks killed, its Epilog run).
 CANCEL_DEADLINE_S = 120.0
-
-
-def login_node(slurm: SlurmSpec) -> Node:
-    """The login node as a ``Node``, so that ``clusterctl.hosts.ssh.connect`` reaches it."""
-    return Node(name="slurm-login", address=slurm.login.address, ssh=slurm.login.ssh)
 
 
 @dataclass

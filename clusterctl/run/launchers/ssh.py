@@ -12,7 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from clusterctl.inventory import Inventory
-from clusterctl.run.launchers import Collected, LauncherName
+from clusterctl.results.record import LauncherName
+from clusterctl.run.launchers import Collected
 from clusterctl.run.plan import LaunchPlan
 
 
