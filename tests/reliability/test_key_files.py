@@ -54,7 +54,7 @@ def test_every_writer_caller_is_a_node_upload() -> None:
         "cluster_keys.py",
         "hosts/provision.py",
         "image/registry_node.py",
-        "launchers/slurm.py",
+        "run/launchers/slurm.py",
     ]
 
 
