@@ -11,7 +11,7 @@ import pytest
 
 from clusterctl.errors import InputError, InventoryError
 from clusterctl.inventory import Inventory, validate_document
-from clusterctl.run.launchers import get_launcher
+from clusterctl.run.context import get_launcher
 from clusterctl.run.plan import plan_run
 from clusterctl.run.slurm.script import plan_batch
 from clusterctl.yamlio import load_yaml

@@ -6,7 +6,6 @@ A second run in the same second gets a ``-2``, ``-3``... suffix; nothing is ever
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,7 +28,6 @@ def write_run_dir(
     plan: LaunchPlan,
     output: str,
     record: RunRecord,
-    topology_dir: Path | None = None,
     *,
     command: str | None = None,
     bundles: Mapping[str, Mapping[str, NodeBundle]] | None = None,
@@ -37,7 +35,7 @@ def write_run_dir(
     """Write the run directory for ``record`` under ``runs_dir`` and return its path.
 
     ``command``: what ran (None: the plan's mpirun command); ``bundles``: snapshots the launch took,
-    by folder name (``topology``, ``topology-after``), written instead of copying ``topology_dir``.
+    by folder name (``topology``, ``topology-after``).
     A second run in the same second gets a ``-2``, ``-3``... suffix; nothing is overwritten. The
     record's ``run_id`` is updated to the directory's name.
     """
@@ -63,8 +61,6 @@ def write_run_dir(
     (directory / "spec.json").write_text(json.dumps(spec, indent=2) + "\n")
     (directory / "command.txt").write_text((command or plan.shell_command()).rstrip("\n") + "\n")
     (directory / "output.log").write_text(output)
-    if topology_dir is not None and not bundles:
-        shutil.copytree(topology_dir, directory / "topology")
     for folder, by_node in (bundles or {}).items():
         write_bundle(directory / folder, by_node)
     (directory / RESULT_FILE).write_text(record.model_dump_json(indent=2) + "\n")

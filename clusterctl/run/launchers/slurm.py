@@ -8,8 +8,7 @@ cure (``clusterctl.run.slurm.jobs.hopeless_pending``) is cancelled at once, with
 bounded, until the job has left ``squeue`` (its Epilog has run by then). ``collect`` reads back
 the snapshots the job took on the nodes it got, before and after the run
 (``clusterctl.run.slurm.snapshots``): the run directory's topology and the fabric counters the proof by
-counters judges, from inside the allocation (``observes_nodes``), never read over SSH on the
-inventory's nodes.
+counters judges, from inside the allocation, never read over SSH on the inventory's nodes.
 """
 
 from __future__ import annotations
@@ -199,7 +198,6 @@ class SlurmLauncher:
     """sbatch + srun through the inventory's slurm block."""
 
     name: LauncherName = "slurm"
-    observes_nodes = True
 
     def describe(self, inventory: Inventory, plan: LaunchPlan) -> str:
         """The batch script ``start`` would submit (its directory name differs per run)."""
