@@ -1,4 +1,5 @@
-"""A real executor for tests: runs a plan's payload under the host's own Open MPI (no containers).
+"""Launchers for tests: ``LocalMpirun`` runs a plan's payload under the host's own Open MPI (no
+containers); ``Ended`` runs nothing, every launch ends at once with what the test gives.
 
 The plan's rank command is kept as built (so the workload's argv is what runs); only the mpirun
 flags change to a single-host launch, the payload path points at this checkout, and the ranks run
@@ -11,20 +12,25 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from clusterctl.diagnostics.bundle import NodeBundle
 from clusterctl.image.render import CONTAINER_PAYLOAD_DIR
 from clusterctl.inventory import Inventory, validate_document
-from clusterctl.launch import LaunchPlan
-from clusterctl.runner import ExecResult
+from clusterctl.results.counters import CounterReadings
+from clusterctl.results.record import LauncherName
+from clusterctl.run.launchers import Collected
+from clusterctl.run.plan import LaunchPlan
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCAL_PAYLOAD_DIR = ROOT / "clusterctl" / "payload"
 
 
 def local_inventory() -> Inventory:
-    """Two CPU "nodes" on this host's loopback (127.0.0.1 and .2) for ``local_mpirun``."""
+    """Two CPU "nodes" on this host's loopback (127.0.0.1 and .2) for ``LocalMpirun``."""
     document = {
         "cluster": {"name": "local", "defaults": {"gpus": {"count": 0}, "fabric": {"interface": "lo"}}},
         "nodes": [
@@ -35,21 +41,105 @@ def local_inventory() -> Inventory:
     return validate_document(document, Path("local.yml"))
 
 
-def local_mpirun(
-    inventory: Inventory, plan: LaunchPlan, *, timeout_s: float, on_line: Callable[[str], None]
-) -> ExecResult:
-    """Run ``plan``'s rank command with ``mpirun -np <world size> --oversubscribe`` on this host."""
-    del inventory
-    rank_argv = list(plan.rank_argv)
-    rank_argv[0] = sys.executable
-    rank_argv[1] = str(LOCAL_PAYLOAD_DIR / rank_argv[1].removeprefix(f"{CONTAINER_PAYLOAD_DIR}/"))
-    argv = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--tag-output", "-np", str(plan.world_size)]
-    rendezvous = {k: v for k, v in plan.env.items() if k.startswith("MASTER_")}
-    env = {**os.environ, "OMP_NUM_THREADS": "1", **rendezvous}
-    proc = subprocess.run(
-        [*argv, *rank_argv], capture_output=True, text=True, timeout=timeout_s, env=env, check=False
-    )
-    output = proc.stdout + proc.stderr
-    for line in output.splitlines():
-        on_line(line)
-    return ExecResult(proc.returncode, output)
+@dataclass
+class LocalMpirunLaunch:
+    """``plan``'s rank command under ``mpirun -np <world size> --oversubscribe`` on this host."""
+
+    plan: LaunchPlan
+    output: str = ""
+
+    def follow(self, on_line: Callable[[str], None], deadline: float) -> int | None:
+        """Run the ranks to their end (subprocess.TimeoutExpired past ``deadline``); their exit code."""
+        rank_argv = list(self.plan.rank_argv)
+        rank_argv[0] = sys.executable
+        rank_argv[1] = str(LOCAL_PAYLOAD_DIR / rank_argv[1].removeprefix(f"{CONTAINER_PAYLOAD_DIR}/"))
+        argv = [
+            "mpirun",
+            "--allow-run-as-root",
+            "--oversubscribe",
+            "--tag-output",
+            "-np",
+            str(self.plan.world_size),
+        ]
+        rendezvous = {k: v for k, v in self.plan.env.items() if k.startswith("MASTER_")}
+        env = {**os.environ, "OMP_NUM_THREADS": "1", **rendezvous}
+        proc = subprocess.run(
+            [*argv, *rank_argv],
+            capture_output=True,
+            text=True,
+            timeout=max(deadline - time.monotonic(), 0.0),
+            env=env,
+            check=False,
+        )
+        self.output = proc.stdout + proc.stderr
+        for line in self.output.splitlines():
+            on_line(line)
+        return proc.returncode
+
+    def cancel(self) -> None:
+        """Nothing to do: the ranks ended before ``follow`` returned or raised."""
+
+    def collect(self) -> Collected:
+        """What the ranks printed, and the plan's command; no counters, no snapshot."""
+        return Collected(self.output, self.plan.shell_command())
+
+
+class LocalMpirun:
+    """The ssh launcher's stand-in: the plan's ranks under this host's own Open MPI."""
+
+    name: LauncherName = "ssh"
+
+    def start(self, inventory: Inventory, plan: LaunchPlan) -> LocalMpirunLaunch:
+        """The launch of ``plan``; the ranks start when it is followed."""
+        del inventory
+        return LocalMpirunLaunch(plan)
+
+    def describe(self, inventory: Inventory, plan: LaunchPlan) -> str:
+        """The plan's mpirun command."""
+        del inventory
+        return plan.shell_command()
+
+
+@dataclass
+class EndedLaunch:
+    """A launch that has already ended: ``follow`` hands its output's lines over and gives its exit code."""
+
+    exit_code: int
+    collected: Collected
+
+    def follow(self, on_line: Callable[[str], None], deadline: float) -> int | None:
+        """Every line of the output, then the exit code."""
+        del deadline
+        for line in self.collected.output.splitlines():
+            on_line(line)
+        return self.exit_code
+
+    def cancel(self) -> None:
+        """Nothing runs."""
+
+    def collect(self) -> Collected:
+        """What the test gave."""
+        return self.collected
+
+
+@dataclass
+class Ended:
+    """A launcher whose every launch ends at once with ``exit_code`` and ``output``, and collects
+    ``command`` (empty: the plan's), ``counters`` and ``bundles``."""
+
+    exit_code: int
+    output: str = ""
+    name: LauncherName = "ssh"
+    command: str = ""
+    counters: CounterReadings | None = None
+    bundles: Mapping[str, Mapping[str, NodeBundle]] = field(default_factory=dict)
+
+    def start(self, inventory: Inventory, plan: LaunchPlan) -> EndedLaunch:
+        """A launch that has already ended."""
+        del inventory
+        return EndedLaunch(self.exit_code, Collected(self.output, self.command, self.counters, self.bundles))
+
+    def describe(self, inventory: Inventory, plan: LaunchPlan) -> str:
+        """The plan's mpirun command."""
+        del inventory
+        return plan.shell_command()

@@ -20,7 +20,6 @@ from clusterctl.diagnostics.parsers.fabric_counters import (
 )
 from clusterctl.diagnostics.parsers.nccl_log import NcclLog, parse_nccl_log
 from clusterctl.inventory import FabricSpec, Inventory, Node, load_inventory, validate_document
-from clusterctl.launch import plan_run
 from clusterctl.paths import data_dir
 from clusterctl.results.counter_reading import read_fabric_counters
 from clusterctl.results.counters import (
@@ -32,8 +31,12 @@ from clusterctl.results.counters import (
     prove_counters,
 )
 from clusterctl.results.nccl_log_proof import in_network_reduction
-from clusterctl.results.record import RunRecord, judge_run
-from clusterctl.runner import ExecResult, run_benchmark
+from clusterctl.results.record import RunRecord
+from clusterctl.run.context import run_context
+from clusterctl.run.judge import judge_run
+from clusterctl.run.launchers.ssh import SshLaunch, SshLauncher
+from clusterctl.run.plan import plan_run
+from clusterctl.run.runner import run_plans
 from clusterctl.workloads import get_workload
 from tests.fixtures import fixture_text
 
@@ -239,18 +242,17 @@ class _Counters:
         return reading
 
 
-def _ok_exec(inventory: Inventory, plan, *, timeout_s: float, on_line) -> ExecResult:
-    return ExecResult(0, "")
-
-
-def test_run_benchmark_reads_the_counters_around_every_run(tmp_path: Path) -> None:
+def test_the_ssh_launcher_reads_the_counters_around_every_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     inventory = load_inventory(data_dir("inventories") / "sandbox-example.yml")
     plan = plan_run(inventory, "resnet50", nodes=2)
     reader = _Counters(step=5 * GB)
-    done = run_benchmark(
-        inventory, plan, get_workload("resnet50"), repeats=2, timeout_s=10, runs_dir=tmp_path,
-        on_line=lambda line: None, execute=_ok_exec, read_counters=reader,
-    )  # fmt: skip
+    monkeypatch.setattr(SshLaunch, "follow", lambda self, on_line, deadline: 0)  # mpirun exits 0 at once
+    launcher = SshLauncher(read_counters=reader, take_snapshot=lambda inventory, nodes: {})
+    done = run_plans(
+        run_context(inventory, [plan], launcher=launcher, repeats=2, timeout_s=10, runs_dir=tmp_path)
+    )
     assert reader.calls == [["node1", "node2"]] * 4  # before and after each of the 2 runs
     for record, directory in done:
         assert isinstance(record.counters, CounterProof)

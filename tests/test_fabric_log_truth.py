@@ -11,9 +11,10 @@ from clusterctl.diagnostics.parsers.peermem import parse_peermem
 from clusterctl.diagnostics.rules_node import peermem_rules
 from clusterctl.findings import Finding
 from clusterctl.inventory import Inventory, load_inventory
-from clusterctl.launch import build_plan, run_options
 from clusterctl.results.nccl_log_proof import fabric_findings, prove_fabric, settle_snapshot
-from clusterctl.results.record import RunRecord, judge_run
+from clusterctl.results.record import RunRecord
+from clusterctl.run.judge import judge_run
+from clusterctl.run.plan import build_plan, run_options
 from clusterctl.workloads import get_workload
 from tests.fixtures import fixture_text
 from tests.test_nccl_log_facts import DMABUF, IB_IN_WARN_ONLY, NO_MODULE, ROCE_GDR_OFF, SHARP

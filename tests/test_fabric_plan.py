@@ -13,7 +13,7 @@ import yaml
 from clusterctl.cli import main
 from clusterctl.errors import InventoryError
 from clusterctl.inventory import Inventory, load_inventory, validate_document
-from clusterctl.launch import LaunchPlan, build_plan, run_options
+from clusterctl.run.plan import LaunchPlan, build_plan, run_options
 from clusterctl.workloads import get_workload
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,9 +10,9 @@ import pytest
 
 from clusterctl.diagnostics.parsers.nccl_log import parse_nccl_log
 from clusterctl.inventory import load_inventory
-from clusterctl.launch import build_plan, run_options
 from clusterctl.results.nccl_log_proof import fabric_findings, prove_fabric
-from clusterctl.results.record import judge_run
+from clusterctl.run.judge import judge_run
+from clusterctl.run.plan import build_plan, run_options
 from clusterctl.workloads import get_workload
 from tests.fixtures import fixture_text
 

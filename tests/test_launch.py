@@ -9,7 +9,7 @@ import pytest
 
 from clusterctl.errors import InputError, InventoryError
 from clusterctl.inventory import load_inventory, validate_document
-from clusterctl.launch import build_plan, run_options
+from clusterctl.run.plan import build_plan, run_options
 from clusterctl.workloads import get_workload
 
 ROOT = Path(__file__).resolve().parents[1]

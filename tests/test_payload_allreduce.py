@@ -10,11 +10,11 @@ import pytest
 
 from clusterctl.diagnostics.parsers.nccl_tests import parse_nccl_tests
 from clusterctl.inventory import Inventory
-from clusterctl.launch import plan_run
 from clusterctl.results.record import RunRecord
-from clusterctl.runner import run_benchmark
-from clusterctl.workloads import get_workload
-from tests.localrun import local_inventory, local_mpirun
+from clusterctl.run.context import run_context
+from clusterctl.run.plan import plan_run
+from clusterctl.run.runner import run_plans
+from tests.localrun import LocalMpirun, local_inventory
 
 
 @pytest.fixture(scope="module")
@@ -24,10 +24,9 @@ def inventory() -> Inventory:
 
 def _run(inventory: Inventory, tmp_path: Path, framework: str) -> tuple[RunRecord, str]:
     plan = plan_run(inventory, "allreduce", nodes=2, framework=framework)
-    [(record, directory)] = run_benchmark(
-        inventory, plan, get_workload("allreduce"), repeats=1, timeout_s=240, runs_dir=tmp_path,
-        on_line=lambda line: None, execute=local_mpirun,
-    )  # fmt: skip
+    [(record, directory)] = run_plans(
+        run_context(inventory, [plan], launcher=LocalMpirun(), timeout_s=240, runs_dir=tmp_path)
+    )
     return record, (directory / "output.log").read_text()
 
 

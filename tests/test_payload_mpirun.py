@@ -10,14 +10,15 @@ from pathlib import Path
 import pytest
 
 from clusterctl.inventory import Inventory
-from clusterctl.launch import build_plan, run_options
 from clusterctl.results.history import history_path, load_runs
 from clusterctl.results.references import load_references
 from clusterctl.results.report import build_report
-from clusterctl.runner import run_benchmark
+from clusterctl.run.context import run_context
+from clusterctl.run.plan import build_plan, run_options
+from clusterctl.run.runner import run_plans
 from clusterctl.workloads import get_workload
 from clusterctl.workloads.resnet50 import parse_result_line
-from tests.localrun import local_inventory, local_mpirun
+from tests.localrun import LocalMpirun, local_inventory
 
 TINY = {"image_size": 32, "batch_size": 2, "steps": 2, "warmup_steps": 1, "display_every": 1}
 
@@ -34,15 +35,10 @@ def _run(inventory: Inventory, runs_dir: Path, nodes: int, framework: str):
         get_workload("resnet50"),
     )
     lines: list[str] = []
-    [(record, directory)] = run_benchmark(
-        inventory,
-        plan,
-        get_workload("resnet50"),
-        repeats=1,
-        timeout_s=240,
-        runs_dir=runs_dir,
-        on_line=lines.append,
-        execute=local_mpirun,
+    [(record, directory)] = run_plans(
+        run_context(
+            inventory, [plan], launcher=LocalMpirun(), timeout_s=240, runs_dir=runs_dir, on_line=lines.append
+        )
     )
     assert lines, "the output was streamed line by line"
     return record, directory

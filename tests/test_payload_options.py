@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from clusterctl.inventory import load_inventory
-from clusterctl.launch import build_plan, run_options
+from clusterctl.run.plan import build_plan, run_options
 from clusterctl.workloads import get_workload
 from tests.test_payload_model import bench
 

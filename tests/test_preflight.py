@@ -10,10 +10,11 @@ import pytest
 from clusterctl.cli import main
 from clusterctl.errors import InputError
 from clusterctl.inventory import Inventory, load_inventory
-from clusterctl.launch import plan_run
 from clusterctl.paths import data_dir
-from clusterctl.preflight import PreflightRefused, preflight_plan, refusal
-from clusterctl.results.record import RunRecord, judge_run
+from clusterctl.results.record import RunRecord
+from clusterctl.run.judge import judge_run
+from clusterctl.run.plan import plan_run
+from clusterctl.run.preflight import PreflightRefused, preflight_plan, refusal
 from clusterctl.workloads import get_workload
 from tests.fixtures import fixture_text
 

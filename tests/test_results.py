@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 
 from clusterctl.inventory import load_inventory
-from clusterctl.launch import build_plan, run_options
 from clusterctl.results.nccl_log_proof import CPU_TRANSPORT, prove_fabric
-from clusterctl.results.record import judge_run, read_record, write_run_dir
+from clusterctl.results.record import read_record
+from clusterctl.run.judge import judge_run
+from clusterctl.run.plan import build_plan, run_options
+from clusterctl.run.rundir import write_run_dir
 from clusterctl.workloads import get_workload
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -125,14 +127,14 @@ def test_a_lost_secondary_is_named_by_node_and_address() -> None:
 def test_run_directory_round_trips_and_never_overwrites(tmp_path: Path) -> None:
     log = fixture("tf_cnn_benchmarks/lambda-1x1080ti-tf2.2-resnet50-fp32.txt")
     inventory, plan, record = _paper_record(log)
-    topology = tmp_path / "bundle"
-    topology.mkdir()
-    (topology / "c4140-1.topo.txt").write_text("GPU0 X\n")
-    first = write_run_dir(tmp_path / "runs", inventory, plan, log, record, topology)
+    from tests.test_diag_collect import FIXTURE_NODE, _bundle
+
+    topology = {"c4140-1": _bundle("c4140-1", FIXTURE_NODE)}
+    first = write_run_dir(tmp_path / "runs", inventory, plan, log, record, bundles={"topology": topology})
     second = write_run_dir(tmp_path / "runs", inventory, plan, log, record.model_copy())
     assert first.name == "20260102T030405Z_tf_cnn_benchmarks_1n"
     assert second.name == "20260102T030405Z_tf_cnn_benchmarks_1n-2"
-    assert (first / "topology" / "c4140-1.topo.txt").is_file()
+    assert (first / "topology" / "c4140-1" / "meta.json").is_file()
     assert (first / "output.log").read_text() == log
     assert read_record(first).value == pytest.approx(208.72)
     assert json.loads((first / "spec.json").read_text())["cluster"] == "paper-c4140"

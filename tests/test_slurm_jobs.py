@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from clusterctl.diagnostics.model import split_tag
-from clusterctl.slurm.jobs import (
+from clusterctl.run.slurm.jobs import (
     JobStatus,
     hopeless_pending,
     job_outcome,

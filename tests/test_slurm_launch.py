@@ -9,9 +9,9 @@ import pytest
 
 from clusterctl.hosts.ssh import CommandResult
 from clusterctl.inventory import FabricSpec, SlurmSpec
-from clusterctl.launchers import slurm as slurm_launcher
-from clusterctl.launchers.slurm import SlurmLaunch, login_node
-from clusterctl.slurm.script import BatchJob
+from clusterctl.run.launchers import slurm as slurm_launcher
+from clusterctl.run.launchers.slurm import SlurmLaunch
+from clusterctl.run.slurm.script import BatchJob, login_node
 from tests.fixtures import fixture_text
 
 ETHERNET = FabricSpec(kind="ethernet", interface="eth0")

@@ -11,9 +11,9 @@ import pytest
 
 from clusterctl.errors import InputError, InventoryError
 from clusterctl.inventory import Inventory, validate_document
-from clusterctl.launch import plan_run
-from clusterctl.launchers import get_launcher
-from clusterctl.slurm.script import plan_batch
+from clusterctl.run.context import get_launcher
+from clusterctl.run.plan import plan_run
+from clusterctl.run.slurm.script import plan_batch
 from clusterctl.yamlio import load_yaml
 
 ROOT = Path(__file__).resolve().parents[1]

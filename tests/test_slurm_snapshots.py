@@ -1,6 +1,6 @@
 """A slurm job's snapshots of its nodes, read back: the batch script's collection (with the fabric
 counters) run for real by sh on this machine, the job directory's files printed by the real
-``job_files_command``, then cut into bundles and before/after readings; and ``run_benchmark`` judging
+``job_files_command``, then cut into bundles and before/after readings; and the conductor judging
 and recording what a launch read inside its allocation, without reading anything over SSH."""
 
 from __future__ import annotations
@@ -17,18 +17,19 @@ import pytest
 from clusterctl.diagnostics.collect import collection_script
 from clusterctl.diagnostics.parsers.fabric_counters import NodeCounters, PortBytes, counter_command
 from clusterctl.inventory import FabricSpec, Inventory, load_inventory
-from clusterctl.launch import plan_run
 from clusterctl.paths import data_dir
 from clusterctl.results.history import load_runs
-from clusterctl.runner import ExecResult, run_benchmark
-from clusterctl.slurm.snapshots import (
+from clusterctl.run.context import run_context
+from clusterctl.run.plan import plan_run
+from clusterctl.run.runner import run_plans
+from clusterctl.run.slurm.snapshots import (
     COUNTERS_KEY,
     job_collectors,
     job_files_command,
     read_job_snapshots,
     split_job_files,
 )
-from clusterctl.workloads import get_workload
+from tests.localrun import Ended
 
 # Every Linux machine has the loopback interface: the test's own traffic goes through it.
 LOOPBACK = FabricSpec(kind="ethernet", interface="lo")
@@ -120,7 +121,7 @@ def sandbox() -> Inventory:
     return load_inventory(data_dir("inventories") / "sandbox-example.yml")
 
 
-def test_run_benchmark_judges_and_records_what_the_launch_read_in_its_allocation(
+def test_the_conductor_judges_and_records_what_the_launch_read_in_its_allocation(
     sandbox: Inventory, tmp_path: Path
 ) -> None:
     plan = plan_run(sandbox, "resnet50", nodes=2)
@@ -131,14 +132,10 @@ def test_run_benchmark_judges_and_records_what_the_launch_read_in_its_allocation
         {"topology-before-c1.txt": "", "topology-after-c1.txt": ""}, LOOPBACK, "t"
     ).bundles
 
-    def slurm_exec(inventory: Inventory, plan, *, timeout_s: float, on_line) -> ExecResult:
-        return ExecResult(0, "", launcher="slurm", command="#!/bin/bash\nsrun x\n", counters=(before, after),
-                          bundles=bundles)  # fmt: skip
-
-    [(record, directory)] = run_benchmark(
-        sandbox, plan, get_workload("resnet50"), repeats=1, timeout_s=10, runs_dir=tmp_path,
-        on_line=lambda line: None, execute=slurm_exec,
-    )  # fmt: skip
+    slurm = Ended(0, name="slurm", command="#!/bin/bash\nsrun x\n", counters=(before, after), bundles=bundles)
+    [(record, directory)] = run_plans(
+        run_context(sandbox, [plan], launcher=slurm, timeout_s=10, runs_dir=tmp_path)
+    )
     assert record.launcher == "slurm"
     assert record.counters is not None and set(record.counters.nodes) == {"c1", "c2"}
     assert record.counters.nodes["c1"].sent == 10**12

@@ -10,7 +10,7 @@ import pytest
 
 from clusterctl.errors import InputError
 from clusterctl.inventory import load_inventory
-from clusterctl.launch import build_plan, run_options
+from clusterctl.run.plan import build_plan, run_options
 from clusterctl.workloads import NAMES, get_workload
 from clusterctl.workloads.images import profiles_running
 

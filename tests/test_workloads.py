@@ -9,7 +9,7 @@ import pytest
 from clusterctl.diagnostics.parsers.nccl_tests import parse_nccl_tests
 from clusterctl.errors import InputError
 from clusterctl.inventory import RunDefaults, load_inventory
-from clusterctl.launch import LaunchPlan, build_plan, run_options
+from clusterctl.run.plan import LaunchPlan, build_plan, run_options
 from clusterctl.workloads import NAMES, get_workload
 from clusterctl.workloads.nccl_tests import LARGE_BUSBW
 from clusterctl.workloads.resnet50 import parse_result_line

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from clusterctl.diagnostics.rules_cluster import TopologyReport
     from clusterctl.findings import Finding
     from clusterctl.inventory import Inventory
-    from clusterctl.slurm.drain import SlurmAction
+    from clusterctl.run.slurm.drain import SlurmAction
 
 app = typer.Typer(help="Check the cluster's hosts against the inventory.", no_args_is_help=True)
 
@@ -152,7 +152,7 @@ def health(
     slowdowns, IB port errors and flaps, PCIe links; one verdict per node, an action per finding."""
     from clusterctl.diagnostics.health import check_health
     from clusterctl.findings import exit_code
-    from clusterctl.slurm.drain import SlurmAction, apply_actions, drain_reason
+    from clusterctl.run.slurm.drain import SlurmAction, apply_actions, drain_reason
 
     if source is not None and (bundle is not None or timeout is not None):
         given = f"--bundle {bundle}" if bundle is not None else f"--timeout {timeout:g}"

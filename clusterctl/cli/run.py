@@ -25,11 +25,12 @@ from clusterctl.terminal import safe_text
 from clusterctl.workloads import NAMES
 
 if TYPE_CHECKING:
-    from clusterctl.inventory import Inventory
-    from clusterctl.launch import LaunchPlan
-    from clusterctl.launchers import Launcher
+
     from clusterctl.results.counters import CounterExpectation, CounterProof, NodeTraffic
     from clusterctl.results.record import RunRecord
+    from clusterctl.run.context import RunContext
+    from clusterctl.run.plan import LaunchPlan
+    from clusterctl.workloads.base import Workload
 
 RunsDirOption = typer.Option(Path("runs"), "--runs-dir", help="Where run directories and history.sqlite go.")
 JsonOption = typer.Option(False, "--json", help="Machine-readable output on stdout.")
@@ -140,10 +141,9 @@ def run(
     as_json: bool = JsonOption,
 ) -> int:
     """Run WORKLOAD across the cluster (mpirun over SSH, or through Slurm); record and judge it."""
-    from clusterctl.launch import plan_run
-    from clusterctl.launchers import get_launcher
-    from clusterctl.preflight import preflight_plan
-    from clusterctl.runner import run_plans
+    from clusterctl.run.context import run_context
+    from clusterctl.run.plan import plan_run
+    from clusterctl.run.runner import run_plans
 
     inv = load(inventory)
     data_format = None if channels_last is None else ("NHWC" if channels_last else "NCHW")
@@ -161,21 +161,21 @@ def run(
         warmup_steps=warmup_steps,
         image_size=image_size,
     )
-    chosen = get_launcher(inv, launcher)
-    if dry_run:  # with --preflight, the collective's command first, as it would run
-        _print_dry_run(chosen, inv, [preflight_plan(inv, plan), plan] if preflight else [plan], as_json)
-        return 0
-    done = run_plans(
+    context = run_context(
         inv,
         [plan],
-        repeats=repeats,
-        timeout_s=timeout,
+        launcher=launcher,
         runs_dir=runs_dir,
+        timeout_s=timeout,
+        repeats=repeats,
+        preflight=preflight,
         on_line=_line_printer(as_json),
         on_record=_record_printer(as_json),
-        preflight=preflight,
-        launcher=chosen.name,
     )
+    if dry_run:  # with --preflight, the collective's command first, as it would run
+        _print_dry_run(context, as_json)
+        return 0
+    done = run_plans(context)
     summary = _summary([record for record, _ in done])
     if as_json:
         print_json(summary)
@@ -186,15 +186,17 @@ def run(
     return 0 if summary["valid"] else 1
 
 
-def _print_dry_run(launcher: Launcher, inventory: Inventory, plans: list[LaunchPlan], as_json: bool) -> None:
-    """What the launcher would run for each plan: the mpirun command, or (slurm) the batch script, and
-    (on stderr, so the command still pastes exactly; in --json, beside it) the bytes per node the proof
-    by counters will expect."""
-    expectations = [_expectation(plan) for plan in plans]
+def _print_dry_run(context: RunContext, as_json: bool) -> None:
+    """What the launcher would run for each plan, in order: the mpirun command, or (slurm) the batch
+    script, and (on stderr, so the command still pastes exactly; in --json, beside it) the bytes per
+    node the proof by counters will expect."""
+    launcher, in_order = context.launcher, context.in_order()
+    plans = [plan for plan, _ in in_order]
+    expectations = [_expectation(plan, workload) for plan, workload in in_order]
     if launcher.name == "ssh":
         _print_plans(plans, expectations, as_json)
         return
-    scripts = [launcher.describe(inventory, plan) for plan in plans]
+    scripts = [launcher.describe(context.inventory, plan) for plan in plans]
     if as_json:
         print_json(
             [
@@ -208,11 +210,10 @@ def _print_dry_run(launcher: Launcher, inventory: Inventory, plans: list[LaunchP
         print(script, end="")  # plain: the script must paste exactly
 
 
-def _expectation(plan: LaunchPlan) -> CounterExpectation | None:
+def _expectation(plan: LaunchPlan, workload: Workload) -> CounterExpectation | None:
     from clusterctl.results.counters import counter_expectation
-    from clusterctl.workloads import get_workload
 
-    volume = get_workload(plan.options.workload).allreduce_volume(plan.options.settings)
+    volume = workload.allreduce_volume(plan.options.settings)
     return None if volume is None else counter_expectation(volume.bytes, volume.derivation, len(plan.hosts))
 
 
@@ -323,10 +324,10 @@ def sweep(
     as_json: bool = JsonOption,
 ) -> int:
     """Run the grid (device counts x settings), then report it."""
-    from clusterctl.launchers import get_launcher
     from clusterctl.results.report_table import print_report
-    from clusterctl.runner import run_sweep
-    from clusterctl.sweep import plan_sweep
+    from clusterctl.run.context import run_context
+    from clusterctl.run.runner import run_sweep
+    from clusterctl.run.sweep import plan_sweep
 
     devices = split_option(gpus, "--gpus", positive_int, "a whole number of at least 1")
     grid: dict[str, list[object]] = {}
@@ -345,20 +346,20 @@ def sweep(
     }
     inv = load(inventory)
     plans = plan_sweep(inv, workload, devices, grid)
-    chosen = get_launcher(inv, launcher)
-    if dry_run:
-        _print_dry_run(chosen, inv, plans, as_json)
-        return 0
-    done, rows, skipped = run_sweep(
+    context = run_context(
         inv,
         plans,
-        repeats=repeats,
-        timeout_s=timeout,
+        launcher=launcher,
         runs_dir=runs_dir,
+        timeout_s=timeout,
+        repeats=repeats,
         on_line=_line_printer(as_json),
         on_record=_record_printer(as_json),
-        launcher=chosen.name,
     )
+    if dry_run:
+        _print_dry_run(context, as_json)
+        return 0
+    done, rows, skipped = run_sweep(context)
     _warn_skipped(skipped)
     if as_json:
         print_json([r.model_dump(mode="json") for r in rows])

@@ -60,6 +60,9 @@ CounterReader = Callable[[Inventory, Sequence[Node]], dict[str, NodeCounters]]
 """Reads the fabric counters of the given nodes now; readings by node name
 (``clusterctl.results.counter_reading.read_fabric_counters`` over SSH)."""
 
+CounterReadings = tuple[dict[str, NodeCounters], dict[str, NodeCounters]]
+"""The fabric counters of a run's nodes before and after it, by node name."""
+
 
 def declared_rails(fabric: FabricSpec, ports: Sequence[str]) -> list[str]:
     """The ports of ``ports`` that are the inventory's fabric: the interface, or the HCA ports.

@@ -24,8 +24,8 @@ from docker.models.containers import Container
 
 from clusterctl.errors import EnvironmentProblem
 from clusterctl.inventory import parse_cpu_list
+from clusterctl.run.slurm.script import JOB_LABEL
 from clusterctl.sandbox.plan import CpuPlan, NodePlan, SandboxPlan
-from clusterctl.slurm.script import JOB_LABEL
 from clusterctl.templating import template_environment
 
 PARTITION = "sandbox"

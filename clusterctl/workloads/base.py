@@ -16,7 +16,7 @@ from clusterctl.findings import Finding
 
 if TYPE_CHECKING:
     from clusterctl.inventory import ImageVersions, Inventory, RunDefaults
-    from clusterctl.launch import LaunchPlan
+    from clusterctl.run.plan import LaunchPlan
 
 
 class Metric(BaseModel):

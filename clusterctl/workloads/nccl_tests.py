@@ -12,7 +12,7 @@ from clusterctl.workloads.base import Metric, Volume, Workload, expect, missing_
 
 if TYPE_CHECKING:
     from clusterctl.inventory import ImageVersions, RunDefaults
-    from clusterctl.launch import LaunchPlan
+    from clusterctl.run.plan import LaunchPlan
 
 # Where the GPU profiles of the image build nccl-tests (templates/Dockerfile.j2).
 BINARY = "/opt/nccl-tests/build/all_reduce_perf"

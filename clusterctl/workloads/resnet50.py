@@ -13,7 +13,7 @@ from clusterctl.workloads.base import Metric, Workload, expect, missing_result
 
 if TYPE_CHECKING:
     from clusterctl.inventory import ImageVersions, RunDefaults
-    from clusterctl.launch import LaunchPlan
+    from clusterctl.run.plan import LaunchPlan
 
 RESULT_PREFIX = "CLUSTERCTL_RESULT "
 SCRIPT = f"{CONTAINER_PAYLOAD_DIR}/resnet50_bench.py"
@@ -80,7 +80,7 @@ class ResNet50(Workload):
             argv.append("--channels-last")
         if settings.xla:
             argv.append("--compile")
-        if settings.framework == "ddp":  # the rendezvous address comes from MASTER_ADDR (launch.py)
+        if settings.framework == "ddp":  # the rendezvous address comes from MASTER_ADDR (run/plan.py)
             argv.append(f"--bucket-cap-mb={settings.bucket_cap_mb:g}")
         elif settings.fp16_allreduce:
             argv.append("--fp16-allreduce")

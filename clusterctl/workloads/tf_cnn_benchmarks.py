@@ -16,7 +16,7 @@ from clusterctl.workloads.base import Metric, Workload, expect, missing_result
 
 if TYPE_CHECKING:
     from clusterctl.inventory import ImageVersions, Inventory, RunDefaults
-    from clusterctl.launch import LaunchPlan
+    from clusterctl.run.plan import LaunchPlan
 
 SCRIPT = "/benchmarks/scripts/tf_cnn_benchmarks/tf_cnn_benchmarks.py"
 # tf_cnn_benchmarks' model registry name (the whitepaper's prose calls it ResNet-50).

@@ -11,11 +11,10 @@ import pytest
 from clusterctl.containers import lifecycle
 from clusterctl.image.build import effective_image_ref
 from clusterctl.inventory import Inventory
-from clusterctl.launch import plan_run
-from clusterctl.results.counter_reading import read_fabric_counters
 from clusterctl.results.record import RunRecord
-from clusterctl.runner import run_benchmark
-from clusterctl.workloads import get_workload
+from clusterctl.run.context import run_context
+from clusterctl.run.plan import plan_run
+from clusterctl.run.runner import run_plans
 
 pytestmark = pytest.mark.integration
 
@@ -30,15 +29,8 @@ MOST = 1.6
 def _run(inventory: Inventory, launched_from: Inventory, runs_dir: Path) -> RunRecord:
     """One 2-node run of ``launched_from``'s plan, its counters read on ``inventory``'s fabric."""
     plan = plan_run(launched_from, "resnet50", nodes=2, **SHORT)
-    [(record, _)] = run_benchmark(
-        inventory,
-        plan,
-        get_workload("resnet50"),
-        repeats=1,
-        timeout_s=600,
-        runs_dir=runs_dir,
-        on_line=lambda line: None,
-        read_counters=read_fabric_counters,
+    [(record, _)] = run_plans(
+        run_context(inventory, [plan], launcher="ssh", timeout_s=600, runs_dir=runs_dir)
     )
     return record
 

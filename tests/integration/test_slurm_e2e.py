@@ -21,11 +21,11 @@ from clusterctl.cli import main
 from clusterctl.hosts.docker_remote import docker_client
 from clusterctl.hosts.ssh import connect, run
 from clusterctl.inventory import Inventory
-from clusterctl.launch import plan_run
-from clusterctl.launchers.slurm import SlurmLauncher, login_node
-from clusterctl.runner import launcher_executor, run_benchmark
-from clusterctl.slurm.script import JOB_LABEL
-from clusterctl.workloads import get_workload
+from clusterctl.run.context import run_context
+from clusterctl.run.launchers.slurm import SlurmLauncher
+from clusterctl.run.plan import plan_run
+from clusterctl.run.runner import run_plans
+from clusterctl.run.slurm.script import JOB_LABEL, login_node
 from tests.strictjson import strict_loads
 
 pytestmark = pytest.mark.integration
@@ -167,9 +167,9 @@ def test_a_rank_exiting_3_fails_the_run_with_the_job_state_and_its_output(
     failing = 'import os, sys; r = os.environ["SLURM_PROCID"]; print("rank", r, "exits", 3 * (r == "1")); sys.exit(3 * (r == "1"))'
     plan = plan.model_copy(update={"rank_argv": ["python", "-c", failing]})
     lines: list[str] = []
-    ((record, directory),) = run_benchmark(
-        cluster, plan, get_workload("resnet50"), repeats=1, timeout_s=300, runs_dir=tmp_path / "runs",
-        on_line=lines.append, execute=launcher_executor(SlurmLauncher()),
+    ((record, directory),) = run_plans(
+        run_context(cluster, [plan], launcher=SlurmLauncher(), timeout_s=300, runs_dir=tmp_path / "runs",
+                    on_line=lines.append)
     )  # fmt: skip
     assert not record.valid  # `clusterctl run` exits 1 for an invalid run
     assert record.exit_code == 3

@@ -24,9 +24,9 @@ from clusterctl.containers.plan import container_flags, container_spec, docker_r
 from clusterctl.errors import InventoryError
 from clusterctl.inventory import validate_document
 from clusterctl.inventory.types import sbatch_option_problem
-from clusterctl.launch import plan_run
 from clusterctl.provision.plan import hosts_lines
-from clusterctl.slurm.script import plan_batch
+from clusterctl.run.plan import plan_run
+from clusterctl.run.slurm.script import plan_batch
 from tests.reliability.hostile import BASE, assert_one_paragraph_refusal, reproducible, validate
 
 BOUND_S = 10.0

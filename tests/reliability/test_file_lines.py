@@ -21,8 +21,8 @@ from ruamel.yaml import YAML
 from clusterctl.errors import InventoryError
 from clusterctl.hosts.sshkeys import append_known_hosts, known_hosts_line
 from clusterctl.inventory import Inventory, validate_document
-from clusterctl.launch import build_plan, run_options
 from clusterctl.provision.plan import step_context
+from clusterctl.run.plan import build_plan, run_options
 from clusterctl.workloads import get_workload
 from tests.reliability.hostile import BASE, reproducible
 

@@ -53,8 +53,8 @@ def test_every_writer_caller_is_a_node_upload() -> None:
     assert callers == [
         "hosts/cluster_keys.py",
         "image/registry_node.py",
-        "launchers/slurm.py",
         "provision/executor.py",
+        "run/launchers/slurm.py",
     ]
 
 

@@ -25,11 +25,13 @@ from hypothesis import strategies as st
 
 from clusterctl.cli import main
 from clusterctl.inventory import Inventory, load_inventory
-from clusterctl.launch import plan_run
 from clusterctl.results.history import HISTORY_FILE, add_run, history_path, load_runs
-from clusterctl.results.record import RESULT_FILE, RunRecord, judge_run, write_run_dir
+from clusterctl.results.record import RESULT_FILE, RunRecord
 from clusterctl.results.references import load_references
 from clusterctl.results.report import build_report
+from clusterctl.run.judge import judge_run
+from clusterctl.run.plan import plan_run
+from clusterctl.run.rundir import write_run_dir
 from clusterctl.workloads import get_workload
 from clusterctl.workloads.nccl_tests import LARGE_BUSBW
 from tests.reliability.hostile import reproducible

@@ -27,9 +27,9 @@ from clusterctl.containers.plan import container_flags, container_spec
 from clusterctl.diagnostics.collect import collection_script
 from clusterctl.errors import InputError
 from clusterctl.image.render import CONTAINER_PAYLOAD_DIR, CONTAINER_SSH_DIR
-from clusterctl.inventory import Inventory, Mount, SlurmSpec
-from clusterctl.launch import LaunchPlan, mca_params
-from clusterctl.slurm.snapshots import job_collectors
+from clusterctl.inventory import Inventory, Mount, Node, SlurmSpec
+from clusterctl.run.plan import LaunchPlan, mca_params
+from clusterctl.run.slurm.snapshots import job_collectors
 from clusterctl.templating import template_environment
 
 TEMPLATE = "slurm-batch.sh.j2"
@@ -242,6 +242,11 @@ def job_image(inventory: Inventory, slurm: SlurmSpec) -> str:
     from clusterctl.image.build import effective_image_ref  # the docker SDK: only when no image is named
 
     return effective_image_ref(inventory)
+
+
+def login_node(slurm: SlurmSpec) -> Node:
+    """The login node as a ``Node``, so that ``clusterctl.hosts.ssh.connect`` reaches it."""
+    return Node(name="slurm-login", address=slurm.login.address, ssh=slurm.login.ssh)
 
 
 def slurm_block(inventory: Inventory) -> SlurmSpec:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from clusterctl.launchers import TIMEOUT_EXIT_CODE
+from clusterctl.results.record import TIMEOUT_EXIT_CODE
 
 # States in which a job may still run or is still being cleaned up (squeue's default set).
 ACTIVE_STATES = frozenset(

@@ -4,12 +4,11 @@ cancel and collect over SSH (the login node's host key verified like any node's)
 The job's output file is read from the login node as it grows (the run directory is on storage the
 batch host shares with it). Polls back off from ``POLL_FIRST_S`` to ``POLL_MAX_S``; a job PENDING
 past ``slurm.pending_limit_s`` is cancelled with its reason; one pending for a reason no wait can
-cure (``clusterctl.slurm.jobs.hopeless_pending``) is cancelled at once, with the cause and the fix. ``cancel`` runs ``scancel`` and waits,
+cure (``clusterctl.run.slurm.jobs.hopeless_pending``) is cancelled at once, with the cause and the fix. ``cancel`` runs ``scancel`` and waits,
 bounded, until the job has left ``squeue`` (its Epilog has run by then). ``collect`` reads back
 the snapshots the job took on the nodes it got, before and after the run
-(``clusterctl.slurm.snapshots``): the run directory's topology and the fabric counters the proof by
-counters judges, from inside the allocation (``observes_nodes``), never read over SSH on the
-inventory's nodes.
+(``clusterctl.run.slurm.snapshots``): the run directory's topology and the fabric counters the proof by
+counters judges, from inside the allocation, never read over SSH on the inventory's nodes.
 """
 
 from __future__ import annotations
@@ -27,10 +26,11 @@ from clusterctl.errors import ConnectError, InputError, RunFailed
 from clusterctl.hosts.sftp import write_file
 from clusterctl.hosts.ssh import CommandResult, connect, run
 from clusterctl.inventory import FabricSpec, Inventory, Node, SlurmSpec
-from clusterctl.launch import LaunchPlan
-from clusterctl.launchers import Collected, LauncherName
 from clusterctl.paths import payload_files
-from clusterctl.slurm.jobs import (
+from clusterctl.results.record import LauncherName
+from clusterctl.run.launchers import Collected
+from clusterctl.run.plan import LaunchPlan
+from clusterctl.run.slurm.jobs import (
     JobStatus,
     hopeless_pending,
     job_outcome,
@@ -40,8 +40,8 @@ from clusterctl.slurm.jobs import (
     parse_squeue,
     refusal_fix,
 )
-from clusterctl.slurm.script import PAYLOAD_SUBDIR, BatchJob, plan_batch, slurm_block
-from clusterctl.slurm.snapshots import job_files_command, read_job_snapshots, split_job_files
+from clusterctl.run.slurm.script import PAYLOAD_SUBDIR, BatchJob, login_node, plan_batch, slurm_block
+from clusterctl.run.slurm.snapshots import job_files_command, read_job_snapshots, split_job_files
 
 POLL_FIRST_S = 1.0
 POLL_MAX_S = 10.0
@@ -49,11 +49,6 @@ POLL_MAX_S = 10.0
 COMMAND_TIMEOUT_S = 60.0
 # How long scancel may take to get the job out of the queue (its tasks killed, its Epilog run).
 CANCEL_DEADLINE_S = 120.0
-
-
-def login_node(slurm: SlurmSpec) -> Node:
-    """The login node as a ``Node``, so that ``clusterctl.hosts.ssh.connect`` reaches it."""
-    return Node(name="slurm-login", address=slurm.login.address, ssh=slurm.login.ssh)
 
 
 @dataclass
@@ -203,7 +198,6 @@ class SlurmLauncher:
     """sbatch + srun through the inventory's slurm block."""
 
     name: LauncherName = "slurm"
-    observes_nodes = True
 
     def describe(self, inventory: Inventory, plan: LaunchPlan) -> str:
         """The batch script ``start`` would submit (its directory name differs per run)."""

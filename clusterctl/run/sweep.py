@@ -7,7 +7,7 @@ from typing import Any
 
 from clusterctl.errors import InputError
 from clusterctl.inventory import Inventory
-from clusterctl.launch import LaunchPlan, plan_run
+from clusterctl.run.plan import LaunchPlan, plan_run
 
 
 def placement(inventory: Inventory, devices: int) -> tuple[int, int]:

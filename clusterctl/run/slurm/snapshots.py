@@ -20,7 +20,7 @@ from clusterctl.diagnostics.collect import COLLECTORS, Collector, node_bundle, s
 from clusterctl.diagnostics.parsers.fabric_counters import NodeCounters, counter_command, parse_counter_output
 from clusterctl.hosts.ssh import CommandResult
 from clusterctl.inventory import FabricSpec
-from clusterctl.launchers import CounterReadings
+from clusterctl.results.counters import CounterReadings
 
 COUNTERS_KEY = "fabric-counters"
 # Where each moment's bundle goes in the run directory: before the run, as the ssh launcher's snapshot.

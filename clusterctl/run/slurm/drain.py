@@ -59,9 +59,9 @@ def apply_actions(inventory: Inventory, actions: Sequence[SlurmAction]) -> list[
             "the inventory has no slurm block, so there is no Slurm to drain nodes in. Fix: add slurm.login "
             "to the inventory, or drop --slurm-drain/--slurm-resume."
         )
-    # Imported on use: the launcher module reaches hosts.
+    # Imported on use: SSH (fabric, paramiko) and the batch script's templates.
     from clusterctl.hosts.ssh import connect, run
-    from clusterctl.launchers.slurm import login_node
+    from clusterctl.run.slurm.script import login_node
 
     login = login_node(inventory.slurm)
     done = []

@@ -6,24 +6,18 @@ the payload's ``allreduce`` benchmark (Horovod over MPI/Gloo, or torch's Gloo) o
 model run's own options (nodes, ranks per node, framework), is recorded in the same history (so
 `report` can predict from it) and is judged by ``refusal`` (pure): an invalid collective run, or a
 bus bandwidth below ``preflight.min_bus_bandwidth_gb_s``, refuses the model run with the reason.
+This module is the pure half (the collective's plan, the verdict); the conductor runs it
+(``clusterctl.run.runner``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
-from typing import TYPE_CHECKING
-
 from clusterctl.errors import RunFailed
 from clusterctl.inventory import Inventory
-from clusterctl.launch import LaunchPlan, build_plan
 from clusterctl.results.record import RunRecord
+from clusterctl.run.plan import LaunchPlan, build_plan
 from clusterctl.workloads import get_workload
 from clusterctl.workloads.nccl_tests import LARGE_BUSBW
-
-if TYPE_CHECKING:
-    from clusterctl.results.counters import CounterReader
-    from clusterctl.runner import Executor
 
 
 class PreflightRefused(RunFailed):
@@ -57,46 +51,3 @@ def refusal(record: RunRecord, minimum_gb_s: float | None) -> str | None:
             f"{minimum_gb_s:g} GB/s; the model run was not started. `clusterctl check` probes the fabric"
         )
     return None
-
-
-def run_preflight(
-    inventory: Inventory,
-    plan: LaunchPlan,
-    *,
-    timeout_s: float,
-    runs_dir: Path,
-    on_line: Callable[[str], None],
-    on_record: Callable[[RunRecord, Path], None],
-    execute: Executor,
-    read_counters: CounterReader | None,
-) -> RunRecord:
-    """Run ``plan``'s collective benchmark once with ``execute`` (the model run's launcher), record it,
-    and refuse when ``refusal`` says so. ``read_counters`` as ``run_benchmark``'s (None: the launcher
-    reads them itself).
-
-    Returns:
-        The collective run's record.
-
-    Raises:
-        PreflightRefused: the collective failed or its bus bandwidth is below the inventory's minimum.
-    """
-    # Imported on use: the runner reaches the hosts (docker, SSH).
-    from clusterctl.runner import run_benchmark
-
-    check = preflight_plan(inventory, plan)
-    [(record, _)] = run_benchmark(
-        inventory,
-        check,
-        get_workload(check.options.workload),
-        repeats=1,
-        timeout_s=timeout_s,
-        runs_dir=runs_dir,
-        on_line=on_line,
-        on_record=on_record,
-        execute=execute,
-        read_counters=read_counters,
-    )
-    reason = refusal(record, inventory.preflight.min_bus_bandwidth_gb_s)
-    if reason:
-        raise PreflightRefused(reason)
-    return record

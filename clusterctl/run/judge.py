@@ -1,0 +1,169 @@
+"""Judging one run: its metrics, sanity, exit and fabric proof (log and counters) into a ``RunRecord``. Pure.
+
+The record model is ``clusterctl.results.record``; the run directory it is written to,
+``clusterctl.run.rundir``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+from clusterctl.diagnostics.parsers.mpi_error import parse_mpi_error
+from clusterctl.findings import Finding
+from clusterctl.inventory import Inventory
+from clusterctl.results.counters import (
+    CounterReadings,
+    counter_findings,
+    expected_bytes_per_node,
+    prove_counters,
+)
+from clusterctl.results.nccl_log_proof import fabric_findings, prove_fabric, settle_snapshot
+from clusterctl.results.record import LauncherName, RunConfig, RunRecord
+from clusterctl.run.plan import LaunchPlan
+from clusterctl.workloads.base import Metric, Workload
+
+
+def _cpu_device(cores: int | None) -> str:
+    return "cpu" if cores is None else f"cpu ({cores}-core nodes)"
+
+
+def judge_run(
+    inventory: Inventory,
+    plan: LaunchPlan,
+    workload: Workload,
+    output: str,
+    exit_code: int,
+    *,
+    run_id: str,
+    started_at: datetime,
+    counters: CounterReadings | None = None,
+    snapshot: Sequence[Finding] = (),
+    launcher: LauncherName = "ssh",
+) -> RunRecord:
+    """Judge one run's raw output: its metrics, sanity findings and fabric proof. Pure.
+
+    ``counters``: the nodes' fabric counters read before and after the run, when they were.
+    ``snapshot``: the findings of the run's topology snapshot; its peer-memory ones join the run's
+    findings as the run's NCCL log settles them (``settle_snapshot``). ``launcher``: what started
+    the run.
+    """
+    s = plan.options.settings
+    primary = inventory.primary
+    config = RunConfig(
+        workload=workload.name,
+        model=workload.model,
+        framework=s.framework,
+        precision=s.precision,
+        batch_size=s.batch_size,
+        image_size=s.image_size,
+        image_profile=inventory.image.profile,
+        device=(primary.gpus.model or "gpu") if plan.gpu else _cpu_device(primary.cpu_count),
+    )
+    fabric = prove_fabric(
+        output,
+        fabric_kind=primary.fabric.kind,
+        gpu=plan.gpu,
+        nodes=len(plan.hosts),
+        hcas=primary.fabric.hca or (),
+        ranks_per_node=min(h.slots for h in plan.hosts),
+        gdr_level=s.gdr_level,
+    )
+    gradient = workload.gradient_bytes(s)
+    proof = None
+    if counters is not None:
+        volume = workload.allreduce_volume(s)
+        proof = prove_counters(
+            *counters,
+            fabric=primary.fabric,
+            expected_bytes_per_node=None
+            if volume is None
+            else expected_bytes_per_node(volume.bytes, len(plan.hosts)),
+            in_network=fabric.in_network,
+            # NCCL's gradients must go over verbs; CPU ranks' Gloo/MPI use TCP on the fabric by design.
+            rdma_only=plan.gpu and primary.rdma,
+        )
+    metrics, figure_problems = checked_metrics(workload.metrics(output))
+    findings = [
+        *_exit_findings(output, exit_code, plan, launcher),
+        *figure_problems,
+        *workload.sanity(output, plan),
+        *fabric_findings(fabric),
+        *settle_snapshot(snapshot, fabric),
+        *(counter_findings(proof) if proof else ()),
+    ]
+    return RunRecord(
+        run_id=run_id,
+        started_at=started_at,
+        config=config,
+        nodes=len(plan.hosts),
+        world_size=plan.world_size,
+        launcher=launcher,
+        exit_code=exit_code,
+        primary_metric=workload.primary_metric,
+        metrics=metrics,
+        fabric=fabric,
+        counters=proof,
+        gradient_bytes=gradient,
+        bucket_cap_mb=s.bucket_cap_mb,
+        bus_bandwidth=workload.bus_bandwidth_by_size(output),
+        findings=findings,
+        valid=exit_code == 0 and fabric.valid and not any(f.severity == "error" for f in findings),
+    )
+
+
+def checked_metrics(metrics: Mapping[str, Metric]) -> tuple[dict[str, Metric], list[Finding]]:
+    """The metrics a record keeps, and an error finding for each figure that cannot be a measurement.
+
+    A non-finite value (NaN, Infinity: a payload's broken division, or nothing strict JSON can hold) is
+    left out of the record; a rate (a unit per second: img/s, GB/s) of zero or less is kept, so the
+    record shows what was printed. Either makes the run invalid, so it never enters a median, a
+    speedup or a prediction (a 0.00 GB/s busbw would divide by zero there).
+    """
+    kept: dict[str, Metric] = {}
+    findings = []
+    for name, metric in metrics.items():
+        if not math.isfinite(metric.value):
+            problem = f"is {metric.value}, not a finite number"
+        elif metric.unit.endswith("/s") and metric.value <= 0:
+            problem = f"is {metric.value:g} {metric.unit}; a rate of zero or less is no measurement"
+        else:
+            problem = None
+        if math.isfinite(metric.value):
+            kept[name] = metric
+        if problem:
+            findings.append(
+                Finding(
+                    severity="error",
+                    code="bad-figure",
+                    message=f"the output's {name} {problem}",
+                    advice="read output.log in the run directory: the benchmark printed a broken figure; "
+                    "the run is not counted",
+                )
+            )
+    return kept, findings
+
+
+# What the run's exit code is the exit code of, per launcher.
+_STARTER: dict[LauncherName, str] = {"ssh": "mpirun", "slurm": "the Slurm job"}
+
+
+def _exit_findings(output: str, exit_code: int, plan: LaunchPlan, launcher: LauncherName) -> list[Finding]:
+    if exit_code == 0:
+        return []
+    error = parse_mpi_error(output)
+    summary = error.summary or "no MPI error block in the output"
+    for host in plan.hosts:  # mpirun names hosts by the address in -H: say which node that is
+        summary = re.sub(
+            rf"(?<![\w.]){re.escape(host.address)}(?![\w.])", f"{host.node} ({host.address})", summary
+        )
+    return [
+        Finding(
+            severity="error",
+            code="run-failed",
+            message=f"{_STARTER[launcher]} exited {exit_code} ({error.category}): {summary}",
+            advice="read output.log in the run directory; `clusterctl check` probes the nodes",
+        )
+    ]

@@ -1,0 +1,67 @@
+"""The run directory: its name, and its files written once (``clusterctl.results.record`` lists them).
+
+A second run in the same second gets a ``-2``, ``-3``... suffix; nothing is ever overwritten.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+
+from clusterctl.diagnostics.bundle import NodeBundle, write_bundle
+from clusterctl.inventory import Inventory
+from clusterctl.results.record import RESULT_FILE, RunRecord
+from clusterctl.run.plan import LaunchPlan
+
+
+def new_run_id(workload: str, nodes: int, now: datetime | None = None) -> str:
+    """``<UTC time>_<workload>_<nodes>n``, e.g. ``20250101T120000Z_resnet50_2n``."""
+    stamp = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")
+    return f"{stamp}_{workload}_{nodes}n"
+
+
+def write_run_dir(
+    runs_dir: Path,
+    inventory: Inventory,
+    plan: LaunchPlan,
+    output: str,
+    record: RunRecord,
+    *,
+    command: str | None = None,
+    bundles: Mapping[str, Mapping[str, NodeBundle]] | None = None,
+) -> Path:
+    """Write the run directory for ``record`` under ``runs_dir`` and return its path.
+
+    ``command``: what ran (None: the plan's mpirun command); ``bundles``: snapshots the launch took,
+    by folder name (``topology``, ``topology-after``).
+    A second run in the same second gets a ``-2``, ``-3``... suffix; nothing is overwritten. The
+    record's ``run_id`` is updated to the directory's name.
+    """
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    directory = runs_dir / record.run_id
+    n = 1
+    while True:
+        try:
+            directory.mkdir()
+            break
+        except FileExistsError:
+            n += 1
+            directory = runs_dir / f"{record.run_id}-{n}"
+    record.run_id = directory.name
+    spec = {
+        "options": plan.options.model_dump(mode="json"),
+        "hosts": [h.model_dump() for h in plan.hosts],
+        "env": plan.env,
+        "inventory": str(inventory.source) if inventory.source else None,
+        "cluster": inventory.cluster.name,
+        "image": inventory.image.model_dump(mode="json"),
+    }
+    (directory / "spec.json").write_text(json.dumps(spec, indent=2) + "\n")
+    (directory / "command.txt").write_text((command or plan.shell_command()).rstrip("\n") + "\n")
+    (directory / "output.log").write_text(output)
+    for folder, by_node in (bundles or {}).items():
+        write_bundle(directory / folder, by_node)
+    (directory / RESULT_FILE).write_text(record.model_dump_json(indent=2) + "\n")
+    return directory

@@ -1,0 +1,7 @@
+"""Running through Slurm: the batch script, the login node, job states and exit codes, and the job's
+snapshots read back (pure); ``drain.py``, `check health --slurm-drain` (its scontrol argv pure, run on
+the login node over SSH).
+
+The launcher half (sbatch, polling, scancel over SSH to the login node) is
+``clusterctl.run.launchers.slurm``; nothing here imports the launchers.
+"""
