@@ -81,8 +81,9 @@ def _payload_only(bench: Bench, transport: str) -> dict[str, float]:
     """Rebuild with one file added to the payload and deliver that image with ``transport`` (in this
     process); the image record is put back to the original image afterwards."""
     from clusterctl.image import render
-    from clusterctl.image.build import build_image, record_path
+    from clusterctl.image.build import build_image
     from clusterctl.image.distribute import distribute
+    from clusterctl.image.record import record_path
     from clusterctl.inventory import load_inventory
     from clusterctl.paths import payload_files
 
@@ -124,7 +125,7 @@ def measure(
     """Every figure for one node count, on a fresh sandbox."""
     with sandbox(nodes, "bench-dlv") as bench:
         bench.clusterctl("image", "build")
-        from clusterctl.image.build import read_image_record
+        from clusterctl.image.record import read_image_record
         from clusterctl.inventory import load_inventory
 
         os.environ["CLUSTERCTL_STATE_DIR"] = str(bench.state_dir)

@@ -13,12 +13,12 @@ import pytest
 from clusterctl.cli import main
 from clusterctl.diagnostics import KINDS, PARSERS, detect_kind
 from clusterctl.diagnostics.bundle import NodeBundle, NodeMeta, SectionMeta, read_bundle, write_bundle
-from clusterctl.diagnostics.collect import (
+from clusterctl.diagnostics.collect import prune_status_bundles
+from clusterctl.diagnostics.collectors import (
     COLLECTORS,
     Collector,
     collection_script,
     node_bundle,
-    prune_status_bundles,
     section_status,
     split_sections,
 )
@@ -28,7 +28,7 @@ from clusterctl.diagnostics.parsers.peermem import parse_peermem
 from clusterctl.diagnostics.parsers.proc_modules import parse_proc_modules
 from clusterctl.diagnostics.rules_cluster import judge_bundle
 from clusterctl.errors import InputError
-from clusterctl.hosts.ssh import CommandResult
+from clusterctl.hosts.command import CommandResult
 from clusterctl.inventory import Inventory, load_inventory
 from tests.fixtures import fixture_text
 from tests.strictjson import strict_loads

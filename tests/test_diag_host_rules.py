@@ -11,7 +11,7 @@ import pytest
 from clusterctl.cli import main
 from clusterctl.diagnostics import parse
 from clusterctl.diagnostics.bundle import NodeBundle, NodeMeta, SectionMeta
-from clusterctl.diagnostics.collect import COLLECTOR_BY_KEY
+from clusterctl.diagnostics.collectors import COLLECTOR_BY_KEY
 from clusterctl.diagnostics.model import Parsed
 from clusterctl.diagnostics.parsers.ibstat import parse_ibstat
 from clusterctl.diagnostics.parsers.ibv_devinfo import parse_ibv_devinfo

@@ -17,14 +17,13 @@ import pytest
 
 from clusterctl.errors import InputError, StepError
 from clusterctl.hosts.docker_remote import API_VERSION
-from clusterctl.image.build import (
+from clusterctl.image.build import _stream_lines, run_build
+from clusterctl.image.record import (
     ImageRecord,
-    _stream_lines,
     effective_image_ref,
     image_tag,
     read_image_record,
     record_path,
-    run_build,
 )
 from clusterctl.image.render import write_context
 from clusterctl.inventory import load_inventory

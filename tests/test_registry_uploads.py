@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from clusterctl.image.registry import registry_files, running_registry
+from clusterctl.image.registry import registry_files
+from clusterctl.image.registry_node import running_registry
 from clusterctl.inventory import Inventory, validate_document
 
 

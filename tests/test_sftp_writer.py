@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from clusterctl.hosts.cluster_keys import ensure_cluster_keys, node_ssh_dir, node_ssh_files, push_ssh_dir
-from clusterctl.hosts.sftp import write_file
+from clusterctl.hosts.cluster_keys import ensure_cluster_keys, node_ssh_dir, node_ssh_files
+from clusterctl.hosts.sftp import write_file, write_private_dir
 from clusterctl.hosts.ssh import connect
 from clusterctl.inventory import Inventory
 from clusterctl.paths import STATE_DIR_ENV
@@ -57,7 +57,7 @@ def test_container_keys_are_not_written_through_a_planted_symlink(
     victim = tmp_path / "victim"
     link = _plant(node_root, f"{remote}/id_ed25519", victim)
     with connect(inventory, node) as conn:
-        assert push_ssh_dir(conn, inventory, keys, node) == remote
+        write_private_dir(conn.sftp(), remote, node_ssh_files(keys, node))
     assert victim.read_bytes() == SECRET
     assert not link.is_symlink()
     for name, data in node_ssh_files(keys, node).items():

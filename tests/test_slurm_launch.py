@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from clusterctl.hosts.ssh import CommandResult
+from clusterctl.hosts.command import CommandResult
 from clusterctl.inventory import FabricSpec, SlurmSpec
 from clusterctl.run.launchers import slurm as slurm_launcher
 from clusterctl.run.launchers.slurm import SlurmLaunch

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterctl.diagnostics.collect import collection_script
+from clusterctl.diagnostics.collectors import collection_script
 from clusterctl.diagnostics.parsers.fabric_counters import NodeCounters, PortBytes, counter_command
 from clusterctl.inventory import FabricSpec, Inventory, load_inventory
 from clusterctl.paths import data_dir

@@ -259,7 +259,7 @@ def findings_table(findings: list[Finding]) -> Table:
 def _tools_table(metas: dict[str, NodeMeta]) -> Table:
     from rich.table import Table
 
-    from clusterctl.diagnostics.collect import COLLECTORS
+    from clusterctl.diagnostics.collectors import COLLECTORS
 
     table = Table(title="reachability and tools", header_style="bold")
     for column in ("node", "reached", "seconds", *(c.key for c in COLLECTORS)):

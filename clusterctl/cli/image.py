@@ -45,7 +45,8 @@ def build(
     from rich.live import Live
     from rich.table import Table
 
-    from clusterctl.image.build import build_image, record_path
+    from clusterctl.image.build import build_image
+    from clusterctl.image.record import record_path
 
     inv = load(inventory)
     names = [node.name for node in inv.nodes]

@@ -45,7 +45,7 @@ def up(
     Matching running containers are kept; a running one that differs stops up (exit 1) unless forced.
     """
     from clusterctl.containers import lifecycle
-    from clusterctl.image.build import effective_image_ref
+    from clusterctl.image.record import effective_image_ref
 
     inv = load(inventory)
     image_ref = effective_image_ref(inv)
@@ -96,7 +96,7 @@ def status(
     from rich.table import Table
 
     from clusterctl.containers import lifecycle
-    from clusterctl.image.build import effective_image_ref
+    from clusterctl.image.record import effective_image_ref
 
     inv = load(inventory)
     image_ref = effective_image_ref(inv)

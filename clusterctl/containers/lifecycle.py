@@ -55,9 +55,11 @@ from clusterctl.containers.plan import (
     user_processes,
 )
 from clusterctl.errors import ClusterctlError, InputError, StepError
-from clusterctl.hosts.cluster_keys import ClusterKeys, ensure_cluster_keys, node_ssh_dir, push_ssh_dir
+from clusterctl.hosts.cluster_keys import ClusterKeys, ensure_cluster_keys, node_ssh_dir, node_ssh_files
+from clusterctl.hosts.command import CommandResult
 from clusterctl.hosts.docker_remote import DOCKER_CALL_TIMEOUT_S, docker_client, node_engine
-from clusterctl.hosts.ssh import CommandResult, connect, fan_out, run
+from clusterctl.hosts.sftp import write_private_dir
+from clusterctl.hosts.ssh import connect, fan_out, run
 from clusterctl.interrupts import sigterm_interrupts
 from clusterctl.inventory import Inventory, Node
 
@@ -255,7 +257,7 @@ class _UpRun:
         """Push the node's container SSH files and remove its old container (a node being replaced)."""
         try:
             with connect(self.inventory, node) as conn:
-                push_ssh_dir(conn, self.inventory, self.keys, node)
+                write_private_dir(conn.sftp(), node_ssh_dir(self.inventory), node_ssh_files(self.keys, node))
             self.owned.add(node.name)
             with node_engine(self.inventory, node) as client:
                 for container in _ours(client, self.inventory, node):
@@ -338,7 +340,7 @@ def up(
 
     Args:
         inventory: the cluster.
-        image_ref: the image to run (see ``clusterctl.image.build.effective_image_ref``).
+        image_ref: the image to run (see ``clusterctl.image.record.effective_image_ref``).
         ready_timeout_s: deadline for each stage's sshd to answer a login with the cluster key.
         force_recreate: replace every container, also live ones that match or do not.
         on_event: called with (node, message) as the start progresses.

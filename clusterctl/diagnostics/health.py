@@ -25,12 +25,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from clusterctl.diagnostics.bundle import NodeBundle, NodeMeta
-from clusterctl.diagnostics.collect import (
-    COLLECTOR_BY_KEY,
-    COMMAND_TIMEOUT_S,
-    Collector,
-    bundle_of_every_node,
-)
+from clusterctl.diagnostics.collect import bundle_of_every_node
+from clusterctl.diagnostics.collectors import COLLECTOR_BY_KEY, COMMAND_TIMEOUT_S, Collector
 from clusterctl.diagnostics.model import Parsed
 from clusterctl.diagnostics.parsers.kernel_log import KernelLog
 from clusterctl.diagnostics.parsers.nvidia_smi_q import NvidiaSmiQ

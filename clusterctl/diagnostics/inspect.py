@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from clusterctl.diagnostics import LOG_KINDS, detect_kinds, parse
 from clusterctl.diagnostics.bundle import MAX_OUTPUT_BYTES, META, NodeMeta
-from clusterctl.diagnostics.collect import COLLECTOR_BY_KEY
+from clusterctl.diagnostics.collectors import COLLECTOR_BY_KEY
 from clusterctl.diagnostics.rules import Expectation, apply_rules
 from clusterctl.findings import Finding
 from clusterctl.readfile import read_capped

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from clusterctl.diagnostics.bundle import NodeBundle, NodeMeta, SectionMeta
-from clusterctl.diagnostics.collect import COLLECTOR_BY_KEY, Collector
+from clusterctl.diagnostics.collectors import COLLECTOR_BY_KEY, Collector
 from clusterctl.diagnostics.model import Parsed
 from clusterctl.diagnostics.parsers.ip_addr import IpAddr
 from clusterctl.diagnostics.parsers.nvidia_smi_csv import NvidiaSmiCsv

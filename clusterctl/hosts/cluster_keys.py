@@ -17,9 +17,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import fabric
-
-from clusterctl.hosts.sftp import write_file
 from clusterctl.hosts.sshkeys import append_known_hosts, ensure_keypair, known_hosts_line
 from clusterctl.inventory import Inventory, Node
 from clusterctl.paths import cluster_state_dir
@@ -82,24 +79,3 @@ def node_ssh_files(keys: ClusterKeys, node: Node) -> dict[str, bytes]:
         CLIENT_KEY: keys.client_key.read_bytes(),
         "known_hosts": keys.known_hosts.read_bytes(),
     }
-
-
-def push_ssh_dir(conn: fabric.Connection, inventory: Inventory, keys: ClusterKeys, node: Node) -> str:
-    """Write ``node``'s container SSH files to the node over SFTP: directory 0700, files 0600.
-
-    Each file is written with ``write_file``: whatever is at its path (a planted symlink) is removed, the
-    file created exclusively and made 0600 before any byte is written. Returns the directory on the node.
-    """
-    remote = node_ssh_dir(inventory)
-    sftp = conn.sftp()
-    path = ""
-    for part in remote.strip("/").split("/"):
-        path += "/" + part
-        try:
-            sftp.stat(path)
-        except FileNotFoundError:
-            sftp.mkdir(path, 0o755)
-    sftp.chmod(remote, 0o700)
-    for name, data in node_ssh_files(keys, node).items():
-        write_file(sftp, data, f"{remote}/{name}", 0o600)
-    return remote

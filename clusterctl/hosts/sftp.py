@@ -60,3 +60,19 @@ def write_file(sftp: paramiko.SFTPClient, data: Source, dest: str, mode: int) ->
     arrived = sftp.stat(dest).st_size
     if arrived != sent:
         raise OSError(f"{dest}: {arrived} of {sent} bytes arrived")
+
+
+def write_private_dir(sftp: paramiko.SFTPClient, remote: str, files: dict[str, bytes]) -> None:
+    """Write ``files`` (name: bytes) into the directory ``remote``: missing parents made 0755, the
+    directory itself 0700, each file written with ``write_file`` at 0600 (whatever is at its path, a
+    planted symlink, is removed first)."""
+    path = ""
+    for part in remote.strip("/").split("/"):
+        path += "/" + part
+        try:
+            sftp.stat(path)
+        except FileNotFoundError:
+            sftp.mkdir(path, 0o755)
+    sftp.chmod(remote, 0o700)
+    for name, data in files.items():
+        write_file(sftp, data, f"{remote}/{name}", 0o600)

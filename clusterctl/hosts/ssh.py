@@ -18,7 +18,6 @@ import shlex
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -27,6 +26,7 @@ import paramiko
 from invoke.exceptions import CommandTimedOut
 
 from clusterctl.errors import ConnectError
+from clusterctl.hosts.command import Command, CommandResult
 from clusterctl.hosts.sshkeys import append_known_hosts, fingerprint, known_hosts_line
 from clusterctl.inventory import Inventory, Node
 from clusterctl.paths import cluster_state_dir
@@ -40,27 +40,7 @@ SYSTEM_KNOWN_HOSTS = (Path("~/.ssh/known_hosts"), Path("/etc/ssh/ssh_known_hosts
 # controller's threads and the nodes' sshd MaxStartups in bounds on large clusters).
 MAX_PARALLEL = 32
 
-Command = str | Sequence[str]
 T = TypeVar("T")
-
-
-@dataclass
-class CommandResult:
-    """What one command did on one node. ``error`` is set when it could not run or finish."""
-
-    node: str
-    command: str
-    exit_code: int | None
-    stdout: str = ""
-    stderr: str = ""
-    duration_s: float = 0.0
-    error: str | None = None
-    unreachable: bool = False
-
-    @property
-    def ok(self) -> bool:
-        """The command ran and exited 0."""
-        return self.error is None and self.exit_code == 0
 
 
 def cluster_known_hosts(inventory: Inventory) -> Path:

@@ -6,8 +6,8 @@ cache keeps changed rebuilds fast. The tag is ``clusterctl/<cluster>:<profile>-<
 ``container.image`` names one explicitly.
 
 ``up``, ``status`` and ``image push`` must know the image without rebuilding: the build writes an
-``ImageRecord`` (reference, image ID, context hash, builder) to ``<cluster state>/image.json``;
-``effective_image_ref`` reads ``container.image`` first, then that record.
+``ImageRecord`` (reference, image ID, context hash, builder) to ``<cluster state>/image.json``
+(``image.record``, where ``effective_image_ref`` reads ``container.image`` first, then that record).
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ import requests.exceptions
 import urllib3.exceptions
 from docker.models.images import Image
 from docker.utils import parse_repository_tag
-from pydantic import BaseModel, Field
 
-from clusterctl.errors import EnvironmentProblem, InputError, StepError
+from clusterctl.errors import EnvironmentProblem, StepError
 from clusterctl.hosts.docker_remote import API_VERSION, docker_client
+from clusterctl.image.record import ImageRecord, image_tag, record_path
 from clusterctl.image.render import CONTEXT_MANIFEST, write_context
 from clusterctl.inventory import Inventory
 from clusterctl.paths import cluster_state_dir
@@ -42,56 +42,9 @@ ERROR_TAIL_LINES = 30
 BUILD_READ_TIMEOUT_S = 1800
 
 
-class ImageRecord(BaseModel):
-    """What ``clusterctl image build`` made: read back by ``up``, ``status`` and ``image push``."""
-
-    reference: str = Field(description="The image's tag, e.g. clusterctl/sandbox:cpu-0123456789ab.")
-    image_id: str = Field(description="The image ID (sha256:...) on the builder.")
-    content_hash: str = Field(description="SHA-256 of the rendered build context.")
-    builder: str | None = Field(description="Node the image was built on; None: the local engine.")
-    built_at: datetime = Field(description="When the build (or the skip) finished, UTC.")
-
-
-def record_path(inventory: Inventory) -> Path:
-    """Where the image record of this cluster lives."""
-    return cluster_state_dir(inventory.cluster.name) / "image.json"
-
-
 def build_dir(inventory: Inventory) -> Path:
     """The build context directory of this cluster (wheels are hard-linked into it)."""
     return cluster_state_dir(inventory.cluster.name) / "build"
-
-
-def image_tag(inventory: Inventory, content_hash: str) -> str:
-    """The tag a build of ``content_hash`` gets: ``container.image`` if set, else a hash-carrying tag."""
-    if inventory.container.image:
-        return inventory.container.image
-    return f"clusterctl/{inventory.cluster.name}:{inventory.image.profile}-{content_hash[:12]}"
-
-
-def read_image_record(inventory: Inventory) -> ImageRecord | None:
-    """The recorded build of this cluster, or None when nothing was built yet."""
-    path = record_path(inventory)
-    if not path.is_file():
-        return None
-    return ImageRecord.model_validate_json(path.read_text())
-
-
-def effective_image_ref(inventory: Inventory) -> str:
-    """The image the containers run: ``container.image`` if set, else the last build's tag.
-
-    Raises:
-        InputError: neither is there; the message says to build first.
-    """
-    if inventory.container.image:
-        return inventory.container.image
-    record = read_image_record(inventory)
-    if record is None:
-        raise InputError(
-            f"cluster {inventory.cluster.name}: no image built yet ({record_path(inventory)} is missing). "
-            "Fix: run `clusterctl image build`, or set container.image in the inventory."
-        )
-    return record.reference
 
 
 def builder_client(inventory: Inventory, builder: str | None) -> docker.DockerClient:

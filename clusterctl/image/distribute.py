@@ -37,9 +37,11 @@ from fabric import Connection
 from clusterctl.errors import ClusterctlError, InputError
 from clusterctl.hosts.docker_remote import docker_client
 from clusterctl.hosts.ssh import connect, fan_out
-from clusterctl.image.build import ImageRecord, builder_client, read_image_record
+from clusterctl.image.build import builder_client
 from clusterctl.image.push_lock import push_lock
-from clusterctl.image.registry import layer_sizes, running_registry, trust_on_controller
+from clusterctl.image.record import ImageRecord, read_image_record
+from clusterctl.image.registry import layer_sizes, trust_on_controller
+from clusterctl.image.registry_node import running_registry
 from clusterctl.image.zstd_load import Compression, choose, load_compressed, probe_node_tools
 from clusterctl.interrupts import sigterm_interrupts
 from clusterctl.inventory import Inventory, Node

@@ -7,7 +7,7 @@ directory; on a node, /var/lib/clusterctl/registry/<cluster>), so a later push u
 the registry lacks, and each node pulls only the layers it lacks.
 What an interrupted push left half-uploaded does not stay: Distribution keeps an upload in progress under
 ``<repository>/_uploads/`` and never resumes it (a new push starts new uploads), and its own purge waits
-up to an hour after start, longer than this registry ever runs. So ``running_registry`` removes every
+up to an hour after start, longer than this registry ever runs. So ``running_on_controller`` removes every
 ``_uploads`` entry of the controller's registry before it starts and after it has exited, when no upload
 can be in progress; whole blobs stay (digest-verified, the next push skips them).
 
@@ -279,24 +279,15 @@ def wait_until_answers(
 
 
 @contextlib.contextmanager
-def running_registry(inventory: Inventory) -> Iterator[str]:
-    """The cluster's registry, started for the ``with`` block and stopped after it; yields its endpoint.
-
-    It runs on the controller, or on ``delivery.registry.node`` (``registry_node.running_on_node``).
-    On the controller, unfinished uploads are removed before it starts and after it has stopped
-    (``purge_uploads``).
+def running_on_controller(inventory: Inventory) -> Iterator[str]:
+    """The cluster's registry on the controller, started for the ``with`` block and stopped after it;
+    yields its endpoint. Unfinished uploads are removed before it starts and after it has stopped
+    (``purge_uploads``). ``registry_node.running_registry`` chooses between this and a node's.
 
     Raises:
-        EnvironmentProblem: ``docker-registry`` is not installed where it runs, or the registry does not
-            answer in time (its log's tail is in the message).
+        EnvironmentProblem: ``docker-registry`` is not installed on the controller, or the registry does
+            not answer in time (its log's tail is in the message).
     """
-    host = inventory.registry_node
-    if host is not None:
-        from clusterctl.image.registry_node import running_on_node  # it imports this module
-
-        with running_on_node(inventory, host) as endpoint:
-            yield endpoint
-        return
     binary = shutil.which("docker-registry")
     if binary is None:
         raise EnvironmentProblem(

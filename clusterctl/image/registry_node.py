@@ -19,9 +19,16 @@ from dataclasses import dataclass
 import fabric
 
 from clusterctl.errors import ConnectError, EnvironmentProblem
+from clusterctl.hosts.command import Command, CommandResult
 from clusterctl.hosts.sftp import write_file
-from clusterctl.hosts.ssh import Command, CommandResult, connect, run
-from clusterctl.image.registry import REPOSITORIES, ensure_tls, registry_config, wait_until_answers
+from clusterctl.hosts.ssh import connect, run
+from clusterctl.image.registry import (
+    REPOSITORIES,
+    ensure_tls,
+    registry_config,
+    running_on_controller,
+    wait_until_answers,
+)
 from clusterctl.inventory import Inventory, Node
 
 # Where the registries of every cluster keep their files on a node (clusterctl's, root only).
@@ -167,3 +174,15 @@ def running_on_node(inventory: Inventory, node: Node) -> Iterator[str]:
             )
         finally:
             _stop(inventory, node, conn, paths)
+
+
+def running_registry(inventory: Inventory) -> contextlib.AbstractContextManager[str]:
+    """The cluster's registry where the inventory puts it, started for a ``with`` block that gets its
+    endpoint: on ``delivery.registry.node`` (``running_on_node``), else on the controller
+    (``registry.running_on_controller``).
+
+    Raises:
+        EnvironmentProblem: the registry cannot start or does not answer in time, where it runs.
+    """
+    host = inventory.registry_node
+    return running_on_controller(inventory) if host is None else running_on_node(inventory, host)

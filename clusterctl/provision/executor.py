@@ -21,8 +21,9 @@ import paramiko
 
 from clusterctl.diagnostics.collect import capture_status
 from clusterctl.errors import ConnectError
+from clusterctl.hosts.command import CommandResult
 from clusterctl.hosts.sftp import write_file
-from clusterctl.hosts.ssh import CommandResult, connect, fan_out, run
+from clusterctl.hosts.ssh import connect, fan_out, run
 from clusterctl.inventory import Inventory, Node
 from clusterctl.paths import data_dir
 from clusterctl.provision.plan import StepFile, step_context, step_files

@@ -24,8 +24,9 @@ import pytest
 
 from clusterctl.cli import main
 from clusterctl.hosts.docker_remote import docker_client
-from clusterctl.image.build import build_dir, image_tag, read_image_record, record_path
+from clusterctl.image.build import build_dir
 from clusterctl.image.distribute import StreamTransport
+from clusterctl.image.record import image_tag, read_image_record, record_path
 from clusterctl.image.render import write_context
 from clusterctl.inventory import Inventory, Node
 from tests.integration.conftest import Sandbox

@@ -22,7 +22,7 @@ import pytest
 from clusterctl.containers import lifecycle
 from clusterctl.containers.plan import container_name
 from clusterctl.hosts import container_exec
-from clusterctl.image.build import effective_image_ref
+from clusterctl.image.record import effective_image_ref
 from clusterctl.inventory import Inventory
 from tests.integration.conftest import Sandbox, on_node
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from clusterctl.containers import lifecycle
-from clusterctl.image.build import effective_image_ref
+from clusterctl.image.record import effective_image_ref
 from clusterctl.inventory import Inventory
 from clusterctl.results.record import RunRecord
 from clusterctl.run.context import run_context

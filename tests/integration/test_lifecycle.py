@@ -18,8 +18,8 @@ from clusterctl.containers.plan import container_name
 from clusterctl.errors import StepError
 from clusterctl.hosts import container_exec
 from clusterctl.hosts.docker_remote import DOCKER_CALL_TIMEOUT_S, docker_client
-from clusterctl.image.build import effective_image_ref
 from clusterctl.image.distribute import distribute
+from clusterctl.image.record import effective_image_ref
 from clusterctl.inventory import Inventory, Node
 from tests.integration.conftest import benchmark_containers
 

@@ -20,10 +20,10 @@ import pytest
 from clusterctl.errors import EnvironmentProblem
 from clusterctl.hosts.docker_remote import docker_client
 from clusterctl.hosts.ssh import run_on_nodes
-from clusterctl.image.build import ImageRecord, record_path
 from clusterctl.image.distribute import distribute
-from clusterctl.image.registry import running_registry, untrust_on_controller
-from clusterctl.image.registry_node import node_paths
+from clusterctl.image.record import ImageRecord, record_path
+from clusterctl.image.registry import untrust_on_controller
+from clusterctl.image.registry_node import node_paths, running_registry
 from clusterctl.inventory import validate_document
 from clusterctl.paths import data_dir
 from clusterctl.provision.executor import provision

@@ -10,7 +10,7 @@ import pytest
 
 from clusterctl.cli import main
 from clusterctl.containers import lifecycle
-from clusterctl.image.build import effective_image_ref
+from clusterctl.image.record import effective_image_ref
 from clusterctl.inventory import Inventory
 from clusterctl.results.history import load_runs
 from tests.integration.conftest import Sandbox

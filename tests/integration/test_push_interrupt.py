@@ -32,7 +32,7 @@ import pytest
 
 from clusterctl.cli import main
 from clusterctl.hosts.docker_remote import docker_client
-from clusterctl.image.build import read_image_record
+from clusterctl.image.record import read_image_record
 from clusterctl.image.registry import registry_files
 from clusterctl.inventory import Inventory
 from tests.integration.conftest import Sandbox, on_node

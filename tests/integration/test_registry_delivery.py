@@ -16,8 +16,9 @@ import docker
 import pytest
 
 from clusterctl.image import render
-from clusterctl.image.build import build_image, read_image_record, record_path
+from clusterctl.image.build import build_image
 from clusterctl.image.distribute import distribute
+from clusterctl.image.record import read_image_record, record_path
 from clusterctl.inventory import Inventory
 from clusterctl.paths import payload_files
 from tests.integration.conftest import remove_from_nodes

@@ -18,7 +18,7 @@ from clusterctl.cli import main
 from clusterctl.containers import lifecycle
 from clusterctl.containers.plan import container_name
 from clusterctl.hosts import container_exec
-from clusterctl.image.build import effective_image_ref
+from clusterctl.image.record import effective_image_ref
 from clusterctl.inventory import Inventory, parse_cpu_list
 from clusterctl.sandbox import cluster as sandbox_cluster
 from tests.integration.conftest import Sandbox

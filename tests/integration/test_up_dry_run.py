@@ -11,7 +11,7 @@ import yaml
 
 from clusterctl.cli import main
 from clusterctl.containers import lifecycle
-from clusterctl.image.build import effective_image_ref
+from clusterctl.image.record import effective_image_ref
 from clusterctl.inventory import Inventory
 from tests.integration.conftest import benchmark_containers
 

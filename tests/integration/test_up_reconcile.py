@@ -13,7 +13,7 @@ from clusterctl.containers.plan import user_processes
 from clusterctl.hosts.cluster_keys import node_ssh_dir
 from clusterctl.hosts.docker_remote import docker_client
 from clusterctl.hosts.ssh import connect, run
-from clusterctl.image.build import effective_image_ref
+from clusterctl.image.record import effective_image_ref
 from clusterctl.inventory import Inventory
 from tests.integration.conftest import benchmark_containers
 

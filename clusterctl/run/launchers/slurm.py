@@ -23,8 +23,9 @@ from datetime import UTC, datetime
 import fabric
 
 from clusterctl.errors import ConnectError, InputError, RunFailed
+from clusterctl.hosts.command import CommandResult
 from clusterctl.hosts.sftp import write_file
-from clusterctl.hosts.ssh import CommandResult, connect, run
+from clusterctl.hosts.ssh import connect, run
 from clusterctl.inventory import FabricSpec, Inventory, Node, SlurmSpec
 from clusterctl.paths import payload_files
 from clusterctl.results.record import LauncherName

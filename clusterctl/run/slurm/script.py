@@ -24,8 +24,9 @@ from datetime import datetime
 import jinja2
 
 from clusterctl.containers.plan import container_flags, container_spec
-from clusterctl.diagnostics.collect import collection_script
+from clusterctl.diagnostics.collectors import collection_script
 from clusterctl.errors import InputError
+from clusterctl.image.record import effective_image_ref
 from clusterctl.image.render import CONTAINER_PAYLOAD_DIR, CONTAINER_SSH_DIR
 from clusterctl.inventory import Inventory, Mount, Node, SlurmSpec
 from clusterctl.run.plan import LaunchPlan, mca_params
@@ -239,8 +240,6 @@ def job_image(inventory: Inventory, slurm: SlurmSpec) -> str:
             "mounts its own copy of the payload), or to a squashfs made with `enroot import dockerd://IMAGE` "
             "on storage the nodes share."
         )
-    from clusterctl.image.build import effective_image_ref  # the docker SDK: only when no image is named
-
     return effective_image_ref(inventory)
 
 

@@ -16,9 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from clusterctl.diagnostics.bundle import NodeBundle
-from clusterctl.diagnostics.collect import COLLECTORS, Collector, node_bundle, split_sections
+from clusterctl.diagnostics.collectors import COLLECTORS, Collector, node_bundle, split_sections
 from clusterctl.diagnostics.parsers.fabric_counters import NodeCounters, counter_command, parse_counter_output
-from clusterctl.hosts.ssh import CommandResult
+from clusterctl.hosts.command import CommandResult
 from clusterctl.inventory import FabricSpec
 from clusterctl.results.counters import CounterReadings
 

@@ -1,0 +1,197 @@
+"""The package layout's arrows, checked over the source (docs/DESIGN.md, "Layers"): no import circle
+between clusterctl's modules, no import from a lower layer into a higher one, only the shared leaves at
+the top level, and the pure planning halves free of every connector.
+
+Imports inside ``if TYPE_CHECKING:`` never execute; the one kind allowed to point up is a workload
+naming the run plan's types (``TYPE_ONLY_UP``), and it is listed so a new one fails here too.
+"""
+
+from __future__ import annotations
+
+import ast
+from functools import cache
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "clusterctl"
+
+# Lowest first. A module may import its own unit and any unit on a lower layer.
+LAYERS: tuple[frozenset[str], ...] = (
+    frozenset({"", "errors", "paths", "readfile", "yamlio", "templating", "versions", "findings", "interrupts",
+               "terminal"}),
+    frozenset({"inventory"}),
+    frozenset({"hosts"}),
+    frozenset({"diagnostics", "image"}),
+    frozenset({"provision", "containers"}),
+    frozenset({"workloads"}),
+    frozenset({"results"}),
+    frozenset({"run"}),
+    frozenset({"sandbox"}),
+    frozenset({"cli", "__main__"}),
+)
+TOP_LEVEL_MODULES = frozenset({"__init__", "__main__"}) | (LAYERS[0] - {""})
+PAYLOAD = "payload"  # runs inside the benchmark container and imports no clusterctl module
+TYPE_ONLY_UP = frozenset({("workloads", "run.plan")})
+PURE = ("run.plan", "run.sweep", "run.preflight", "containers.plan", "provision.playbook", "run.slurm.script",
+        "run.slurm.jobs", "diagnostics.pairs")  # fmt: skip
+# What talks to another machine or process: a pure plan never loads one, directly or through a module.
+CONNECTORS = ("fabric", "paramiko", "docker", "subprocess", "requests", "urllib3")
+# The docker SDK's value classes (a mount, a device request): a plan builds them and contacts nothing.
+VALUES_ONLY = ("docker.types",)
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(tree: ast.AST, module: str, is_package: bool) -> tuple[set[str], set[str]]:
+    """(runtime imports, type-only imports), as absolute dotted names, of one module."""
+    runtime: set[str] = set()
+    type_only: set[str] = set()
+
+    def visit(node: ast.AST, typing_only: bool) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            for statement in node.body:
+                visit(statement, True)
+            for statement in node.orelse:
+                visit(statement, typing_only)
+            return
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = module.split(".") if is_package else module.split(".")[:-1]
+                anchor = anchor[: len(anchor) - node.level + 1]
+                base = ".".join(["clusterctl", *anchor, *([base] if base else [])])
+            names = [f"{base}.{alias.name}" for alias in node.names] + [base]
+        (type_only if typing_only else runtime).update(names)
+        for child in ast.iter_child_nodes(node):
+            visit(child, typing_only)
+
+    visit(tree, False)
+    return runtime, type_only
+
+
+class Imports(NamedTuple):
+    """What one module imports: clusterctl modules at run time and under TYPE_CHECKING, and the
+    dotted names of everything else it imports at run time (``fabric``, ``docker.types``, ...)."""
+
+    runtime: set[str]
+    type_only: set[str]
+    external: set[str]
+
+
+@cache
+def _graph() -> dict[str, Imports]:
+    """Every clusterctl module (payload excluded) and what it imports."""
+    paths = {_module_name(p): p for p in PACKAGE.rglob("*.py") if PAYLOAD not in p.relative_to(PACKAGE).parts}
+
+    def resolve(name: str) -> str | None:
+        if name != "clusterctl" and not name.startswith("clusterctl."):
+            return None
+        name = name.removeprefix("clusterctl").removeprefix(".")
+        while name and name not in paths:
+            name = name.rpartition(".")[0]
+        return name
+
+    graph = {}
+    for module, path in paths.items():
+        runtime, type_only = _imports(ast.parse(path.read_text()), module, path.name == "__init__.py")
+        graph[module] = Imports(
+            {r for n in runtime if (r := resolve(n)) is not None and r != module},
+            {r for n in type_only if (r := resolve(n)) is not None and r != module},
+            {n for n in runtime if n and resolve(n) is None},
+        )
+    return graph
+
+
+def _layer(module: str) -> int:
+    unit = module.split(".")[0]
+    return next(i for i, units in enumerate(LAYERS) if unit in units)
+
+
+def test_every_top_level_unit_has_a_layer() -> None:
+    units = {m.split(".")[0] for m in _graph()}
+    assert units <= set().union(*LAYERS), units - set().union(*LAYERS)
+
+
+def test_the_top_level_holds_only_the_package_face_and_the_shared_leaves() -> None:
+    loose = {p.stem for p in PACKAGE.glob("*.py")} - TOP_LEVEL_MODULES
+    assert not loose, f"modules at the top level of clusterctl/ that belong in a package: {sorted(loose)}"
+
+
+def test_no_import_points_up_a_layer() -> None:
+    upward = []
+    for module, (runtime, type_only, _) in _graph().items():
+        for target in runtime:
+            if _layer(target) > _layer(module):
+                upward.append(f"{module} -> {target}")
+        for target in type_only:
+            allowed = any(module.startswith(a) and target == b for a, b in TYPE_ONLY_UP)
+            if _layer(target) > _layer(module) and not allowed:
+                upward.append(f"{module} -> {target} (type-only)")
+    assert not upward, "imports that run back up the layers:\n" + "\n".join(sorted(upward))
+
+
+def test_no_import_circle_between_modules() -> None:
+    graph = {m: imports.runtime for m, imports in _graph().items()}
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def walk(module: str) -> None:
+        state[module] = 1
+        stack.append(module)
+        for target in sorted(graph.get(module, ())):
+            if state.get(target) == 1:
+                cycles.append([*stack[stack.index(target):], target])
+            elif target not in state:
+                walk(target)
+        stack.pop()
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            walk(module)
+    assert not cycles, "import circles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+@pytest.mark.parametrize("module", PURE)
+def test_a_pure_plan_reaches_no_connector(module: str) -> None:
+    """Following run-time imports, a planning half never loads SSH, the docker SDK, HTTP or a subprocess."""
+    graph = _graph()
+    assert module in graph, f"{module} is not a module any more: update PURE"
+    seen: set[str] = set()
+    todo = [module]
+    while todo:
+        current = todo.pop()
+        if current not in seen:
+            seen.add(current)
+            todo.extend(graph[current].runtime)
+    reached = sorted(
+        f"{m} imports {name}"
+        for m in seen
+        for name in graph[m].external
+        if name.startswith(CONNECTORS) and not name.startswith(VALUES_ONLY)
+    )
+    assert not reached, f"{module} reaches a connector:\n" + "\n".join(reached)
+
+
+def test_the_check_sees_an_upward_arrow_and_a_connector() -> None:
+    """The walk itself: the CLI imports stages (an arrow this test would refuse the other way), and
+    the SSH connector imports fabric."""
+    graph = _graph()
+    assert any(target.startswith("run") for target in graph["cli.run"].runtime | graph["cli.run"].type_only)
+    assert _layer("cli.run") > _layer("run.plan")
+    assert "fabric" in graph["hosts.ssh"].external and "docker.types.Mount" in graph["containers.plan"].external
