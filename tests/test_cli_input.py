@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from clusterctl.cli import main
-from clusterctl.cli.common import INVENTORY_ENV, sandbox_inventory_path
+from clusterctl.cli.common import INVENTORY_ENV
 from clusterctl.paths import data_dir
+from clusterctl.sandbox.state import sandbox_files
 from tests.strictjson import strict_loads
 
 PAPER = data_dir("inventories") / "paper-c4140.yml"
@@ -42,7 +43,7 @@ def test_inventory_commands_without_file_use_the_environments_inventory(
 def test_inventory_commands_without_file_use_the_sandboxs_inventory(
     command: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    sandbox = sandbox_inventory_path()
+    sandbox = sandbox_files().inventory  # where `sandbox up` writes it
     sandbox.parent.mkdir(parents=True)
     shutil.copy(PAPER, sandbox)
     assert main(["inventory", command]) == 0

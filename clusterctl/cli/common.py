@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from clusterctl.errors import InputError
-from clusterctl.paths import data_dir, state_dir
+from clusterctl.paths import data_dir
 from clusterctl.terminal import safe_text
 
 if TYPE_CHECKING:
@@ -36,11 +36,6 @@ InventoryOption = typer.Option(
     help=f"Inventory file. Default: ${INVENTORY_ENV}, else the running sandbox's inventory.",
     show_default=False,
 )
-
-
-def sandbox_inventory_path() -> Path:
-    """Where `clusterctl sandbox up` writes the inventory of the local sandbox."""
-    return state_dir() / "sandbox" / "inventory.yml"
 
 
 def _shipped_example(given: Path) -> Path:
@@ -66,7 +61,9 @@ def resolve_inventory_path(given: Path | None) -> Path:
     from_env = os.environ.get(INVENTORY_ENV)
     if from_env:
         return Path(from_env)
-    sandbox = sandbox_inventory_path()
+    from clusterctl.sandbox.state import sandbox_files  # on use: the state model loads pydantic
+
+    sandbox = sandbox_files().inventory
     if sandbox.is_file():
         return sandbox
     raise InputError(
