@@ -216,6 +216,20 @@ def test_nccl_tests_row_with_the_next_lines_tag_glued_on() -> None:
     assert (row.size, row.busbw, row.error) == (1048576, 0.51, "0")
 
 
+def test_a_ranks_line_glued_onto_another_ranks_line_is_still_counted() -> None:
+    """Under load mpirun forwarded rank 1's device line before rank 0's newline (seen from the allreduce
+    payload on the 2-core CI machine): each tagged line is read on its own, so both ranks count."""
+    text = (
+        "[1,0]<stdout>:#  Rank  0 Group  0 Pid   4242 on     ci-box device  0 [cpu] CPU"
+        "[1,1]<stdout>:#  Rank  1 Group  0 Pid   4243 on     ci-box device  0 [cpu] CPU\n"
+        "[1,0]<stdout>:#       size         count      type   redop    root     time   algbw   busbw #wrong\n"
+        "[1,0]<stdout>:     1048576        262144     float     sum      -1   2054.6    0.51    0.51      0\n"
+    )
+    parsed = parse_nccl_tests(text)
+    assert parsed.ranks == 2 and parsed.unparsed_lines == []
+    assert [row.size for row in parsed.rows] == [1048576]
+
+
 @pytest.mark.parametrize(
     "fixture",
     [

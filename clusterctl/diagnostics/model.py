@@ -15,6 +15,9 @@ _TAG = re.compile(r"^\[(?:\d+,)?(\d+)\]<(?:stdout|stderr)>:\s?")
 # `srun --label` writes the task number, right-aligned to the widest one, then `: `.
 _SRUN_LABEL = re.compile(r"^ *(\d+): ")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+# A tag that is not at the start of its line: mpirun's output forwarding sometimes writes the next
+# line's tag (and that line) before the previous line's newline.
+_MID_LINE_TAG = re.compile(r"(?<=[^\n])(?=\[(?:\d+,)?\d+\]<(?:stdout|stderr)>:)")
 
 
 class Parsed(BaseModel):
@@ -31,6 +34,12 @@ def split_tag(line: str) -> tuple[int | None, str]:
     if match is None:
         return None, line
     return to_int(match.group(1)), line[match.end() :]
+
+
+def tagged_lines(text: str) -> list[str]:
+    """``text``'s lines, a line that mpirun glued onto the previous one (``...CPU[1,1]<stdout>:#  Rank
+    1 ...``) split off at its tag, so each rank's line is seen once."""
+    return _MID_LINE_TAG.sub("\n", text).splitlines()
 
 
 def strip_ansi(text: str) -> str:

@@ -10,7 +10,7 @@ import re
 
 from pydantic import BaseModel, Field
 
-from clusterctl.diagnostics.model import Parsed, split_tag, to_float, to_int
+from clusterctl.diagnostics.model import Parsed, split_tag, tagged_lines, to_float, to_int
 
 _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*([\d.eE+-]+)")
 _OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?")
@@ -20,8 +20,6 @@ _RANK_ZERO = re.compile(r"^#\s*Rank\s+0\s")
 _JOB_HEADER = re.compile(r"^#?\s*nThread\s+\d+\s+nGpus\b")
 _FAILURE = re.compile(r"(?:NCCL failure|Test failure|NCCL error|CUDA failure)")
 _NCCL_LOG = re.compile(r"\bNCCL (?:INFO|WARN)\b")
-# mpirun --tag-output sometimes glues the next line's tag to the end of a line.
-_GLUED_TAG = re.compile(r"\[(?:\d+,)?\d+\]<(?:stdout|stderr)>:\s*$")
 # Header names of the table per format, mapped to our field names; the second occurrence of the
 # timing columns is the in-place half.
 _NAMES = {"size": "size", "bytes": "size", "count": "count", "n": "count", "type": "type",
@@ -78,9 +76,9 @@ def parse_nccl_tests(text: str) -> NcclTestsOutput:
     result = NcclTestsOutput()
     columns: list[str] = []
     headers = rank_zeros = summaries = 0
-    for raw in text.splitlines():
+    for raw in tagged_lines(text):  # mpirun --tag-output sometimes glues the next line onto a line
         _, line = split_tag(raw)
-        stripped = _GLUED_TAG.sub("", line).strip()
+        stripped = line.strip()
         if not stripped:
             continue
         headers += bool(_JOB_HEADER.match(stripped))
