@@ -13,6 +13,8 @@ node). Rank 0 prints
 one line of throughput every --display-every steps and, at the end, one machine-readable line:
 
     CLUSTERCTL_RESULT {"total_images_per_sec": ..., "world_size": ..., ...}
+
+Every rank also prints its own per-step breakdown (``steptimer.py``), one ``CLUSTERCTL_BREAKDOWN`` line.
 """
 
 from __future__ import annotations
@@ -35,6 +37,11 @@ if TYPE_CHECKING:  # the checker reads the payload as the package module; the im
     from clusterctl.payload.ranks import resolve_ranks
 else:
     from ranks import resolve_ranks
+
+if TYPE_CHECKING:  # the per-step breakdown, a sibling module as ranks.py is
+    from clusterctl.payload.steptimer import StepTimer, breakdown_line
+else:
+    from steptimer import StepTimer, breakdown_line
 
 RESULT_PREFIX = "CLUSTERCTL_RESULT "
 MODEL_NAME = "resnet50"
@@ -223,18 +230,19 @@ class Trainer:
         self.dist.all_reduce(value, op=self.dist.ReduceOp.MAX)
         return float(value.item())
 
-    def step(self, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None) -> None:
-        """Apply the (already all-reduced, or about to be) gradients."""
-        if scaler is None:
-            optimizer.step()
-            return
+    def synchronize(self, optimizer: torch.optim.Optimizer) -> None:
+        """Wait for the gradients' allreduce: Horovod's ``synchronize``; DDP waited inside ``backward()``."""
         if self.framework == "horovod":
             optimizer.synchronize()  # type: ignore[attr-defined]
-            with optimizer.skip_synchronize():  # type: ignore[attr-defined]
-                scaler.step(optimizer)
-        else:
+
+    def step(self, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None) -> None:
+        """Apply the gradients ``synchronize`` waited for."""
+        with optimizer.skip_synchronize() if self.framework == "horovod" else contextlib.nullcontext():  # type: ignore[attr-defined]
+            if scaler is None:
+                optimizer.step()
+                return
             scaler.step(optimizer)
-        scaler.update()
+            scaler.update()
 
     def shutdown(self) -> None:
         """Leave the communicator cleanly."""
@@ -313,6 +321,10 @@ def compile_wanted(args: argparse.Namespace) -> tuple[bool, str | None]:
             "Horovod's allreduces after it); use --framework ddp to compile."
         )
     return args.compile, None
+
+
+def _untimed(*_: str) -> None:
+    """A step's phase edge when the step is not measured (warm-up)."""
 
 
 def timed_windows(
@@ -410,12 +422,20 @@ def main(argv: list[str] | None = None) -> int:
     labels = torch.randint(0, args.num_classes, (args.batch_size,), device=device)
     autocast = torch.autocast(device.type, dtype=dtype) if dtype is not None else contextlib.nullcontext()
 
-    def train_step() -> None:
+    def train_step(timer: StepTimer | None = None) -> None:
+        begin, end = (timer.begin, timer.end) if timer else (_untimed, _untimed)
+        begin()
+        end("input")  # synthetic data: the batch is on the device already
         optimizer.zero_grad()  # torch 2.x sets grads to None (Horovod takes no argument)
         with autocast:
             loss = F.cross_entropy(model(images), labels)
+        end("forward")
         (scaler.scale(loss) if scaler else loss).backward()
+        end("backward")
+        trainer.synchronize(optimizer)
+        end("exposed_comm")
         trainer.step(optimizer, scaler)
+        end("optimizer")
 
     def sync() -> None:
         if device.type == "cuda":
@@ -431,6 +451,8 @@ def main(argv: list[str] | None = None) -> int:
             f"batch size per device: {args.batch_size}  precision: {args.precision}  device: {device.type}",
             flush=True,
         )
+    timer = StepTimer(device)
+    timer.watch(model)  # before the first backward: DDP takes a comm hook only then
     for _ in timed_windows(train_step, args.warmup_steps, args.warmup_steps or 1, sync):
         pass
     if leader:
@@ -438,7 +460,8 @@ def main(argv: list[str] | None = None) -> int:
 
     trainer.barrier()
     elapsed, last_step, last_time = 0.0, 0, 0.0
-    for step, elapsed in timed_windows(train_step, args.steps, args.display_every, sync):
+    for step, elapsed in timed_windows(lambda: train_step(timer), args.steps, args.display_every, sync):
+        timer.read()  # the device was synchronised at this window edge
         if leader:
             rate = global_batch * (step - last_step) / (elapsed - last_time)
             print(f"Step {step}/{args.steps}: {rate:.2f} img/s total", flush=True)
@@ -470,6 +493,8 @@ def main(argv: list[str] | None = None) -> int:
             "horovod_version": trainer.horovod_version,
         }
         print(RESULT_PREFIX + json.dumps(result, sort_keys=True), flush=True)
+    summary = timer.summary(trainer.rank, elapsed, world_size=trainer.world_size, framework=args.framework)
+    print(breakdown_line(summary), flush=True)
     trainer.shutdown()
     return 0
 

@@ -25,7 +25,9 @@ from pydantic import BaseModel, Field
 from clusterctl.findings import Finding
 from clusterctl.results.counters import CounterProof
 from clusterctl.results.nccl_log_proof import FabricProof
+from clusterctl.results.pop import PopMetrics
 from clusterctl.workloads.base import Metric
+from clusterctl.workloads.breakdown import RankBreakdown
 
 RESULT_FILE = "result.json"
 
@@ -83,6 +85,18 @@ class RunRecord(BaseModel):
     )
     findings: list[Finding]
     valid: bool = Field(description="Exit 0, sane output, fabric as the inventory says (log and counters).")
+    # The per-step breakdown (issue 22 items 1-2).
+    breakdown: list[RankBreakdown] | None = Field(
+        None,
+        description="Each rank's per-step phases (input, forward, backward, exposed communication, "
+        "optimizer: median/p10/p90/mean ms) and host, by rank; None: the output has none (another "
+        "workload, an older payload, every rank crashed).",
+    )
+    pop: PopMetrics | None = Field(
+        None,
+        description="Load balance, communication and parallel efficiency from the breakdown; None "
+        "unless every rank printed one.",
+    )
 
     @property
     def value(self) -> float | None:

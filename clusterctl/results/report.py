@@ -66,6 +66,17 @@ class ReportRow(BaseModel):
         description="The allreduce algorithm/protocol NCCL chose in the valid runs, most used first.",
     )
     comparisons: list[Comparison] = Field(default_factory=list)
+    # POP metrics (issue 22 item 2): the median over the valid runs that have them.
+    load_balance: float | None = Field(
+        None, description="Median over the valid runs of the POP load balance (mean / max useful compute)."
+    )
+    communication_efficiency: float | None = Field(
+        None,
+        description="Median over the valid runs of the POP communication efficiency (max useful / step).",
+    )
+    parallel_efficiency: float | None = Field(
+        None, description="Median over the valid runs of the POP parallel efficiency (load balance x comm.)."
+    )
 
 
 def build_report(records: list[RunRecord], references: list[Reference]) -> list[ReportRow]:
@@ -181,7 +192,15 @@ def _row(group: list[RunRecord]) -> ReportRow:
         fabric_gb_per_node=statistics.median(sent) if sent else None,
         rail_balance=min(balances) if balances else None,
         algorithms=sorted(chosen, key=lambda name: -chosen[name]),
+        **_pop_medians(group),
     )
+
+
+def _pop_medians(group: list[RunRecord]) -> dict[str, float | None]:
+    """The row's POP metrics: each the median over its valid runs with a number and POP metrics."""
+    pops = [r.pop for r in group if r.valid and r.value is not None and r.pop]
+    names = ("load_balance", "communication_efficiency", "parallel_efficiency")
+    return {name: statistics.median(getattr(p, name) for p in pops) if pops else None for name in names}
 
 
 def _compare(row: ReportRow, references: list[Reference]) -> list[Comparison]:
@@ -225,6 +244,10 @@ CSV_COLUMNS = [
     "predicted_full_overlap",
     "prediction_verdict",
     "algorithms",
+    # POP metrics
+    "load_balance",
+    "communication_efficiency",
+    "parallel_efficiency",
 ]
 
 

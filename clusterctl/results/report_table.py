@@ -56,6 +56,13 @@ def _fabric(row: ReportRow) -> str:
     return f"{row.fabric_gb_per_node:.2f} GB/node{balance}"
 
 
+def _pop(row: ReportRow) -> str:
+    """POP parallel efficiency = load balance x communication efficiency (medians of the row's runs)."""
+    if row.parallel_efficiency is None or row.load_balance is None or row.communication_efficiency is None:
+        return "-"
+    return f"{row.parallel_efficiency:.2f}={row.load_balance:.2f}x{row.communication_efficiency:.2f}"
+
+
 @dataclass(frozen=True)
 class _Column:
     """One column of the report table: its header, its cell, and whether it must be shown."""
@@ -98,6 +105,7 @@ _COLUMNS: tuple[_Column, ...] = (
     _Column("fabric", _fabric, 11, right=True, sparse=True),
     _Column("nccl algo", lambda r: ", ".join(r.algorithms) or "-", 12, sparse=True),
     _Column("reference", lambda r: _references(r) or "-", 9),
+    _Column("PE=LBxCE", _pop, 13, right=True, sparse=True),
 )
 
 

@@ -21,6 +21,7 @@ from clusterctl.results.counters import (
     prove_counters,
 )
 from clusterctl.results.nccl_log_proof import fabric_findings, prove_fabric, settle_snapshot
+from clusterctl.results.pop import run_pop
 from clusterctl.results.record import LauncherName, RunConfig, RunRecord
 from clusterctl.run.plan import LaunchPlan
 from clusterctl.workloads.base import Metric, Workload
@@ -43,7 +44,8 @@ def judge_run(
     snapshot: Sequence[Finding] = (),
     launcher: LauncherName = "ssh",
 ) -> RunRecord:
-    """Judge one run's raw output: its metrics, sanity findings and fabric proof. Pure.
+    """Judge one run's raw output: its metrics, sanity findings, fabric proof, per-rank breakdown and
+    POP metrics. Pure.
 
     ``counters``: the nodes' fabric counters read before and after the run, when they were.
     ``snapshot``: the findings of the run's topology snapshot; its peer-memory ones join the run's
@@ -86,6 +88,7 @@ def judge_run(
             rdma_only=plan.gpu and primary.rdma,
         )
     metrics, figure_problems = checked_metrics(workload.metrics(output))
+    breakdown = workload.breakdown(output)
     findings = [
         *_exit_findings(output, exit_code, plan, launcher),
         *figure_problems,
@@ -111,6 +114,8 @@ def judge_run(
         bus_bandwidth=workload.bus_bandwidth_by_size(output),
         findings=findings,
         valid=exit_code == 0 and fabric.valid and not any(f.severity == "error" for f in findings),
+        breakdown=breakdown or None,
+        pop=run_pop(breakdown, plan.world_size),
     )
 
 

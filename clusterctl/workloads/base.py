@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from clusterctl.findings import Finding
+from clusterctl.workloads.breakdown import RankBreakdown
 
 if TYPE_CHECKING:
     from clusterctl.inventory import ImageVersions, Inventory, RunDefaults
@@ -83,6 +84,11 @@ class Workload(ABC):
             return None
         steps = settings.warmup_steps + settings.steps
         return Volume(bytes=gradient * steps, derivation=f"{gradient:,} B of gradients x {steps} steps")
+
+    def breakdown(self, log: str) -> list[RankBreakdown]:
+        """Each rank's per-step breakdown printed in ``log``, by rank; empty when the workload prints none."""
+        del log
+        return []
 
     def bus_bandwidth_by_size(self, log: str) -> dict[int, float]:
         """A collective benchmark's bus bandwidth (GB/s) per message size (bytes); empty for others."""

@@ -10,6 +10,7 @@ from clusterctl.diagnostics.model import split_tag
 from clusterctl.findings import Finding
 from clusterctl.image.render import CONTAINER_PAYLOAD_DIR
 from clusterctl.workloads.base import Metric, Workload, expect, missing_result
+from clusterctl.workloads.breakdown import RankBreakdown, parse_breakdown
 
 if TYPE_CHECKING:
     from clusterctl.inventory import ImageVersions, RunDefaults
@@ -109,6 +110,10 @@ class ResNet50(Workload):
         return {
             name: Metric(value=value, unit="img/s") for name, value in figures.items() if value is not None
         }
+
+    def breakdown(self, log: str) -> list[RankBreakdown]:
+        """Every rank's ``CLUSTERCTL_BREAKDOWN`` line (the payload's per-step phases), by rank."""
+        return parse_breakdown(log)
 
     def sanity(self, log: str, plan: LaunchPlan) -> list[Finding]:
         """The result line is there and echoes the model, batch, world size and precision asked for."""
