@@ -66,6 +66,15 @@ class ReportRow(BaseModel):
         description="The allreduce algorithm/protocol NCCL chose in the valid runs, most used first.",
     )
     comparisons: list[Comparison] = Field(default_factory=list)
+    # Model FLOPs utilisation (result.json's `flops`), medians over the valid runs that have them.
+    achieved_tflops: float | None = Field(None, description="Median achieved TFLOP/s, all devices together.")
+    peak_tflops: float | None = Field(
+        None, description="Median peak per device (TFLOP/s) the MFU divides by."
+    )
+    peak_source: str | None = Field(None, description="datasheet or measured (mixed: both among the runs).")
+    mfu: float | None = Field(
+        None, description="Median model FLOPs utilisation: achieved / (peak x devices)."
+    )
 
 
 def build_report(records: list[RunRecord], references: list[Reference]) -> list[ReportRow]:
@@ -181,7 +190,22 @@ def _row(group: list[RunRecord]) -> ReportRow:
         fabric_gb_per_node=statistics.median(sent) if sent else None,
         rail_balance=min(balances) if balances else None,
         algorithms=sorted(chosen, key=lambda name: -chosen[name]),
+        **_utilisation(group),
     )
+
+
+def _utilisation(group: list[RunRecord]) -> dict[str, float | str | None]:
+    """The row's MFU fields: medians over the valid runs with a FLOPs record."""
+    flops = [r.flops for r in group if r.valid and r.value is not None and r.flops]
+    peaks = [f.peak_tflops for f in flops if f.peak_tflops is not None]
+    ratios = [f.mfu for f in flops if f.mfu is not None]
+    sources = {f.peak_source for f in flops if f.peak_source}
+    return {
+        "achieved_tflops": statistics.median(f.achieved_tflops for f in flops) if flops else None,
+        "peak_tflops": statistics.median(peaks) if peaks else None,
+        "peak_source": sources.pop() if len(sources) == 1 else "mixed" if sources else None,
+        "mfu": statistics.median(ratios) if ratios else None,
+    }
 
 
 def _compare(row: ReportRow, references: list[Reference]) -> list[Comparison]:
@@ -225,6 +249,10 @@ CSV_COLUMNS = [
     "predicted_full_overlap",
     "prediction_verdict",
     "algorithms",
+    "achieved_tflops",
+    "peak_tflops",
+    "peak_source",
+    "mfu",
 ]
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from clusterctl.findings import Finding
+from clusterctl.workloads.compute import ComputeFacts
 
 if TYPE_CHECKING:
     from clusterctl.inventory import ImageVersions, Inventory, RunDefaults
@@ -83,6 +84,12 @@ class Workload(ABC):
             return None
         steps = settings.warmup_steps + settings.steps
         return Volume(bytes=gradient * steps, derivation=f"{gradient:,} B of gradients x {steps} steps")
+
+    def compute(self, settings: RunDefaults, log: str) -> ComputeFacts | None:
+        """The run's arithmetic for model FLOPs utilisation: FLOPs per sample, math precision, any peak
+        the payload measured; None for a workload without a FLOPs model (collectives)."""
+        del settings, log
+        return None
 
     def bus_bandwidth_by_size(self, log: str) -> dict[int, float]:
         """A collective benchmark's bus bandwidth (GB/s) per message size (bytes); empty for others."""
