@@ -3,19 +3,25 @@ peak table (sourced, matched by the inventories' GPU names), the peak line parse
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pytest
 import torch
+from rich.console import Console
 
 from clusterctl.inventory import load_inventory
 from clusterctl.results.mfu import model_flops
 from clusterctl.results.peaks import find_peak, load_peaks
+from clusterctl.results.record import RunRecord
+from clusterctl.results.report import build_report
+from clusterctl.results.report_table import print_report
 from clusterctl.run.plan import run_options
 from clusterctl.workloads import get_workload
 from clusterctl.workloads.compute import ComputeFacts, MeasuredPeak, parse_peak_lines
 from clusterctl.workloads.flops import resnet50_forward_macs, training_flops
 from tests.test_payload_model import bench
+from tests.test_report import record
 from tests.test_results import _paper_record, fixture
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -199,3 +205,29 @@ def test_collectives_have_no_flops_model(name: str) -> None:
     inventory = load_inventory(ROOT / "inventories" / "modern-h100.yml")
     settings = run_options(inventory, name, nodes=1).settings
     assert get_workload(name).compute(settings, "") is None
+
+
+def _with_flops(run_id: str, devices: int, images_per_sec: float, *, valid: bool = True) -> RunRecord:
+    facts = _facts("fp16")
+    flops = model_flops(facts, images_per_sec, devices, gpu="V100-SXM2-16GB", peaks=PEAKS)
+    return record(run_id, devices, images_per_sec, valid=valid).model_copy(update={"flops": flops})
+
+
+def test_report_rows_take_the_median_mfu_of_valid_runs_and_show_it_when_wide() -> None:
+    records = [
+        _with_flops("a", 8, 4000.0),
+        _with_flops("b", 8, 4400.0),
+        _with_flops("c", 8, 4200.0),
+        _with_flops("d", 8, 100.0, valid=False),
+        record("e", 1, 640.0),  # an older record without `flops`
+    ]
+    one, eight = build_report(records, [])
+    assert (one.achieved_tflops, one.mfu, one.peak_source) == (None, None, None)
+    expected = 4200.0 * training_flops(resnet50_forward_macs(224)) / 1e12
+    assert eight.achieved_tflops == pytest.approx(expected)
+    assert eight.mfu == pytest.approx(expected / (8 * 125))
+    assert (eight.peak_tflops, eight.peak_source) == (125, "datasheet")
+    buffer = io.StringIO()
+    print_report([one, eight], Console(file=buffer, width=80, soft_wrap=True), wide=True)
+    text = buffer.getvalue()
+    assert "mfu" in text and f"{expected:,.3g} TF/s {100 * expected / 1000:.1f}%" in text
