@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import importlib.util
 import json
 import sqlite3
@@ -9,16 +10,21 @@ from pathlib import Path
 
 import pytest
 
+from clusterctl.cli import main
 from clusterctl.inventory import Inventory
 from clusterctl.results.history import history_path, load_runs
+from clusterctl.results.record import read_record
 from clusterctl.results.references import load_references
 from clusterctl.results.report import build_report
 from clusterctl.run.context import run_context
 from clusterctl.run.plan import build_plan, run_options
 from clusterctl.run.runner import run_plans
 from clusterctl.workloads import get_workload
+from clusterctl.workloads.compute import parse_peak_lines
+from clusterctl.workloads.flops import resnet50_forward_macs
 from clusterctl.workloads.resnet50 import parse_result_line
 from tests.localrun import LocalMpirun, local_inventory
+from tests.strictjson import strict_loads
 
 TINY = {"image_size": 32, "batch_size": 2, "steps": 2, "warmup_steps": 1, "display_every": 1}
 
@@ -102,3 +108,29 @@ def test_horovod_two_ranks(inventory: Inventory, tmp_path: Path) -> None:
     assert result["horovod_version"] == "0.28.1"
     assert record.valid, record.findings
     assert record.value is not None and record.value > 0
+
+
+def test_every_run_records_achieved_flops_against_the_measured_cpu_peak(
+    ddp_runs, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runs_dir, one, two = ddp_runs
+    for record, directory in (one, two):
+        peak = parse_peak_lines((directory / "output.log").read_text())
+        assert peak is not None and peak.ranks == record.world_size and peak.dtype == "float32"
+        flops = read_record(directory).flops
+        assert flops is not None and flops == record.flops
+        assert flops.flops_per_sample == 6 * resnet50_forward_macs(TINY["image_size"])
+        assert record.value is not None
+        assert flops.achieved_tflops == pytest.approx(flops.flops_per_sample * record.value / 1e12)
+        assert flops.achieved_tflops > 0
+        assert flops.peak_source == "measured" and flops.precision == "fp32"
+        assert flops.peak_tflops == peak.tflops_per_device > 0
+        assert flops.mfu is not None and 0 < flops.mfu < 1
+    assert main(["report", "--runs-dir", str(runs_dir), "--json"]) == 0
+    rows = {row["devices"]: row for row in strict_loads(capsys.readouterr().out)}
+    assert rows[2]["mfu"] == two[0].flops.mfu and rows[2]["peak_source"] == "measured"
+    csv_path = runs_dir.parent / "report.csv"
+    assert main(["report", "--runs-dir", str(runs_dir), "--csv", str(csv_path)]) == 0
+    by_devices = {row["devices"]: row for row in csv.DictReader(csv_path.open())}
+    assert float(by_devices["1"]["mfu"]) == pytest.approx(one[0].flops.mfu)
+    assert float(by_devices["1"]["achieved_tflops"]) == pytest.approx(one[0].flops.achieved_tflops)

@@ -34,8 +34,10 @@ import torch.nn.functional as F
 from torch import nn
 
 if TYPE_CHECKING:  # the checker reads the payload as the package module; the image ships it top-level
+    from clusterctl.payload.peak import peak_line
     from clusterctl.payload.ranks import resolve_ranks
 else:
+    from peak import peak_line
     from ranks import resolve_ranks
 
 if TYPE_CHECKING:  # the per-step breakdown, a sibling module as ranks.py is
@@ -409,6 +411,9 @@ def main(argv: list[str] | None = None) -> int:
         torch.backends.cudnn.benchmark = True  # the input shape never changes: pick the fastest kernels
         torch.backends.cuda.matmul.allow_tf32 = tf32
         torch.backends.cudnn.allow_tf32 = tf32
+    else:  # a CPU's peak for MFU, measured by every rank at once (peak.py)
+        trainer.barrier()
+        print(peak_line(trainer.rank, args.precision), flush=True)
 
     torch.manual_seed(0)
     model = ResNet50(args.num_classes).to(device, memory_format=memory_format)  # type: ignore[call-overload]  # Module.to takes memory_format; torch's overloads omit it

@@ -40,11 +40,16 @@ class Baseline(BaseModel):
         """Whether every key of ``match`` agrees with ``config`` (GPU models by substring)."""
         for key, wanted in self.match.items():
             have = config.get(key)
-            if key == "gpu" and isinstance(have, str) and str(wanted).lower() in have.lower():
+            if key == "gpu" and isinstance(have, str) and gpu_matches(str(wanted), have):
                 continue
             if have != wanted:
                 return False
         return True
+
+
+def gpu_matches(wanted: str, model: str) -> bool:
+    """Whether the GPU ``model`` (an inventory's or nvidia-smi's name) is ``wanted``: by substring, any case."""
+    return wanted.lower() in model.lower()
 
 
 class _File(BaseModel):

@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 
 from clusterctl.findings import Finding
 from clusterctl.results.counters import CounterProof
+from clusterctl.results.mfu import ModelFlops
 from clusterctl.results.nccl_log_proof import FabricProof
 from clusterctl.results.pop import PopMetrics
 from clusterctl.workloads.base import Metric
@@ -82,6 +83,11 @@ class RunRecord(BaseModel):
         default_factory=dict,
         description="A collective run's out-of-place bus bandwidth (GB/s) per message size (bytes); the "
         "prediction reads it at the framework's bucket/fusion size.",
+    )
+    flops: ModelFlops | None = Field(
+        None,
+        description="Achieved FLOP/s and model FLOPs utilisation (MFU) against the device's peak; None for a "
+        "workload without a FLOPs model (collectives), a run without a throughput, and older records.",
     )
     findings: list[Finding]
     valid: bool = Field(description="Exit 0, sane output, fabric as the inventory says (log and counters).")

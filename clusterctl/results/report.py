@@ -77,6 +77,15 @@ class ReportRow(BaseModel):
     parallel_efficiency: float | None = Field(
         None, description="Median over the valid runs of the POP parallel efficiency (load balance x comm.)."
     )
+    # Model FLOPs utilisation (result.json's `flops`), medians over the valid runs that have them.
+    achieved_tflops: float | None = Field(None, description="Median achieved TFLOP/s, all devices together.")
+    peak_tflops: float | None = Field(
+        None, description="Median peak per device (TFLOP/s) the MFU divides by."
+    )
+    peak_source: str | None = Field(None, description="datasheet or measured (mixed: both among the runs).")
+    mfu: float | None = Field(
+        None, description="Median model FLOPs utilisation: achieved / (peak x devices)."
+    )
 
 
 def build_report(records: list[RunRecord], references: list[Reference]) -> list[ReportRow]:
@@ -193,6 +202,7 @@ def _row(group: list[RunRecord]) -> ReportRow:
         rail_balance=min(balances) if balances else None,
         algorithms=sorted(chosen, key=lambda name: -chosen[name]),
         **_pop_medians(group),
+        **_utilisation(group),
     )
 
 
@@ -201,6 +211,20 @@ def _pop_medians(group: list[RunRecord]) -> dict[str, float | None]:
     pops = [r.pop for r in group if r.valid and r.value is not None and r.pop]
     names = ("load_balance", "communication_efficiency", "parallel_efficiency")
     return {name: statistics.median(getattr(p, name) for p in pops) if pops else None for name in names}
+
+
+def _utilisation(group: list[RunRecord]) -> dict[str, float | str | None]:
+    """The row's MFU fields: medians over the valid runs with a FLOPs record."""
+    flops = [r.flops for r in group if r.valid and r.value is not None and r.flops]
+    peaks = [f.peak_tflops for f in flops if f.peak_tflops is not None]
+    ratios = [f.mfu for f in flops if f.mfu is not None]
+    sources = {f.peak_source for f in flops if f.peak_source}
+    return {
+        "achieved_tflops": statistics.median(f.achieved_tflops for f in flops) if flops else None,
+        "peak_tflops": statistics.median(peaks) if peaks else None,
+        "peak_source": sources.pop() if len(sources) == 1 else "mixed" if sources else None,
+        "mfu": statistics.median(ratios) if ratios else None,
+    }
 
 
 def _compare(row: ReportRow, references: list[Reference]) -> list[Comparison]:
@@ -248,6 +272,10 @@ CSV_COLUMNS = [
     "load_balance",
     "communication_efficiency",
     "parallel_efficiency",
+    "achieved_tflops",
+    "peak_tflops",
+    "peak_source",
+    "mfu",
 ]
 
 

@@ -63,6 +63,14 @@ def _pop(row: ReportRow) -> str:
     return f"{row.parallel_efficiency:.2f}={row.load_balance:.2f}x{row.communication_efficiency:.2f}"
 
 
+def _mfu(row: ReportRow) -> str:
+    """Achieved TFLOP/s and, where the peak is known, the model FLOPs utilisation (MFU)."""
+    if row.achieved_tflops is None:
+        return "-"
+    share = "" if row.mfu is None else f" {100 * row.mfu:.1f}%"
+    return f"{row.achieved_tflops:,.3g} TF/s{share}"
+
+
 @dataclass(frozen=True)
 class _Column:
     """One column of the report table: its header, its cell, and whether it must be shown."""
@@ -102,10 +110,11 @@ _COLUMNS: tuple[_Column, ...] = (
     ),
     _Column("meas/pred", _vs_predicted, 0, right=True, sparse=True),
     _Column("predicted", _predicted, 10, right=True, sparse=True),
+    _Column("PE=LBxCE", _pop, 13, right=True, sparse=True),
+    _Column("mfu", _mfu, 14, right=True, sparse=True),
     _Column("fabric", _fabric, 11, right=True, sparse=True),
     _Column("nccl algo", lambda r: ", ".join(r.algorithms) or "-", 12, sparse=True),
     _Column("reference", lambda r: _references(r) or "-", 9),
-    _Column("PE=LBxCE", _pop, 13, right=True, sparse=True),
 )
 
 

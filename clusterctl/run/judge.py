@@ -20,7 +20,9 @@ from clusterctl.results.counters import (
     expected_bytes_per_node,
     prove_counters,
 )
+from clusterctl.results.mfu import ModelFlops, model_flops
 from clusterctl.results.nccl_log_proof import fabric_findings, prove_fabric, settle_snapshot
+from clusterctl.results.peaks import load_peaks
 from clusterctl.results.pop import run_pop
 from clusterctl.results.record import LauncherName, RunConfig, RunRecord
 from clusterctl.run.plan import LaunchPlan
@@ -112,11 +114,26 @@ def judge_run(
         gradient_bytes=gradient,
         bucket_cap_mb=s.bucket_cap_mb,
         bus_bandwidth=workload.bus_bandwidth_by_size(output),
+        flops=_model_flops(workload, plan, output, metrics.get(workload.primary_metric), config.device),
         findings=findings,
         valid=exit_code == 0 and fabric.valid and not any(f.severity == "error" for f in findings),
         breakdown=breakdown or None,
         pop=run_pop(breakdown, plan.world_size),
     )
+
+
+def _model_flops(
+    workload: Workload, plan: LaunchPlan, output: str, throughput: Metric | None, device: str
+) -> ModelFlops | None:
+    """The run's achieved FLOP/s and MFU; None without a FLOPs model or a positive throughput, or when
+    the product overflows (a throughput that is no measurement: strict JSON could not hold it)."""
+    facts = workload.compute(plan.options.settings, output)
+    if facts is None or throughput is None or not throughput.value > 0:
+        return None
+    flops = model_flops(
+        facts, throughput.value, plan.world_size, gpu=device if plan.gpu else None, peaks=load_peaks()
+    )
+    return flops if math.isfinite(flops.achieved_tflops) else None
 
 
 def checked_metrics(metrics: Mapping[str, Metric]) -> tuple[dict[str, Metric], list[Finding]]:

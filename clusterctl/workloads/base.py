@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from clusterctl.findings import Finding
 from clusterctl.workloads.breakdown import RankBreakdown
+from clusterctl.workloads.compute import ComputeFacts
 
 if TYPE_CHECKING:
     from clusterctl.inventory import ImageVersions, Inventory, RunDefaults
@@ -89,6 +90,12 @@ class Workload(ABC):
         """Each rank's per-step breakdown printed in ``log``, by rank; empty when the workload prints none."""
         del log
         return []
+
+    def compute(self, settings: RunDefaults, log: str) -> ComputeFacts | None:
+        """The run's arithmetic for model FLOPs utilisation: FLOPs per sample, math precision, any peak
+        the payload measured; None for a workload without a FLOPs model (collectives)."""
+        del settings, log
+        return None
 
     def bus_bandwidth_by_size(self, log: str) -> dict[int, float]:
         """A collective benchmark's bus bandwidth (GB/s) per message size (bytes); empty for others."""

@@ -11,6 +11,8 @@ from clusterctl.findings import Finding
 from clusterctl.image.render import CONTAINER_PAYLOAD_DIR
 from clusterctl.workloads.base import Metric, Workload, expect, missing_result
 from clusterctl.workloads.breakdown import RankBreakdown, parse_breakdown
+from clusterctl.workloads.compute import ComputeFacts, parse_peak_lines
+from clusterctl.workloads.flops import resnet50_forward_macs, training_flops
 
 if TYPE_CHECKING:
     from clusterctl.inventory import ImageVersions, RunDefaults
@@ -95,6 +97,24 @@ class ResNet50(Workload):
         """
         half = settings.framework == "horovod" and settings.fp16_allreduce
         return PARAMETERS * (2 if half else 4)
+
+    def compute(self, settings: RunDefaults, log: str) -> ComputeFacts:
+        """The payload's own ResNet-50 v1.5 at the run's image size, counted layer by layer (``flops``);
+        the math precision: fp32 runs as tf32 where rank 0's result line says the payload enabled TF32."""
+        macs = resnet50_forward_macs(settings.image_size)
+        result = parse_result_line(log) or {}
+        precision = (
+            "tf32" if settings.precision == "fp32" and result.get("tf32") is True else settings.precision
+        )
+        name = result.get("device_name")
+        return ComputeFacts(
+            flops_per_sample=training_flops(macs),
+            derivation=f"ResNet-50 v1.5 at {settings.image_size}x{settings.image_size}: {macs:,} MACs forward "
+            "x 2 FLOPs x 3 (forward + backward)",
+            precision=precision,
+            device_name=name if isinstance(name, str) else None,
+            measured_peak=parse_peak_lines(log),
+        )
 
     def image_lacks(self, versions: ImageVersions) -> str | None:
         """PyTorch, which the payload is written in (the paper image has TensorFlow 1.14 on Python 2.7)."""

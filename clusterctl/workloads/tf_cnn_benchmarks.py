@@ -13,6 +13,8 @@ from clusterctl.diagnostics.parsers.tf_cnn_benchmarks import parse_tf_cnn_benchm
 from clusterctl.errors import InputError
 from clusterctl.findings import Finding
 from clusterctl.workloads.base import Metric, Workload, expect, missing_result
+from clusterctl.workloads.compute import ComputeFacts
+from clusterctl.workloads.flops import resnet50_forward_macs, training_flops
 
 if TYPE_CHECKING:
     from clusterctl.inventory import ImageVersions, Inventory, RunDefaults
@@ -25,6 +27,10 @@ MODEL = "resnet50"
 # scale and offset, models/resnet_model.py `'scale': True`; convolutions have no bias) with a 1001-way
 # classifier, as its datasets.py gives ImageNet 1001 classes: 25,557,032 + 2048 + 1.
 PARAMETERS = 25_559_081
+# Its resnet50 model: v1 (stride on a block's first 1x1, models/resnet_model.py bottleneck_block_v1) at
+# the model's own 224x224 (ResnetModel's image size; no flag changes it), 1001 classes.
+IMAGE_SIZE = 224
+CLASSES = 1001
 
 
 class TfCnnBenchmarks(Workload):
@@ -81,6 +87,18 @@ class TfCnnBenchmarks(Workload):
         """
         del settings
         return PARAMETERS * 4
+
+    def compute(self, settings: RunDefaults, log: str) -> ComputeFacts:
+        """ResNet-50 v1 at 224x224 with 1001 classes, counted layer by layer (``flops``); the math
+        precision is the run's (the paper image's TensorFlow 1.14 predates TF32)."""
+        del log
+        macs = resnet50_forward_macs(IMAGE_SIZE, num_classes=CLASSES, stride_on_3x3=False)
+        return ComputeFacts(
+            flops_per_sample=training_flops(macs),
+            derivation=f"ResNet-50 v1 at {IMAGE_SIZE}x{IMAGE_SIZE}, {CLASSES} classes: {macs:,} MACs forward "
+            "x 2 FLOPs x 3 (forward + backward)",
+            precision=settings.precision,
+        )
 
     def image_lacks(self, versions: ImageVersions) -> str | None:
         """TensorFlow and the tensorflow/benchmarks clone at /benchmarks (image.versions.tf_benchmarks_branch)."""
