@@ -56,7 +56,9 @@ def test_the_acs_rule_is_linear_in_the_devices(tmp_path: Path) -> None:
     small.write_text(_lspci(100))  # about 0.9 MB
     large.write_text(_lspci(400))  # about 3.6 MB: minutes with the quadratic rule
     _cpu_seconds(small)  # warm up imports and regex caches
-    growth = _cpu_seconds(large) / max(_cpu_seconds(small), 1e-3)
+    # The least of three runs each: on a loaded machine one run can be slowed (a collection, another
+    # process's cache traffic) by more than the margin between linear (4x) and quadratic (16x) growth.
+    growth = min(_cpu_seconds(large) for _ in range(3)) / max(min(_cpu_seconds(small) for _ in range(3)), 1e-3)
     assert growth < MAX_GROWTH, f"4x the devices took {growth:.1f}x the CPU time"
 
 
