@@ -36,13 +36,10 @@ from torch import nn
 if TYPE_CHECKING:  # the checker reads the payload as the package module; the image ships it top-level
     from clusterctl.payload.peak import peak_line
     from clusterctl.payload.ranks import resolve_ranks
+    from clusterctl.payload.steptimer import StepTimer, breakdown_line
 else:
     from peak import peak_line
     from ranks import resolve_ranks
-
-if TYPE_CHECKING:  # the per-step breakdown, a sibling module as ranks.py is
-    from clusterctl.payload.steptimer import StepTimer, breakdown_line
-else:
     from steptimer import StepTimer, breakdown_line
 
 RESULT_PREFIX = "CLUSTERCTL_RESULT "
