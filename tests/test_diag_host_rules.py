@@ -20,6 +20,7 @@ from clusterctl.diagnostics.parsers.nvidia_smi_q import parse_nvidia_smi_q
 from clusterctl.diagnostics.parsers.ofed_info import parse_ofed_info
 from clusterctl.diagnostics.parsers.peermem import parse_peermem
 from clusterctl.diagnostics.parsers.proc_cmdline import parse_proc_cmdline
+from clusterctl.diagnostics.parsers.proc_modules import parse_proc_modules
 from clusterctl.diagnostics.rules import Expectation, apply_rules, ofed_rules
 from clusterctl.diagnostics.rules_host import (
     acs_rules,
@@ -295,3 +296,27 @@ def test_a_gpu_block_whose_lnkcap_line_is_missing_is_judged_by_lspcis_own_downgr
     [finding] = pcie_link_rules(lspci, _EXPECT)
     assert (finding.severity, finding.code) == ("error", "pcie-link-downgraded")
     assert "5 GT/s x1" in finding.message and "LnkCap line is missing" in finding.message
+
+
+def test_peermem_loaded_but_not_registered_from_real_captures() -> None:
+    """A user's pasted `cat` of the memory_peers file (NCCL #1939: nvidia_peermem loaded, no client, NCCL
+    logging 'GPU Direct RDMA Disabled') read beside a real `lsmod | grep nvidia` with nvidia_peermem
+    loaded (NCCL #1737, another machine: #1939's poster did not paste theirs). The cat capture never
+    looked at /sys/module, so only the module list can say the module is loaded: not registered, not
+    missing."""
+    inventory = load_inventory(_INVENTORY)
+    node = inventory.nodes[0]
+    cat = fixture_text("peermem/nccl-issue1939-ubuntu24-mofed24.10-peermem-loaded-cat-stderr.txt")
+    lsmod = fixture_text("proc_modules/nccl-issue1737-gh200-lsmod-grep-nvidia-peermem-loaded.txt")
+    probe, modules = parse_peermem(cat), parse_proc_modules(lsmod)
+    assert probe.absent == ["/sys/kernel/mm/memory_peers/nv_mem_nc/version"] and not probe.present
+    assert "nvidia_peermem" in modules.modules and "ib_core" in modules.modules and not modules.unparsed_lines
+    facts: dict[str, Parsed] = {"peermem": probe, "modules": modules}
+    assert [f.code for f in peermem_rules(node, inventory, facts)] == ["peermem-not-registered"]
+    # Without the module list the same capture is a missing module: nothing says it is loaded.
+    assert [f.code for f in peermem_rules(node, inventory, {"peermem": probe})] == ["peermem-missing"]
+    # Registered: the memory_peers client exists, whatever lsmod says.
+    registered = parse_peermem(
+        "/sys/kernel/mm/memory_peers/nv_mem/version\n/sys/module/nvidia_peermem/version\n"
+    )
+    assert peermem_rules(node, inventory, {"peermem": registered, "modules": modules}) == []

@@ -25,11 +25,16 @@ _SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "proc-modules",
         re.compile(
-            r"^\w+ \d+ (?:\d+|-) (?:-|\S+,) (?:Live|Loading|Unloading) 0x[0-9a-f]+|/proc/modules: No such file",
+            r"^\w+ \d+ (?:\d+|-) (?:-|\S+,) (?:Live|Loading|Unloading) 0x[0-9a-f]+|/proc/modules: No such file"
+            # lsmod's table: two aligned rows in a row ("%-19s %8lu  %d users")
+            r"|^(?:\w+ +\d+  ?\d+(?: [\w,-]+)?[ \t\r]*\n){2}",
             re.M,
         ),
     ),
-    ("peermem", re.compile(rf"^(?:{_PEERMEM})[ \t\r]*$|^ls: (?:cannot access )?'?(?:{_PEERMEM})'?: ", re.M)),
+    (
+        "peermem",
+        re.compile(rf"^(?:{_PEERMEM})[ \t\r]*$|^(?:ls: (?:cannot access )?|cat: )'?(?:{_PEERMEM})'?: ", re.M),
+    ),
     (
         "lspci-vvv",
         re.compile(

@@ -124,7 +124,9 @@ def peermem_rules(node: Node, inventory: Inventory, facts: dict[str, Parsed]) ->
     """On a GPU node with an RDMA fabric: NCCL would find no GPUDirect RDMA peer-memory client.
 
     The probe lists the three files NCCL's gdr.cc tests (memory_peers/nv_mem, nv_mem_nc,
-    /sys/module/nvidia_peermem/version); /proc/modules stands in only when the probe gave no answer.
+    /sys/module/nvidia_peermem/version); /proc/modules (or lsmod) says whether the module is loaded when
+    the probe did not look at /sys/module (a pasted `cat` of the memory_peers files), and stands in
+    alone when the probe gave no answer. Loaded without a memory_peers client is its own finding.
     NCCL 2.13+ can do GPUDirect RDMA through DMA-BUF without any module, so there the finding is a
     warning to confirm with a run's NCCL log; on an image whose NCCL predates DMA-BUF it is an error
     when the inventory asks for GDR.
@@ -132,12 +134,18 @@ def peermem_rules(node: Node, inventory: Inventory, facts: dict[str, Parsed]) ->
     if not (node.gpus.count and node.rdma):
         return []
     probe, modules = facts.get("peermem"), facts.get("modules")
+    listed = isinstance(modules, ProcModules) and not modules.error
+    module_loaded = (
+        isinstance(modules, ProcModules)
+        and not modules.error
+        and any(m in PEERMEM_MODULES for m in modules.modules)
+    )
     if isinstance(probe, PeerMem):
-        loaded = probe.loaded
+        loaded = probe.loaded or module_loaded
         if loaded and not probe.registered:
             return [_peermem_unregistered(node)]
-    elif isinstance(modules, ProcModules) and not modules.error:
-        loaded = any(m in PEERMEM_MODULES for m in modules.modules)
+    elif listed:
+        loaded = module_loaded
     else:
         return []  # neither source answered; the section findings already say so
     if loaded:

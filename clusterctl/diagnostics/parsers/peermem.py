@@ -2,7 +2,8 @@
 
 `ls -d` prints each path that exists on stdout and complains about each missing one on stderr, so a
 bundle's ``peermem.txt`` (stdout only) lists the present paths and is empty when no peer-memory module
-is loaded; a capture taken with ``2>&1`` also has the complaints. Shape::
+is loaded; a capture taken with ``2>&1`` also has the complaints. A user's paste of `cat PATH` reads
+the same way (a missing path is a ``cat:`` complaint). Shape::
 
     PeerMem(present=["/sys/module/nvidia_peermem/version"], absent=["/sys/kernel/mm/memory_peers/nv_mem/version", ...])
 """
@@ -24,7 +25,8 @@ PEERMEM_PATHS = (
     "/sys/module/nvidia_peermem/version",
 )
 # GNU: ls: cannot access 'PATH': No such file or directory; busybox: ls: PATH: No such file or directory
-_MISSING = re.compile(r"^ls: (?:cannot access )?'?(/[^']+?)'?: No such file or directory$")
+# and what users paste from `cat PATH`: cat: PATH: No such file or directory
+_MISSING = re.compile(r"^(?:ls: (?:cannot access )?|cat: )'?(/[^']+?)'?: No such file or directory$")
 
 
 class PeerMem(Parsed):

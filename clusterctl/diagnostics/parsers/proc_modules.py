@@ -1,6 +1,8 @@
-"""`/proc/modules`: the kernel modules loaded on a node.
+"""`/proc/modules` (or `lsmod`'s table): the kernel modules loaded on a node.
 
-Each line is ``name size refcount deps state address`` (proc(5)). Shape::
+Each line of /proc/modules is ``name size refcount deps state address`` (proc(5)); `lsmod` prints the
+same modules as ``name size refcount [users]`` under a ``Module Size Used by`` header, which is what
+users paste (often through grep). Shape::
 
     ProcModules(modules=["nvidia_peermem", "nvidia", "mlx5_ib", ...])
 """
@@ -14,6 +16,9 @@ from pydantic import Field
 from clusterctl.diagnostics.model import Parsed
 
 _LINE = re.compile(r"^(\w+)\s+\d+\s+\S+\s+\S+\s+(?:Live|Loading|Unloading)\b")
+# lsmod (kmod): "%-19s %8lu  %d" then the users, comma-separated.
+_LSMOD_LINE = re.compile(r"^(\w+) +\d+  ?\d+(?: [\w,-]+)?$")
+_LSMOD_HEADER = re.compile(r"^Module +Size +Used by$")
 
 
 class ProcModules(Parsed):
@@ -25,10 +30,10 @@ class ProcModules(Parsed):
 
 
 def parse_proc_modules(text: str) -> ProcModules:
-    """Parse the text of `/proc/modules`.
+    """Parse the text of `/proc/modules`, or what `lsmod` printed.
 
     Args:
-        text: The file's content.
+        text: The file's content or lsmod's output (whole or grepped).
 
     Returns:
         The module names; lines of another shape in ``unparsed_lines``.
@@ -37,8 +42,10 @@ def parse_proc_modules(text: str) -> ProcModules:
     for raw in text.splitlines():
         if not raw.strip():
             continue
-        if m := _LINE.match(raw.strip()):
+        if m := _LINE.match(raw.strip()) or _LSMOD_LINE.match(raw.strip()):
             result.modules.append(m.group(1))
+        elif _LSMOD_HEADER.match(raw.strip()):
+            continue
         else:
             result.unparsed_lines.append(raw)
     if not result.modules:
