@@ -91,10 +91,12 @@ def down(inventory: Path | None = InventoryOption) -> int:
 def status(
     inventory: Path | None = InventoryOption,
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Also each node's container and image ID."),
 ) -> int:
     """Per node: image present, container state, sshd answering. Exit 1 if a node could not be asked."""
-    from rich.table import Table
+    from rich.text import Text
 
+    from clusterctl.cli.image import short_id
     from clusterctl.containers import lifecycle
     from clusterctl.image.record import effective_image_ref
 
@@ -103,18 +105,22 @@ def status(
     statuses = lifecycle.status(inv, image_ref)
     if as_json:
         print_json({"image": image_ref, "nodes": [asdict(s) | {"ok": s.ok} for s in statuses.values()]})
-    else:
-        table = Table("node", "role", "image", "container", "state", "sshd", title=image_ref)
-        for s in statuses.values():
-            table.add_row(
-                s.node,
-                s.role,
-                s.image_id[:19] if s.image_id else "[red]missing[/]",
-                s.container or "-",
-                s.state or "-",
-                f"[red]{s.error}[/]" if s.error else (s.sshd or "-"),
-            )
-        console.print(table)
+        return 1 if any(s.error for s in statuses.values()) else 0
+    width = max((len(name) for name in statuses), default=0)
+    for s in statuses.values():
+        line = Text(safe_text(s.node).ljust(width) + "  ")
+        line.append("ok  " if s.ok else "FAIL", style="green" if s.ok else "bold red")
+        what = s.error or (
+            f"container {s.state or 'absent'}, sshd {s.sshd or '-'}"
+            + ("" if s.image_id else ", image missing")
+        )
+        line.append(f"  {safe_text(what)}")
+        console.print(line, highlight=False)
+        if verbose:
+            console.print(Text(f"  {s.role}; container {s.container or '-'}; image {short_id(s.image_id)}"),
+                          highlight=False)  # fmt: skip
+    good = sum(s.ok for s in statuses.values())
+    console.print(Text(f"{good} of {len(statuses)} nodes ready to run {image_ref}"), highlight=False)
     return 1 if any(s.error for s in statuses.values()) else 0
 
 
