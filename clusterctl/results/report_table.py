@@ -118,6 +118,12 @@ _COLUMNS: tuple[_Column, ...] = (
 )
 
 
+def report_cells(rows: list[ReportRow]) -> tuple[list[str], list[list[str]]]:
+    """Every column some row fills: the headers and each row's cells as text (the HTML report's table)."""
+    shown = [c for c in _COLUMNS if not (c.sparse and all(c.cell(r) == "-" for r in rows))]
+    return [c.header for c in shown], [[c.cell(row) for c in shown] for row in rows]
+
+
 def _table(rows: list[ReportRow], columns: list[_Column]) -> Table:
     """The table of ``columns`` (kept in their display order) for ``rows``."""
     from rich import box
