@@ -18,6 +18,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from clusterctl.errors import InputError
+from clusterctl.results.report_table import amount
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -38,12 +39,6 @@ _MODELS = {"resnet50": "ResNet-50", "resnet101": "ResNet-101", "resnet152": "Res
 _NOTE = {"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.85}
 # Figure size in inches of one configuration's figure; at 120 dpi 960 x 600 pixels.
 SIZE = (8.0, 5.0)
-
-
-def _figure(value: float) -> str:
-    """A throughput for a bar's label: whole numbers from 100 up, else three significant digits
-    (a sandbox's 1.7 img/s must not read as 2)."""
-    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
 
 
 def _finite(*values: float | None) -> bool:
@@ -124,7 +119,7 @@ def _label_bar(ax: Axes, x: int, row: ReportRow, top: float) -> None:
     """The speedup (bold) and the median written on the bar, inside its top; above it when the bar is
     too short to hold them."""
     median = row.median or 0.0
-    text = (f"{row.speedup:.2f}x\n" if row.speedup is not None else "") + _figure(median)
+    text = (f"{row.speedup:.2f}x\n" if row.speedup is not None else "") + amount(median)
     inside = median > 0.14 * top
     ax.annotate(text, (x, median), xytext=(0, -4 if inside else 3), textcoords="offset points",
                 ha="center", va="top" if inside else "bottom", fontsize=9, fontweight="bold",
