@@ -63,6 +63,7 @@ def test_the_page_has_the_table_the_figure_and_each_runs_findings_and_link(
     for run in sorted(p.name for p in runs.iterdir() if p.is_dir()):
         assert f'<a href="../runs/{run}/">{run}</a>' in html
     assert "<td>resnet50 via slurm</td>" in html and "<th>efficiency</th>" in html
+    assert "<li>resnet50 on 2 devices: 0.59x, 29% efficiency; no collective measured" in html
 
 
 def test_values_are_escaped() -> None:

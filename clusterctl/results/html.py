@@ -1,5 +1,5 @@
 """The report as one self-contained HTML page, for sharing a cluster's acceptance result: the report
-table, one figure per configuration embedded as a base64 PNG, and every run with its verdict, its
+table and what each multi-device row means, one figure per configuration embedded as a base64 PNG, and every run with its verdict, its
 findings and a link to its run directory. Nothing is loaded from elsewhere (no script, no stylesheet, no
 font): the page reads the same from a mail attachment as from the machine that made it."""
 
@@ -52,7 +52,7 @@ def render_html(rows: list[ReportRow], runs: list[RunRecord], runs_dir: Path, pa
     """The page for ``rows`` (the report of ``runs_dir``) and ``runs`` (its records), with links to the
     run directories relative to ``page_dir``, where the page will be written."""
     from clusterctl.results.plot import MAX_PANELS, configurations, title_of
-    from clusterctl.results.report_table import report_cells
+    from clusterctl.results.report_table import meaning, report_cells
 
     headers, cells = report_cells(rows)
     groups = configurations(rows) if any(r.median is not None for r in rows) else []
@@ -66,6 +66,7 @@ def render_html(rows: list[ReportRow], runs: list[RunRecord], runs_dir: Path, pa
             made=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
             headers=headers,
             cells=cells,
+        meanings=[m for row in rows if (m := meaning(row))],
             figures=figures,
             left_out=max(0, len(groups) - MAX_PANELS),
             runs=[_run(r, runs_dir, page_dir) for r in reversed(runs)],
