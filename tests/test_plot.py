@@ -15,21 +15,15 @@ from matplotlib.lines import Line2D
 from clusterctl.errors import InputError
 from clusterctl.results.plot import axis_label, draw_configuration, plot_report, title_of
 from clusterctl.results.predict import predict_throughput
-from clusterctl.results.record import RunConfig
 from clusterctl.results.references import load_references
 from clusterctl.results.report import ReportRow, build_report
-from tests.test_report import PAPER, record
+from tests.test_report import PAPER, V100, record
 
-SANDBOX = RunConfig(
-    workload="resnet50",
-    model="resnet50",
-    framework="horovod",
-    precision="fp32",
-    batch_size=8,
-    image_size=64,
-    image_profile="cpu",
-    device="cpu (1-core nodes)",
-)
+# The quickstart's configuration: 1-core sandbox nodes, small synthetic images.
+SANDBOX = V100.model_copy(
+    update={"workload": "resnet50", "precision": "fp32", "batch_size": 8, "image_size": 64,
+            "image_profile": "cpu", "device": "cpu (1-core nodes)"}
+)  # fmt: skip
 
 
 def _paper_rows() -> list[ReportRow]:
