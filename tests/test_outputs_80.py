@@ -150,3 +150,47 @@ def test_image_push_is_a_line_per_node(capsys: pytest.CaptureFixture[str]) -> No
         "node3  failed     connection refused by 10.231.7.13:22",
         "image 866bc3f5a844: 1 of 3 node(s) failed (node3); 461,821,005 bytes moved",
     ]
+
+
+def test_provision_recap_is_a_verdict_line_per_host(capsys: pytest.CaptureFixture[str]) -> None:
+    from clusterctl.cli.provision import _print_recap
+    from clusterctl.provision.executor import HostStepResult, ProvisionReport
+
+    data = json.loads((FIXTURES / "sandbox_json" / "provision-2node.json").read_text())
+    steps = [HostStepResult(**step) for step in data["steps"]]
+    steps[0].status, steps[0].reason = "failed", "apt-get exited 100"  # one failed step: its host fails
+    _print_recap(ProvisionReport(data["playbook"], data["dry_run"], steps))
+    assert _readable(capsys.readouterr().out) == [
+        "recap: host-setup",
+        "node1  FAIL  5 ok, 1 failed, 10 skipped",
+        "node2  ok    6 ok, 10 skipped",
+    ]
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_status_is_a_verdict_line_per_node(verbose: bool, capsys: pytest.CaptureFixture[str]) -> None:
+    from clusterctl.cli.lifecycle import print_statuses
+    from clusterctl.containers.lifecycle import ContainerStatus
+
+    data = json.loads((FIXTURES / "sandbox_json" / "status-2node.json").read_text())
+    statuses = {
+        n["node"]: ContainerStatus(**{k: v for k, v in n.items() if k != "ok"}) for n in data["nodes"]
+    }
+    statuses["node2"].error = "docker engine did not answer on 10.231.7.12:2376"
+    print_statuses(data["image"], statuses, verbose=verbose)
+    lines = _readable(capsys.readouterr().out)
+    assert lines[0] == "node1  ok    container running, sshd answering"
+    if verbose:
+        assert lines[1] == "  primary; container clusterctl-glance-node1; image 866bc3f5a844"
+    assert lines[-2 - verbose] == "node2  FAIL  docker engine did not answer on 10.231.7.12:2376"
+    assert lines[-1] == "1 of 2 nodes ready to run clusterctl/glance:cpu-06336531246b"
+
+
+def test_a_run_record_is_one_verdict_line_and_its_detail(capsys: pytest.CaptureFixture[str]) -> None:
+    from clusterctl.cli.run import _print_record
+    from clusterctl.results.record import RunRecord
+
+    run = RUNS / "20261125T170753Z_resnet50_2n"
+    _print_record(RunRecord.model_validate_json((run / "result.json").read_text()), run)
+    lines = _readable(capsys.readouterr().out)
+    assert lines[0].startswith("valid 20261125T170753Z_resnet50_2n: total_images_per_sec 3.01 img/s")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -17,6 +18,9 @@ from clusterctl.cli.common import (
     print_json,
 )
 from clusterctl.terminal import safe_text
+
+if TYPE_CHECKING:
+    from clusterctl.containers.lifecycle import ContainerStatus
 
 
 def up(
@@ -94,9 +98,6 @@ def status(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Also each node's container and image ID."),
 ) -> int:
     """Per node: image present, container state, sshd answering. Exit 1 if a node could not be asked."""
-    from rich.text import Text
-
-    from clusterctl.cli.image import short_id
     from clusterctl.containers import lifecycle
     from clusterctl.image.record import effective_image_ref
 
@@ -105,7 +106,18 @@ def status(
     statuses = lifecycle.status(inv, image_ref)
     if as_json:
         print_json({"image": image_ref, "nodes": [asdict(s) | {"ok": s.ok} for s in statuses.values()]})
-        return 1 if any(s.error for s in statuses.values()) else 0
+    else:
+        print_statuses(image_ref, statuses, verbose=verbose)
+    return 1 if any(s.error for s in statuses.values()) else 0
+
+
+def print_statuses(image_ref: str, statuses: dict[str, ContainerStatus], *, verbose: bool) -> None:
+    """One verdict line per node (container state and sshd, or why it could not be asked), with
+    ``verbose`` its role, container and image ID under it, then how many nodes are ready."""
+    from rich.text import Text
+
+    from clusterctl.cli.image import short_id
+
     width = max((len(name) for name in statuses), default=0)
     for s in statuses.values():
         line = Text(safe_text(s.node).ljust(width) + "  ")
@@ -117,11 +129,12 @@ def status(
         line.append(f"  {safe_text(what)}")
         console.print(line, highlight=False)
         if verbose:
-            console.print(Text(f"  {s.role}; container {s.container or '-'}; image {short_id(s.image_id)}"),
-                          highlight=False)  # fmt: skip
+            detail = f"  {s.role}; container {s.container or '-'}; image {short_id(s.image_id)}"
+            console.print(Text(safe_text(detail)), highlight=False)
     good = sum(s.ok for s in statuses.values())
-    console.print(Text(f"{good} of {len(statuses)} nodes ready to run {image_ref}"), highlight=False)
-    return 1 if any(s.error for s in statuses.values()) else 0
+    console.print(
+        Text(safe_text(f"{good} of {len(statuses)} nodes ready to run {image_ref}")), highlight=False
+    )
 
 
 def register(app: typer.Typer) -> None:
