@@ -113,3 +113,16 @@ def test_plot_report_stacks_one_figure_per_configuration(tmp_path: Path) -> None
         assert image.size == (960, 1200)  # two 8 x 5 in figures at 120 dpi, one above the other
     with pytest.raises(InputError, match="nothing to plot"):
         plot_report(build_report([record("x", 1, 5.0, valid=False)], []), tmp_path / "none.png")
+
+
+def test_the_collective_feeds_the_prediction_but_gets_no_figure_of_its_own() -> None:
+    from clusterctl.results.plot import configurations
+
+    collective = SANDBOX.model_copy(update={"workload": "allreduce"})
+    rows = build_report(
+        [record("a", 2, 0.0161, config=collective), record("b", 1, 5.1, config=SANDBOX)], load_references()
+    )
+    assert [[r.config.workload for r in group] for group in configurations(rows)] == [["resnet50"]]
+    assert [[r.config.workload for r in g] for g in configurations(rows[:1])] == [
+        ["allreduce"]
+    ]  # alone: drawn

@@ -18,6 +18,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from clusterctl.errors import InputError
+from clusterctl.results.report import COLLECTIVES
 from clusterctl.results.report_table import amount
 
 if TYPE_CHECKING:
@@ -63,13 +64,16 @@ def axis_label(metric: str, unit: str) -> str:
 
 
 def configurations(rows: list[ReportRow]) -> list[list[ReportRow]]:
-    """The rows with finite figures grouped by configuration, each group by device count.
+    """The rows with finite figures grouped by configuration, each group by device count; the
+    collectives (nccl-tests, allreduce) left out when there is anything else.
 
     Raises:
         InputError: no row has a number to plot.
     """
     groups: dict[str, list[ReportRow]] = {}
-    for row in rows:
+    # A collective's bus bandwidth feeds the predicted ranges; it is drawn only when nothing else is.
+    scaled = [r for r in rows if r.config.workload not in COLLECTIVES] or rows
+    for row in scaled:
         if _finite(row.median, row.minimum, row.maximum):
             groups.setdefault(row.config.model_dump_json(), []).append(row)
     if not groups:
@@ -96,8 +100,8 @@ def draw_configuration(fig: Figure | SubFigure, group: list[ReportRow]) -> Axes:
     # The bars fill the lower two thirds; the efficiency line (85-100 % on its axis) runs above them.
     top = highest * 1.5 if _finite(highest * 1.5) else highest  # 1.5 x a huge figure overflows
     ax.set_ylim(0, top or 1.0)
-    for xi, row in zip(x, group, strict=True):
-        _label_bar(ax, xi, row, top or 1.0)
+    for xi, row, colour in zip(x, group, colours, strict=True):
+        _label_bar(ax, xi, row, top or 1.0, colour)
     handles: list[object] = [Patch(color=ONE_NODE, label="one node"), Patch(color=SEVERAL_NODES,
                              label="several nodes")]  # fmt: skip
     if ideal:
@@ -115,15 +119,16 @@ def draw_configuration(fig: Figure | SubFigure, group: list[ReportRow]) -> Axes:
     return ax
 
 
-def _label_bar(ax: Axes, x: int, row: ReportRow, top: float) -> None:
-    """The speedup (bold) and the median written on the bar, inside its top; above it when the bar is
-    too short to hold them."""
+def _label_bar(ax: Axes, x: int, row: ReportRow, top: float, colour: str) -> None:
+    """The speedup (bold) and the median written on the bar, inside its top on a patch of the bar's
+    colour (over the whisker); above the bar when it is too short to hold them."""
     median = row.median or 0.0
     text = (f"{row.speedup:.2f}x\n" if row.speedup is not None else "") + amount(median)
     inside = median > 0.14 * top
+    patch = {"boxstyle": "round,pad=0.15", "facecolor": colour if inside else "white", "edgecolor": "none"}
     ax.annotate(text, (x, median), xytext=(0, -4 if inside else 3), textcoords="offset points",
                 ha="center", va="top" if inside else "bottom", fontsize=9, fontweight="bold",
-                color="white" if inside else "black", zorder=5)  # fmt: skip
+                color="white" if inside else "black", zorder=5, bbox=patch)  # fmt: skip
 
 
 def _draw_predictions(ax: Axes, x: list[int], group: list[ReportRow]) -> list[object]:
