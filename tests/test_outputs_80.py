@@ -194,3 +194,14 @@ def test_a_run_record_is_one_verdict_line_and_its_detail(capsys: pytest.CaptureF
     _print_record(RunRecord.model_validate_json((run / "result.json").read_text()), run)
     lines = _readable(capsys.readouterr().out)
     assert lines[0].startswith("valid 20261125T170753Z_resnet50_2n: total_images_per_sec 3.01 img/s")
+
+
+def test_collect_is_a_verdict_line_per_node(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    inventory = tmp_path / "inv.yml"  # nothing listens on port 1: the node cannot be reached
+    inventory.write_text(
+        "cluster:\n  name: collect-80\n  defaults:\n    ssh: {port: 1, connect_timeout_s: 2}\n"
+        "nodes:\n  - {name: n1, address: 127.0.0.1, role: primary}\n"
+    )
+    assert main(["collect", "-i", str(inventory), "-o", str(tmp_path / "b"), "--timeout", "5"]) == 1
+    lines = _readable(capsys.readouterr().out)
+    assert lines[0].startswith("n1  FAIL  ") and lines[-1] == f"bundle written to {tmp_path / 'b'}"

@@ -242,9 +242,30 @@ def collect_command(
 
     inventory = load(inventory_path)
     bundles = collect_bundle(inventory, inventory.nodes, output, timeout_s=timeout)
-    console.print(_tools_table({name: b.meta for name, b in bundles.items()}))
+    _show_collected({name: b.meta for name, b in bundles.items()})
     console.print(safe_text(f"bundle written to {output}"), highlight=False, markup=False)
     return 1 if any(b.meta.unreachable or b.meta.error for b in bundles.values()) else 0
+
+
+def _show_collected(metas: dict[str, NodeMeta]) -> None:
+    """One line per node: reached or not, its seconds, and how many tools answered, were missing or
+    failed (`check topology -v` has the table of every tool)."""
+    from collections import Counter
+
+    from rich.text import Text
+
+    width = max((len(name) for name in metas), default=0)
+    for name, meta in metas.items():
+        bad = meta.unreachable or meta.error
+        line = Text(safe_text(name).ljust(width) + "  ")
+        line.append("FAIL" if bad else "ok  ", style="bold red" if bad else "green")
+        if bad:
+            line.append("  " + safe_text(meta.error or "unreachable"))
+        else:
+            counts = Counter(section.status for section in meta.sections.values())
+            tools = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+            line.append(f"  {meta.duration_s:.1f} s; tools: {tools}")
+        console.print(line, highlight=False)
 
 
 def findings_table(findings: list[Finding]) -> Table:
