@@ -252,19 +252,16 @@ def _show_collected(metas: dict[str, NodeMeta]) -> None:
     failed (`check topology -v` has the table of every tool)."""
     from collections import Counter
 
-    from rich.text import Text
+    from clusterctl.cli.verdicts import verdict_line
 
     width = max((len(name) for name in metas), default=0)
     for name, meta in metas.items():
-        bad = meta.unreachable or meta.error
-        line = Text(safe_text(name).ljust(width) + "  ")
-        line.append("FAIL" if bad else "ok  ", style="bold red" if bad else "green")
-        if bad:
-            line.append("  " + safe_text(meta.error or "unreachable"))
+        if meta.unreachable or meta.error:
+            line = verdict_line(name, width, "FAIL", meta.error or "unreachable")
         else:
             counts = Counter(section.status for section in meta.sections.values())
             tools = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-            line.append(f"  {meta.duration_s:.1f} s; tools: {tools}")
+            line = verdict_line(name, width, "ok", f"{meta.duration_s:.1f} s; tools: {tools}")
         console.print(line, highlight=False)
 
 

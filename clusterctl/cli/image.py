@@ -178,14 +178,12 @@ def print_deliveries(image_id: str, results: dict[str, DeliveryResult]) -> None:
     then the bytes moved."""
     from rich.text import Text
 
+    from clusterctl.cli.verdicts import verdict_line
     from clusterctl.image.distribute import summary
-    from clusterctl.terminal import safe_text
 
     width = max((len(name) for name in results), default=0)
     for name, r in results.items():
         colour = {"skipped": "green", "delivered": "cyan", "failed": "bold red"}[r.status]
-        line = Text(safe_text(name).ljust(width) + "  ")
-        line.append(f"{r.status:<9}", style=colour)
         if r.status == "failed":
             detail = r.error or "failed"
         elif r.status == "skipped":
@@ -193,8 +191,7 @@ def print_deliveries(image_id: str, results: dict[str, DeliveryResult]) -> None:
         else:
             how = f", {r.compression}" if r.compression else ""
             detail = f"{r.bytes_sent:,} bytes in {r.duration_s:.1f} s{how}; verified {short_id(r.image_id)}"
-        line.append("  " + safe_text(detail))
-        console.print(line, highlight=False)
+        console.print(verdict_line(name, width, f"{r.status:<9}", detail, style=colour), highlight=False)
     console.print(Text(f"image {short_id(image_id)}: {summary(results)}"), highlight=False)
 
 

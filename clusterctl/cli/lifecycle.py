@@ -117,17 +117,14 @@ def print_statuses(image_ref: str, statuses: dict[str, ContainerStatus], *, verb
     from rich.text import Text
 
     from clusterctl.cli.image import short_id
+    from clusterctl.cli.verdicts import verdict_line
 
     width = max((len(name) for name in statuses), default=0)
     for s in statuses.values():
-        line = Text(safe_text(s.node).ljust(width) + "  ")
-        line.append("ok  " if s.ok else "FAIL", style="green" if s.ok else "bold red")
         what = s.error or (
-            f"container {s.state or 'absent'}, sshd {s.sshd or '-'}"
-            + ("" if s.image_id else ", image missing")
+            f"container {s.state or 'absent'}, sshd {s.sshd or '-'}" + ("" if s.image_id else ", image missing")
         )
-        line.append(f"  {safe_text(what)}")
-        console.print(line, highlight=False)
+        console.print(verdict_line(s.node, width, "ok" if s.ok else "FAIL", what), highlight=False)
         if verbose:
             detail = f"  {s.role}; container {s.container or '-'}; image {short_id(s.image_id)}"
             console.print(Text(safe_text(detail)), highlight=False)

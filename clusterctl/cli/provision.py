@@ -74,6 +74,7 @@ def _print_recap(report: ProvisionReport) -> None:
     its counts, e.g. ``node1  ok    2 ok, 4 changed, 10 skipped``."""
     from rich.text import Text
 
+    from clusterctl.cli.verdicts import verdict_line
     from clusterctl.provision.executor import STATUSES
 
     title = f"recap: {report.playbook}" + (" (dry run: nothing was changed)" if report.dry_run else "")
@@ -81,13 +82,9 @@ def _print_recap(report: ProvisionReport) -> None:
     counts = report.counts()
     width = max((len(node) for node in counts), default=0)
     for node, c in counts.items():
-        bad = c["failed"] or c["unreachable"]
-        line = Text(safe_text(node).ljust(width) + "  ")
-        line.append("FAIL" if bad else "ok  ", style="bold red" if bad else "green")
-        for i, status in enumerate(s for s in STATUSES if c[s]):
-            line.append(", " if i else "  ")
-            line.append(f"{c[status]} {status}", style=_STYLE[status])
-        console.print(line, highlight=False)
+        tally = Text(", ").join(Text(f"{c[s]} {s}", style=_STYLE[s]) for s in STATUSES if c[s])
+        word = "FAIL" if c["failed"] or c["unreachable"] else "ok"
+        console.print(verdict_line(node, width, word, tally), highlight=False)
 
 
 def command(

@@ -43,6 +43,18 @@ def verdict_word(findings: Iterable[Finding]) -> str:
     return _WORD[worst(findings)]
 
 
+def verdict_line(name: str, width: int, word: str, detail: str | Text = "", style: str | None = None) -> Text:
+    """``node2  FAIL  2 errors, 1 warning``: the name padded to ``width``, the verdict word (padded to 4,
+    styled by ``style`` or as FAIL/WARN/ok are), two spaces and ``detail`` (text made safe, or styled
+    Text); nothing after the word when there is no detail."""
+    line = Text(safe_text(name).ljust(width) + "  ")
+    line.append(word if not detail else f"{word:<4}", style=style or _STYLE.get(word, ""))
+    if detail:
+        line.append("  ")
+        line.append(detail if isinstance(detail, Text) else safe_text(detail))
+    return line
+
+
 def print_verdicts(console: Console, per_node: Mapping[str, list[Finding]]) -> None:
     """One line per node, its verdict then its counts; the cluster's own line only when it has a
     warning or an error."""
@@ -54,11 +66,9 @@ def print_verdicts(console: Console, per_node: Mapping[str, list[Finding]]) -> N
     width = max((len(name) for name in shown), default=0)
     for name, found in shown.items():
         word = verdict_word(found)
-        line = Text(safe_text(name).ljust(width) + "  ")
-        line.append(word, style=_STYLE[word])
-        if word != "ok":
-            line.append("  " + counted(found))
-        console.print(line, highlight=False)
+        console.print(
+            verdict_line(name, width, word, counted(found) if word != "ok" else ""), highlight=False
+        )
 
 
 def print_findings(console: Console, findings: Iterable[Finding], *, nodes: bool = True) -> None:
