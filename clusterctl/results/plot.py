@@ -100,8 +100,6 @@ def draw_configuration(fig: Figure | SubFigure, group: list[ReportRow]) -> Axes:
     # The bars fill the lower two thirds; the efficiency line (85-100 % on its axis) runs above them.
     top = highest * 1.5 if _finite(highest * 1.5) else highest  # 1.5 x a huge figure overflows
     ax.set_ylim(0, top or 1.0)
-    for xi, row, colour in zip(x, group, colours, strict=True):
-        _label_bar(ax, xi, row, top or 1.0, colour)
     handles: list[object] = [Patch(color=ONE_NODE, label="one node"), Patch(color=SEVERAL_NODES,
                              label="several nodes")]  # fmt: skip
     if ideal:
@@ -110,6 +108,9 @@ def draw_configuration(fig: Figure | SubFigure, group: list[ReportRow]) -> Axes:
     handles += _draw_predictions(ax, x, group)
     handles += _draw_references(ax, x, group, base)
     handles += _draw_efficiency(ax, x, group)
+    # The labels go on the uppermost axes (the efficiency twin, when drawn), so its line never hides them.
+    for xi, row, colour in zip(x, group, colours, strict=True):
+        _label_bar(fig.axes[-1], ax, xi, row, colour)
     ax.set_xticks(x, labels)
     ax.set_title(title_of(group[0].config), fontsize=10)
     ax.set_xlabel("devices" + (" (CPU ranks)" if group[0].config.device.startswith("cpu") else " (GPUs)"))
@@ -119,14 +120,16 @@ def draw_configuration(fig: Figure | SubFigure, group: list[ReportRow]) -> Axes:
     return ax
 
 
-def _label_bar(ax: Axes, x: int, row: ReportRow, top: float, colour: str) -> None:
-    """The speedup (bold) and the median written on the bar, inside its top on a patch of the bar's
-    colour (over the whisker); above the bar when it is too short to hold them."""
+def _label_bar(on: Axes, ax: Axes, x: int, row: ReportRow, colour: str) -> None:
+    """The speedup (bold) and the median written on the bar (drawn on the axes ``on``, placed in
+    ``ax``'s data), inside its top on a patch of the bar's colour (over the whisker); above the bar when
+    it is too short to hold them."""
     median = row.median or 0.0
+    top = ax.get_ylim()[1]
     text = (f"{row.speedup:.2f}x\n" if row.speedup is not None else "") + amount(median)
     inside = median > 0.14 * top
     patch = {"boxstyle": "round,pad=0.15", "facecolor": colour if inside else "white", "edgecolor": "none"}
-    ax.annotate(text, (x, median), xytext=(0, -4 if inside else 3), textcoords="offset points",
+    on.annotate(text, (x, median), xycoords=ax.transData, xytext=(0, -4 if inside else 3), textcoords="offset points",
                 ha="center", va="top" if inside else "bottom", fontsize=9, fontweight="bold",
                 color="white" if inside else "black", zorder=5, bbox=patch)  # fmt: skip
 
