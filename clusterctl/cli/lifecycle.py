@@ -122,7 +122,8 @@ def print_statuses(image_ref: str, statuses: dict[str, ContainerStatus], *, verb
     width = max((len(name) for name in statuses), default=0)
     for s in statuses.values():
         what = s.error or (
-            f"container {s.state or 'absent'}, sshd {s.sshd or '-'}" + ("" if s.image_id else ", image missing")
+            f"container {s.state or 'absent'}, sshd {s.sshd or '-'}"
+            + ("" if s.image_id else ", image missing")
         )
         console.print(verdict_line(s.node, width, "ok" if s.ok else "FAIL", what), highlight=False)
         if verbose:

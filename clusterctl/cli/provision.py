@@ -14,7 +14,6 @@ from clusterctl.cli.image import DeliveryProgress, print_deliveries
 from clusterctl.terminal import safe_text
 
 if TYPE_CHECKING:
-
     from clusterctl.provision.executor import HostStepResult, ProvisionReport
     from clusterctl.provision.plan import NodePlan
 

@@ -92,7 +92,7 @@ def print_findings(console: Console, findings: Iterable[Finding], *, nodes: bool
             console.print(wrapped, markup=False, highlight=False)
 
 
-def summary_line(nodes: Mapping[str, list[Finding]], hidden: str = "-v") -> str:
+def summary_line(nodes: Mapping[str, list[Finding]]) -> str:
     """``2 nodes: 1 FAIL, 1 ok; 2 errors, 1 warning, 12 info (-v shows the info)``."""
     machines = {name: found for name, found in nodes.items() if name != CLUSTER}
     words = Counter(verdict_word(found) for found in machines.values())
@@ -100,6 +100,6 @@ def summary_line(nodes: Mapping[str, list[Finding]], hidden: str = "-v") -> str:
     every = [f for found in nodes.values() for f in found]
     counts = counted(every, ("error", "warning", "info")) or "no findings"
     infos = sum(f.severity == "info" for f in every)
-    more = f" ({hidden} shows the info)" if infos and hidden else ""
+    more = " (-v shows the info)" if infos else ""
     plural = "" if len(machines) == 1 else "s"
     return f"{len(machines)} node{plural}: {verdicts or 'none'}; {counts}{more}"

@@ -66,7 +66,7 @@ def render_html(rows: list[ReportRow], runs: list[RunRecord], runs_dir: Path, pa
             made=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
             headers=headers,
             cells=cells,
-        meanings=[m for row in rows if (m := meaning(row))],
+            meanings=[m for row in rows if (m := meaning(row))],
             figures=figures,
             left_out=max(0, len(groups) - MAX_PANELS),
             runs=[_run(r, runs_dir, page_dir) for r in reversed(runs)],
