@@ -1,6 +1,7 @@
 """The one Jinja2 environment for the shipped templates (``templates/``): StrictUndefined, so a missing
-value is an error, never an empty string in a Dockerfile or a shell script; no autoescaping (none of
-them is HTML); block tags leave no blank lines."""
+value is an error, never an empty string in a Dockerfile or a shell script; no autoescaping for the
+Dockerfiles and scripts, autoescaping for the HTML report (``html_environment``); block tags leave no blank
+lines."""
 
 from __future__ import annotations
 
@@ -19,3 +20,11 @@ def template_environment() -> jinja2.Environment:
         lstrip_blocks=True,
         autoescape=False,
     )
+
+
+def html_environment() -> jinja2.Environment:
+    """The environment for the HTML templates: as ``template_environment`` but every value is escaped
+    (a run's findings or a path may hold ``<`` or ``&``)."""
+    environment = template_environment()
+    environment.autoescape = True
+    return environment

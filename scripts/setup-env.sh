@@ -7,7 +7,8 @@
 #      built with debootstrap from this machine's configured Debian mirror and `docker import`ed
 #      under the same name
 #   3. the host programs the tests run: mpirun (openmpi-bin; the payload tests launch real ranks here,
-#      and the Horovod wheel links its MPI library) and ssh (openssh-client; the sandbox tests log in)
+#      and the Horovod wheel links its MPI library), ssh (openssh-client; the sandbox tests log in),
+#      shellcheck and chromium (headless: the HTML report's test opens the page in it)
 #   4. the wheelhouse the `cpu` image and scripts/dev-env.sh install from (CLUSTERCTL_WHEELHOUSE):
 #      the PyTorch CPU wheel, its and Horovod's dependencies at the versions
 #      requirements/wheelhouse.txt locks, and a Horovod wheel built here against that PyTorch (C++17)
@@ -141,6 +142,8 @@ ensure_base_image
 apt_install openmpi-bin openssh-client
 # shellcheck: tests lint the Slurm batch scripts clusterctl renders (tests/test_slurm_script.py).
 apt_install shellcheck
+# chromium: tests open `clusterctl report --html`'s page in a real headless browser (tests/test_report_html.py).
+apt_install chromium
 ensure_registry
 [ "${CLUSTERCTL_SKIP_WHEELHOUSE:-0}" = 1 ] || ensure_wheelhouse
 log "ready"

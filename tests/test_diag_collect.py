@@ -399,7 +399,7 @@ def test_check_topology_from_reports_an_inventory_node_the_bundle_lacks(
         }
     ]
     assert "gdr-not-used-topology" in {f["code"] for f in out["nodes"]["c4140-2"]["findings"]}
-    assert _check_from(bundle) == 1  # the tables, with a row per inventory node
+    assert _check_from(bundle, "-v") == 1  # the tables, with a row per inventory node
     captured = capsys.readouterr()
     assert "c4140-1" in captured.out and "GPU to nearest NIC" in captured.out
     assert f"bundle judged from {bundle}" in captured.err

@@ -12,10 +12,11 @@ import pytest
 from clusterctl.diagnostics.parsers.fabric_counters import PortBytes
 from clusterctl.results.counters import CounterProof, NodeTraffic
 from clusterctl.results.nccl_log_proof import FabricProof
-from clusterctl.results.plot import _figure, plot_report
+from clusterctl.results.plot import plot_report
 from clusterctl.results.record import RunConfig, RunRecord
 from clusterctl.results.references import load_references
 from clusterctl.results.report import build_report, report_csv
+from clusterctl.results.report_table import amount
 from clusterctl.workloads.base import Metric
 
 V100 = RunConfig(
@@ -116,7 +117,7 @@ def test_plot_writes_a_png(tmp_path: Path) -> None:
     ("value", "label"), [(1.715, "1.72"), (13.829, "13.8"), (0.5, "0.5"), (2834.2, "2,834")]
 )
 def test_plot_labels_keep_small_throughputs_readable(value: float, label: str) -> None:
-    assert _figure(value) == label
+    assert amount(value) == label
 
 
 def test_the_report_shows_the_bytes_each_node_moved_and_the_rail_balance() -> None:

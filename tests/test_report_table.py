@@ -145,3 +145,24 @@ def test_columns_no_run_can_fill_take_no_room_and_are_not_named(rows: list[Repor
     text = _render(rows, 80)
     assert "meas/pred" not in text and "predicted" not in text and "fabric" not in text
     assert "precision" in next(line for line in text.splitlines() if "workload" in line)
+
+
+def test_each_multi_device_row_says_what_it_means_in_a_sentence(rows: list[ReportRow]) -> None:
+    from clusterctl.results.report_table import meaning
+
+    assert meaning(rows[0]) is None  # 1 device: nothing to judge
+    assert meaning(rows[1]) == (
+        "tf_cnn_benchmarks on 4 devices: 3.90x, 98% efficiency; no collective measured at 4 devices, so "
+        "nothing says what this cluster should give (`clusterctl run allreduce` or `--preflight` measures it)."
+    )
+    # 102 MB of gradients at 10 GB/s: 0.015 s of allreduce beside 0.4 s of compute per step
+    rows[2].predicted = predict_throughput(
+        single_device=640, batch_size=256, devices=8, gradient_bytes=102_000_000, bus_bandwidth_gb_s=10.0
+    )
+    rows[2].prediction_verdict = rows[2].predicted.verdict(4419.71)
+    sentence = meaning(rows[2])
+    assert sentence is not None and sentence.startswith("tf_cnn_benchmarks on 8 devices: 6.91x, 86% efficiency; ")
+    assert "4,420 img/s is below the range the measured collective predicts" in sentence
+    assert "per step 0.40 s of compute and 0.02 s of allreduce at 10 GB/s: the fabric is not the limit" in sentence
+    out = _render(rows, 80)
+    assert sentence[:60] in out.replace("\n", " ")

@@ -72,8 +72,16 @@ def topology(
         callback=finite_seconds,
         help=f"Seconds each node gets for the whole collection. Default: {DEFAULT_TIMEOUT_S:g}.",
     ),
+    verbose: bool = typer.Option(
+        False,
+        "--verbose",
+        "-v",
+        help="Also the fact tables (tools, IB ports, GPU to NIC, versions, addressing) and every finding, "
+        "info included.",
+    ),
 ) -> int:
-    """Collect GPU, IB, OFED, address and module facts on every node, judge them, show the findings."""
+    """Collect GPU, IB, OFED, address and module facts on every node, judge them: a verdict per node,
+    then the errors and warnings."""
     from clusterctl.diagnostics.check import check_topology
     from clusterctl.findings import exit_code
 
@@ -101,7 +109,7 @@ def topology(
             }
         )
     else:
-        _show(inventory, report)
+        _show(inventory, report, verbose=verbose)
         done = "judged from" if source is not None else "written to"
         err_console.print(safe_text(f"bundle {done} {directory}"), highlight=False, markup=False)
     return exit_code(report.findings, strict=strict)
@@ -234,9 +242,27 @@ def collect_command(
 
     inventory = load(inventory_path)
     bundles = collect_bundle(inventory, inventory.nodes, output, timeout_s=timeout)
-    console.print(_tools_table({name: b.meta for name, b in bundles.items()}))
+    _show_collected({name: b.meta for name, b in bundles.items()})
     console.print(safe_text(f"bundle written to {output}"), highlight=False, markup=False)
     return 1 if any(b.meta.unreachable or b.meta.error for b in bundles.values()) else 0
+
+
+def _show_collected(metas: dict[str, NodeMeta]) -> None:
+    """One line per node: reached or not, its seconds, and how many tools answered, were missing or
+    failed (`check topology -v` has the table of every tool)."""
+    from collections import Counter
+
+    from clusterctl.cli.verdicts import verdict_line
+
+    width = max((len(name) for name in metas), default=0)
+    for name, meta in metas.items():
+        if meta.unreachable or meta.error:
+            line = verdict_line(name, width, "FAIL", meta.error or "unreachable")
+        else:
+            counts = Counter(section.status for section in meta.sections.values())
+            tools = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+            line = verdict_line(name, width, "ok", f"{meta.duration_s:.1f} s; tools: {tools}")
+        console.print(line, highlight=False)
 
 
 def findings_table(findings: list[Finding]) -> Table:
@@ -275,7 +301,24 @@ def _tools_table(metas: dict[str, NodeMeta]) -> Table:
     return table
 
 
-def _show(inventory: Inventory, report: TopologyReport) -> None:
+def _show(inventory: Inventory, report: TopologyReport, verbose: bool) -> None:
+    """Verdict lines first (one per node), then the errors and warnings wrapped under their codes, then
+    a summary line; ``verbose`` adds the fact tables and every finding (info too) before the summary."""
+    from clusterctl.cli.verdicts import CLUSTER, print_findings, print_verdicts, summary_line
+
+    per_node = {name: r.findings for name, r in report.nodes.items()} | {CLUSTER: report.cluster}
+    print_verdicts(console, per_node)
+    if verbose:
+        _fact_tables(inventory, report)
+        if report.findings:
+            console.print(findings_table(report.findings))
+    else:
+        print_findings(console, [f for f in report.findings if f.severity != "info"])
+    console.print(summary_line(per_node), markup=False, highlight=False)
+
+
+def _fact_tables(inventory: Inventory, report: TopologyReport) -> None:
+    """The tables of what was collected: tools, IB ports, GPU to nearest NIC, versions, addressing."""
     from rich.table import Table
 
     from clusterctl.diagnostics.parsers.ibstat import IbStat
@@ -338,7 +381,3 @@ def _show(inventory: Inventory, report: TopologyReport) -> None:
             addressing.add_row(node.name, node.fabric.interface, wanted, "unknown", "")
     for table in (ports, gdr, versions, addressing):
         console.print(table)
-    if report.findings:
-        console.print(findings_table(report.findings))
-    else:
-        console.print("no findings")

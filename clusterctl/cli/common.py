@@ -146,6 +146,23 @@ def output_file(path: Path, option: str, *, suffix: str | None = None) -> Path:
     return path
 
 
+def output_dir(path: Path, option: str) -> Path:
+    """``path``, checked as the directory an output option writes into (made when missing), before
+    anything is computed.
+
+    Raises:
+        InputError: ``path`` exists and is not a directory, or its parent is not a directory.
+    """
+    if path.exists() and not path.is_dir():
+        problem = "exists and is not a directory"
+    elif not path.exists() and not path.parent.is_dir():
+        problem = f"is in {path.parent}, which is not a directory"
+    else:
+        return path
+    raise InputError(f"{option} {safe_text(str(path))}: {problem}. Fix: name a directory (it is made when "
+                     "missing, in an existing directory); the page is written as index.html in it.")  # fmt: skip
+
+
 @contextmanager
 def writing(path: Path, option: str) -> Iterator[None]:
     """Turn an OSError raised while the file ``option`` names is written into an InputError naming both.

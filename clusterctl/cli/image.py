@@ -174,27 +174,27 @@ class DeliveryProgress:
 
 
 def print_deliveries(image_id: str, results: dict[str, DeliveryResult]) -> None:
-    """Print the per-node delivery table and the bytes moved."""
-    from rich.table import Table
+    """One verdict line per node (how it got the image: bytes, seconds, compression; or why it failed),
+    then the bytes moved."""
     from rich.text import Text
 
+    from clusterctl.cli.verdicts import verdict_line
     from clusterctl.image.distribute import summary
 
-    table = Table(
-        "node", "result", "bytes", "compression", "seconds", "detail", title=f"image {image_id[:19]}"
-    )
+    width = max((len(name) for name in results), default=0)
     for name, r in results.items():
-        colour = {"skipped": "green", "delivered": "cyan", "failed": "red"}[r.status]
-        detail = r.error or (
-            "already there" if r.status == "skipped" else f"verified {r.image_id and r.image_id[:19]}"
-        )
-        table.add_row(
-            Text(name),
-            Text(r.status, style=colour),
-            f"{r.bytes_sent:,}",
-            r.compression or "",
-            f"{r.duration_s:.1f}",
-            Text(detail),
-        )
-    console.print(table)
-    console.print(Text(summary(results)))
+        colour = {"skipped": "green", "delivered": "cyan", "failed": "bold red"}[r.status]
+        if r.status == "failed":
+            detail = r.error or "failed"
+        elif r.status == "skipped":
+            detail = "already there"
+        else:
+            how = f", {r.compression}" if r.compression else ""
+            detail = f"{r.bytes_sent:,} bytes in {r.duration_s:.1f} s{how}; verified {short_id(r.image_id)}"
+        console.print(verdict_line(name, width, f"{r.status:<9}", detail, style=colour), highlight=False)
+    console.print(Text(f"image {short_id(image_id)}: {summary(results)}"), highlight=False)
+
+
+def short_id(image_id: str | None) -> str:
+    """``866bc3f5a844``: an image ID's first 12 hex digits, as docker shows them."""
+    return (image_id or "?").removeprefix("sha256:")[:12]

@@ -13,7 +13,7 @@ from clusterctl.errors import InputError
 if TYPE_CHECKING:
     from clusterctl.diagnostics.inspect import Inspection
 
-_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
+_WORD_STYLE = {"FAIL": "bold red", "WARN": "yellow", "ok": "green"}
 
 
 def inspect(
@@ -51,21 +51,13 @@ def inspect(
 
 
 def _show(result: Inspection) -> None:
-    also = f" (also judged as {', '.join(result.also_read_as)})" if result.also_read_as else ""
-    console.print(f"[bold]{markup_safe(result.file)}[/]  kind: {result.kind or 'unknown'}{also}  "
-                  f"unparsed lines: {len(result.unparsed_lines)}")  # fmt: skip
-    if not result.findings:
-        console.print("  no findings")
-        return
-    from rich.table import Table
+    """The file's verdict line (kind, unparsed lines, counts), then its findings wrapped under their codes."""
+    from clusterctl.cli.verdicts import counted, print_findings, verdict_word
 
-    table = Table(show_header=True, header_style="bold")
-    for column in ("severity", "code", "message", "advice"):
-        table.add_column(column, overflow="fold")
-    for finding in result.findings:
-        style = _STYLE[finding.severity]
-        table.add_row(
-            f"[{style}]{finding.severity}[/]",
-            *map(markup_safe, (finding.code, finding.message, finding.advice)),
-        )
-    console.print(table)
+    also = f" (also judged as {', '.join(result.also_read_as)})" if result.also_read_as else ""
+    word = verdict_word(result.findings)
+    counts = counted(result.findings, ("error", "warning", "info")) or "no findings"
+    console.print(f"[bold]{markup_safe(result.file)}[/]  [{_WORD_STYLE[word]}]{word}[/]  kind: "
+                  f"{result.kind or 'unknown'}{also}; unparsed lines: {len(result.unparsed_lines)}; {counts}",
+                  highlight=False)  # fmt: skip
+    print_findings(console, result.findings, nodes=False)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -17,6 +18,9 @@ from clusterctl.cli.common import (
     print_json,
 )
 from clusterctl.terminal import safe_text
+
+if TYPE_CHECKING:
+    from clusterctl.containers.lifecycle import ContainerStatus
 
 
 def up(
@@ -91,10 +95,9 @@ def down(inventory: Path | None = InventoryOption) -> int:
 def status(
     inventory: Path | None = InventoryOption,
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Also each node's container and image ID."),
 ) -> int:
     """Per node: image present, container state, sshd answering. Exit 1 if a node could not be asked."""
-    from rich.table import Table
-
     from clusterctl.containers import lifecycle
     from clusterctl.image.record import effective_image_ref
 
@@ -104,18 +107,32 @@ def status(
     if as_json:
         print_json({"image": image_ref, "nodes": [asdict(s) | {"ok": s.ok} for s in statuses.values()]})
     else:
-        table = Table("node", "role", "image", "container", "state", "sshd", title=image_ref)
-        for s in statuses.values():
-            table.add_row(
-                s.node,
-                s.role,
-                s.image_id[:19] if s.image_id else "[red]missing[/]",
-                s.container or "-",
-                s.state or "-",
-                f"[red]{s.error}[/]" if s.error else (s.sshd or "-"),
-            )
-        console.print(table)
+        print_statuses(image_ref, statuses, verbose=verbose)
     return 1 if any(s.error for s in statuses.values()) else 0
+
+
+def print_statuses(image_ref: str, statuses: dict[str, ContainerStatus], *, verbose: bool) -> None:
+    """One verdict line per node (container state and sshd, or why it could not be asked), with
+    ``verbose`` its role, container and image ID under it, then how many nodes are ready."""
+    from rich.text import Text
+
+    from clusterctl.cli.image import short_id
+    from clusterctl.cli.verdicts import verdict_line
+
+    width = max((len(name) for name in statuses), default=0)
+    for s in statuses.values():
+        what = s.error or (
+            f"container {s.state or 'absent'}, sshd {s.sshd or '-'}"
+            + ("" if s.image_id else ", image missing")
+        )
+        console.print(verdict_line(s.node, width, "ok" if s.ok else "FAIL", what), highlight=False)
+        if verbose:
+            detail = f"  {s.role}; container {s.container or '-'}; image {short_id(s.image_id)}"
+            console.print(Text(safe_text(detail)), highlight=False)
+    good = sum(s.ok for s in statuses.values())
+    console.print(
+        Text(safe_text(f"{good} of {len(statuses)} nodes ready to run {image_ref}")), highlight=False
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -11,10 +11,9 @@ import typer
 
 from clusterctl.cli.common import InventoryOption, console, load, print_json
 from clusterctl.cli.image import DeliveryProgress, print_deliveries
+from clusterctl.terminal import safe_text
 
 if TYPE_CHECKING:
-    from rich.table import Table
-
     from clusterctl.provision.executor import HostStepResult, ProvisionReport
     from clusterctl.provision.plan import NodePlan
 
@@ -69,19 +68,22 @@ def _print_plan(plans: list[NodePlan]) -> None:
                 console.out(textwrap.indent(text.rstrip(), "    "), highlight=False)
 
 
-def _recap(report: ProvisionReport) -> Table:
-    from rich.table import Table
+def _print_recap(report: ProvisionReport) -> None:
+    """The recap: one verdict line per host (FAIL when a step failed or the host was unreachable) with
+    its counts, e.g. ``node1  ok    2 ok, 4 changed, 10 skipped``."""
+    from rich.text import Text
 
+    from clusterctl.cli.verdicts import verdict_line
     from clusterctl.provision.executor import STATUSES
 
     title = f"recap: {report.playbook}" + (" (dry run: nothing was changed)" if report.dry_run else "")
-    table = Table(title=title)
-    table.add_column("host")
-    for status in STATUSES:
-        table.add_column(status, justify="right", style=_STYLE[status])
-    for node, counts in report.counts().items():
-        table.add_row(node, *(str(counts[s]) for s in STATUSES))
-    return table
+    console.print(Text(safe_text(title)), highlight=False)
+    counts = report.counts()
+    width = max((len(node) for node in counts), default=0)
+    for node, c in counts.items():
+        tally = Text(", ").join(Text(f"{c[s]} {s}", style=_STYLE[s]) for s in STATUSES if c[s])
+        word = "FAIL" if c["failed"] or c["unreachable"] else "ok"
+        console.print(verdict_line(node, width, word, tally), highlight=False)
 
 
 def command(
@@ -149,7 +151,7 @@ def command(
             }
         print_json({**outcome.report.to_json(), "status_bundle": status_dir, "image": image_json})
         return 1 if outcome.failed else 0
-    console.print(_recap(outcome.report))
+    _print_recap(outcome.report)
     if status_dir:
         console.print(
             f"status of every host (topo -m, ip addr, ibstat, ibv_devinfo -v, ofed_info -s): {status_dir}"

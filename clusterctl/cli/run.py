@@ -14,6 +14,7 @@ from clusterctl.cli.common import (
     err_console,
     finite_seconds,
     load,
+    output_dir,
     output_file,
     positive_int,
     print_json,
@@ -248,7 +249,16 @@ def report(
     as_json: bool = JsonOption,
     csv_file: Path | None = typer.Option(None, "--csv", help="Also write the report as CSV to FILE."),
     plot_file: Path | None = typer.Option(
-        None, "--plot", help="Also write the scaling figure (PNG) to FILE."
+        None,
+        "--plot",
+        help="Also write the scaling figures (PNG, one per configuration) to FILE: throughput bars with "
+        "the speedup, ideal scaling, the predicted range, efficiency and the published references.",
+    ),
+    html_dir: Path | None = typer.Option(
+        None,
+        "--html",
+        help="Also write one self-contained page, DIR/index.html: the table, the figures, every run's "
+        "findings and links to the run directories (for sharing an acceptance result).",
     ),
     wide: bool = typer.Option(
         False,
@@ -268,6 +278,8 @@ def report(
 
     csv_file = output_file(csv_file, "--csv") if csv_file else None
     plot_file = output_file(plot_file, "--plot", suffix=".png") if plot_file else None
+    if html_dir is not None:
+        output_dir(html_dir, "--html")
     if rebuild:
         from clusterctl.results.history import history_path, rebuild_index
 
@@ -289,6 +301,13 @@ def report(
 
         with writing(plot_file, "--plot"):
             plot_report(rows, plot_file)
+    if html_dir is not None:
+        from clusterctl.results.history import load_runs
+        from clusterctl.results.html import write_html
+
+        with writing(html_dir, "--html"):
+            page = write_html(rows, load_runs(runs_dir).runs, runs_dir, html_dir)
+        err_console.print(safe_text(f"report page: {page}"), markup=False, highlight=False)
     if as_json:
         print_json([r.model_dump(mode="json") for r in rows])
     elif not rows:

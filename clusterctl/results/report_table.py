@@ -71,6 +71,47 @@ def _mfu(row: ReportRow) -> str:
     return f"{row.achieved_tflops:,.3g} TF/s{share}"
 
 
+def amount(value: float) -> str:
+    """A throughput in words: whole numbers from 100 up (``4,420``), else three significant digits (a
+    sandbox's 1.7 img/s must not read as 2)."""
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def meaning(row: ReportRow) -> str | None:
+    """What a multi-device row means in one sentence: its speedup and efficiency, and where the median
+    lands against the range the measured collective predicts, with what that says about this machine.
+    None for a 1-device row or one without a speedup."""
+    if row.devices < 2 or row.speedup is None or row.efficiency is None or row.median is None:
+        return None
+    via = "" if row.launcher == "ssh" else f" via {row.launcher}"
+    head = (
+        f"{row.config.workload}{via} on {row.devices} devices: {row.speedup:.2f}x, "
+        f"{100 * row.efficiency:.0f}% efficiency"
+    )
+    p = row.predicted
+    if p is None:
+        return (
+            f"{head}; no collective measured at {row.devices} devices, so nothing says what this cluster "
+            "should give (`clusterctl run allreduce` or `--preflight` measures it)."
+        )
+    step = (
+        f"per step {p.compute_s:.2f} s of compute and {p.allreduce_s:.2f} s of allreduce at "
+        f"{p.bus_bandwidth_gb_s:.3g} GB/s"
+    )
+    where = {
+        "within": "within the range the measured collective predicts: the fabric explains this scaling",
+        "below": "below the range the measured collective predicts: something besides the fabric's "
+        "bandwidth costs time (compute and communication sharing a core, a straggler, another path)",
+        "above": "above the range the measured collective predicts: the collective was measured slower "
+        "than the workload's own allreduce ran (measure it again with the same settings)",
+    }[p.verdict(row.median)]
+    bound = "the fabric is not the limit" if p.compute_bound else "the fabric is the limit"
+    return (
+        f"{head}; {amount(row.median)} {row.unit} is {where} ({amount(p.no_overlap)}-"
+        f"{amount(p.full_overlap)} {row.unit}; {step}: {bound})."
+    )
+
+
 @dataclass(frozen=True)
 class _Column:
     """One column of the report table: its header, its cell, and whether it must be shown."""
@@ -99,12 +140,18 @@ _COLUMNS: tuple[_Column, ...] = (
     _Column("devices", lambda r: str(r.devices), None, right=True),
     _Column("nodes", lambda r: ",".join(map(str, r.nodes)), 1, right=True),
     _Column("runs", lambda r: f"{r.runs}" + (f" (+{r.invalid_runs} invalid)" if r.invalid_runs else ""), 4),
-    _Column("median", lambda r: f"{_fmt(r.median, ',.1f')} {r.unit}", None, right=True),
+    # A collective's small bus bandwidth (0.016 GB/s on the sandbox) keeps three digits, never 0.0.
+    _Column(
+        "median",
+        lambda r: f"{_fmt(r.median, ',.1f' if (r.median or 0) >= 1 else '.3g')} {r.unit}",
+        None,
+        right=True,
+    ),
     _Column("spread", lambda r: f"{_fmt(r.spread_pct, '.1f')}%", 5, right=True),
-    _Column("speedup", lambda r: _fmt(r.speedup, ".2f") + "x", None, right=True),
+    _Column("speedup", lambda r: "-" if r.speedup is None else f"{r.speedup:.2f}x", None, right=True),
     _Column(
         "efficiency",
-        lambda r: _fmt(None if r.efficiency is None else 100 * r.efficiency, ".1f") + "%",
+        lambda r: "-" if r.efficiency is None else f"{100 * r.efficiency:.1f}%",
         None,
         right=True,
     ),
@@ -116,6 +163,12 @@ _COLUMNS: tuple[_Column, ...] = (
     _Column("nccl algo", lambda r: ", ".join(r.algorithms) or "-", 12, sparse=True),
     _Column("reference", lambda r: _references(r) or "-", 9),
 )
+
+
+def report_cells(rows: list[ReportRow]) -> tuple[list[str], list[list[str]]]:
+    """Every column some row fills: the headers and each row's cells as text (the HTML report's table)."""
+    shown = [c for c in _COLUMNS if not (c.sparse and all(c.cell(r) == "-" for r in rows))]
+    return [c.header for c in shown], [[c.cell(row) for c in shown] for row in rows]
 
 
 def _table(rows: list[ReportRow], columns: list[_Column]) -> Table:
@@ -172,6 +225,9 @@ def print_report(rows: list[ReportRow], out: Console, *, wide: bool = False) -> 
     if wide:
         out = Console(width=max(out.width, _natural_width(table)), file=out.file, soft_wrap=True)
     out.print(table)
+    for row in rows:
+        if sentence := meaning(row):
+            out.print(safe_text(sentence), markup=False, highlight=False, soft_wrap=False)
     if not left_out:
         return
     if "reference" in left_out:
