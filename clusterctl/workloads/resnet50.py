@@ -7,6 +7,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from clusterctl.diagnostics.model import split_tag
+from clusterctl.errors import InputError
 from clusterctl.findings import Finding
 from clusterctl.image.render import CONTAINER_PAYLOAD_DIR
 from clusterctl.workloads.base import Metric, Workload, expect, missing_result
@@ -66,8 +67,17 @@ class ResNet50(Workload):
     description = "clusterctl's PyTorch ResNet-50 synthetic benchmark (the image's payload)"
 
     def argv(self, settings: RunDefaults, *, gpu: bool) -> list[str]:
-        """``python resnet50_bench.py`` with the run's settings."""
+        """``python resnet50_bench.py`` with the run's settings.
+
+        Raises:
+            InputError: --framework fsdp (sharding is the gpt workload's; ResNet-50's 25.6 M parameters fit).
+        """
         del gpu
+        if settings.framework == "fsdp":
+            raise InputError(
+                "--framework fsdp: resnet50 runs with horovod or ddp; FSDP is the gpt workload's "
+                "(`clusterctl run gpt --framework fsdp`)."
+            )
         argv = [
             "python",
             SCRIPT,
