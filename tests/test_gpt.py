@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
 import shlex
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,26 +16,15 @@ from clusterctl.run.plan import run_options
 from clusterctl.workloads import get_workload
 from clusterctl.workloads.gpt import loss_findings
 from clusterctl.workloads.gpt_arith import SIZES, GptShape
+from tests.payloads import load_payload
 from tests.strictjson import strict_loads
 
 ROOT = Path(__file__).resolve().parents[1]
-PAYLOAD = ROOT / "clusterctl" / "payload" / "gpt_bench.py"
 SANDBOX = ROOT / "inventories" / "sandbox-example.yml"
 H100 = ROOT / "inventories" / "modern-h100.yml"  # gpus.model H100-SXM5-80GB, 2 nodes x 8
 
 
-def _load_payload():
-    # The payload imports its siblings as the image runs it: from its own directory.
-    if str(PAYLOAD.parent) not in sys.path:
-        sys.path.insert(0, str(PAYLOAD.parent))
-    spec = importlib.util.spec_from_file_location("gpt_bench", PAYLOAD)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load_payload()
+bench = load_payload("gpt_bench")
 
 
 def test_the_workload_s_sizes_are_the_payload_s() -> None:

@@ -33,26 +33,12 @@ import torch.nn.functional as F
 from torch import nn
 
 if TYPE_CHECKING:  # the checker reads the payload as the package module; the image ships it top-level
+    from clusterctl.payload import resnet50_bench as base
     from clusterctl.payload.peak import peak_line
-    from clusterctl.payload.resnet50_bench import (
-        Trainer,
-        add_rendezvous_options,
-        autocast_dtype,
-        timed_windows,
-        use_allowed_cpus,
-        use_tf32,
-    )
     from clusterctl.payload.steptimer import StepTimer, breakdown_line
 else:
+    import resnet50_bench as base
     from peak import peak_line
-    from resnet50_bench import (
-        Trainer,
-        add_rendezvous_options,
-        autocast_dtype,
-        timed_windows,
-        use_allowed_cpus,
-        use_tf32,
-    )
     from steptimer import StepTimer, breakdown_line
 
 RESULT_PREFIX = "CLUSTERCTL_RESULT "
@@ -140,7 +126,9 @@ def shard(model: GPT, precision: str) -> GPT:
     return model
 
 
-def wrap(model: GPT, trainer: Trainer, args: argparse.Namespace) -> tuple[nn.Module, torch.optim.Optimizer]:
+def wrap(
+    model: GPT, trainer: base.Trainer, args: argparse.Namespace
+) -> tuple[nn.Module, torch.optim.Optimizer]:
     """The model made data parallel (DDP or FSDP2) and its AdamW optimizer."""
     if args.framework == "fsdp":
         if trainer.world_size == 1 and trainer.rank == 0:
@@ -168,19 +156,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--warmup-steps", type=int, default=10)
     p.add_argument("--steps", type=int, default=100, help="measured steps")
     p.add_argument("--display-every", type=int, default=10)
-    add_rendezvous_options(p)
+    base.add_rendezvous_options(p)
     return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Train on one fixed synthetic batch and report tokens/s from rank 0."""
     args = parse_args(argv)
-    cpu_threads = use_allowed_cpus()
-    trainer = Trainer(args)
+    cpu_threads = base.use_allowed_cpus()
+    trainer = base.Trainer(args)
     device = trainer.device
-    dtype = autocast_dtype(args.precision, device)
+    dtype = base.autocast_dtype(args.precision, device)
     capability = torch.cuda.get_device_capability(device) if device.type == "cuda" else None
-    tf32 = use_tf32(args.precision, capability)
+    tf32 = base.use_tf32(args.precision, capability)
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = tf32
         torch.cuda.reset_peak_memory_stats(device)
@@ -234,11 +222,11 @@ def main(argv: list[str] | None = None) -> int:
         )
     timer = StepTimer(device)
     timer.watch(model)
-    for _ in timed_windows(train_step, args.warmup_steps, args.warmup_steps or 1, sync):
+    for _ in base.timed_windows(train_step, args.warmup_steps, args.warmup_steps or 1, sync):
         pass
     trainer.barrier()
     elapsed, last_step, last_time = 0.0, 0, 0.0
-    for step, elapsed in timed_windows(lambda: train_step(timer), args.steps, args.display_every, sync):
+    for step, elapsed in base.timed_windows(lambda: train_step(timer), args.steps, args.display_every, sync):
         timer.read()
         if leader:
             rate = tokens_per_step * (step - last_step) / (elapsed - last_time)
@@ -272,11 +260,7 @@ def main(argv: list[str] | None = None) -> int:
             "loss_last": _finite_or_text(losses[-1].item()),
             "peak_memory_bytes": peak,
             "seconds": round(slowest, 6),
-            "device": device.type,
-            "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-            "cuda_version": torch.version.cuda,
-            "cpu_threads": cpu_threads,
-            "torch_version": torch.__version__,
+            **base.device_facts(device, cpu_threads),
         }
         print(RESULT_PREFIX + json.dumps(result, sort_keys=True), flush=True)
     summary = timer.summary(trainer.rank, elapsed, world_size=trainer.world_size, framework=args.framework)

@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING
 from clusterctl.errors import InputError
 from clusterctl.findings import Finding
 from clusterctl.image.render import CONTAINER_PAYLOAD_DIR
-from clusterctl.workloads.base import Metric, Volume, Workload, expect, missing_result
+from clusterctl.workloads.base import Metric, Volume, Workload, expect
 from clusterctl.workloads.breakdown import RankBreakdown, parse_breakdown
 from clusterctl.workloads.compute import ComputeFacts, parse_peak_lines
 from clusterctl.workloads.gpt_arith import GptShape
-from clusterctl.workloads.resnet50 import _number, parse_result_line
+from clusterctl.workloads.resnet50 import number, parse_result_line, result_or_finding
 
 if TYPE_CHECKING:
     from clusterctl.inventory import ImageVersions, Inventory, RunDefaults
@@ -148,9 +148,9 @@ class Gpt(Workload):
         out = {
             name: Metric(value=value, unit="tokens/s")
             for name in ("total_tokens_per_sec", "tokens_per_sec_per_device")
-            if (value := _number(result.get(name))) is not None
+            if (value := number(result.get(name))) is not None
         }
-        peak = _number(result.get("peak_memory_bytes"))
+        peak = number(result.get("peak_memory_bytes"))
         if peak is not None:
             out["peak_memory_gb_per_device"] = Metric(value=peak / 1e9, unit="GB")
         return out
@@ -161,15 +161,9 @@ class Gpt(Workload):
 
     def sanity(self, log: str, plan: LaunchPlan) -> list[Finding]:
         """The result line echoes the run asked for, and the loss was finite and fell."""
-        result = parse_result_line(log)
-        if result is None:
-            return [missing_result(self.name, "CLUSTERCTL_RESULT line from rank 0")]
-        if _number(result.get(self.primary_metric)) is None:
-            return [
-                missing_result(
-                    self.name, f"number as {self.primary_metric} in rank 0's CLUSTERCTL_RESULT line"
-                )
-            ]
+        result = result_or_finding(self.name, self.primary_metric, log)
+        if isinstance(result, Finding):
+            return [result]
         s = plan.options.settings
         return [
             *expect("wrong-model", result.get("model"), self.model, "model"),
@@ -191,7 +185,7 @@ def _shape(settings: RunDefaults) -> GptShape:
 def loss_findings(first: object, last: object, steps: int) -> list[Finding]:
     """An error when the loss of the fixed batch was not a finite number or did not fall from the first
     step to the last (a broken model, optimizer or gradient exchange); nothing to judge with one step."""
-    values = [_number(first), _number(last)]
+    values = [number(first), number(last)]
     if steps < 2 and all(v is not None for v in values):
         return []
     advice = "the numbers measured a model that does not train; read output.log in the run directory"

@@ -48,7 +48,7 @@ def parse_result_line(log: str) -> dict[str, Any] | None:
     return found
 
 
-def _number(value: object) -> float | None:
+def number(value: object) -> float | None:
     """A JSON number as a float (NaN and Infinity included: judging refuses them), else None."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
@@ -56,6 +56,17 @@ def _number(value: object) -> float | None:
         return float(value)
     except OverflowError:  # an integer beyond float's range
         return math.inf
+
+
+def result_or_finding(workload: str, metric: str, log: str) -> dict[str, Any] | Finding:
+    """Rank 0's result line in ``log``, or the error finding when it is missing or ``metric`` in it is not
+    a number."""
+    result = parse_result_line(log)
+    if result is None:
+        return missing_result(workload, "CLUSTERCTL_RESULT line from rank 0")
+    if number(result.get(metric)) is None:
+        return missing_result(workload, f"number as {metric} in rank 0's CLUSTERCTL_RESULT line")
+    return result
 
 
 class ResNet50(Workload):
@@ -135,7 +146,7 @@ class ResNet50(Workload):
         (sanity then finds no result, or judging finds a non-finite one)."""
         result = parse_result_line(log) or {}
         figures = {
-            name: _number(result.get(name)) for name in ("total_images_per_sec", "images_per_sec_per_device")
+            name: number(result.get(name)) for name in ("total_images_per_sec", "images_per_sec_per_device")
         }
         return {
             name: Metric(value=value, unit="img/s") for name, value in figures.items() if value is not None
@@ -147,15 +158,9 @@ class ResNet50(Workload):
 
     def sanity(self, log: str, plan: LaunchPlan) -> list[Finding]:
         """The result line is there and echoes the model, batch, world size and precision asked for."""
-        result = parse_result_line(log)
-        if result is None:
-            return [missing_result(self.name, "CLUSTERCTL_RESULT line from rank 0")]
-        if _number(result.get(self.primary_metric)) is None:
-            return [
-                missing_result(
-                    self.name, f"number as {self.primary_metric} in rank 0's CLUSTERCTL_RESULT line"
-                )
-            ]
+        result = result_or_finding(self.name, self.primary_metric, log)
+        if isinstance(result, Finding):
+            return [result]
         s = plan.options.settings
         return [
             *_compile_note(s.xla, s.framework, result.get("compile")),

@@ -4,6 +4,7 @@ its tokens/s and MFU recorded, and eth0's counters judged against FSDP's volume 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,7 +27,13 @@ MOST = 1.3
 
 def test_fsdp_across_two_nodes_is_proven_by_counters(cluster: Inventory, tmp_path: Path) -> None:
     lifecycle.up(cluster, effective_image_ref(cluster), ready_timeout_s=60)
-    settings = {"model_size": "tiny", "seq_len": 32, "batch_size": 2, "warmup_steps": 1, "steps": STEPS - 1}
+    settings: dict[str, Any] = {
+        "model_size": "tiny",
+        "seq_len": 32,
+        "batch_size": 2,
+        "warmup_steps": 1,
+        "steps": STEPS - 1,
+    }
     plan = plan_run(cluster, "gpt", nodes=2, framework="fsdp", **settings)
     [(record, _)] = run_plans(run_context(cluster, [plan], launcher="ssh", timeout_s=600, runs_dir=tmp_path))
 
