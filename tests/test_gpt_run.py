@@ -75,7 +75,8 @@ def test_a_tiny_gpt_trains_valid_with_tokens_per_second_and_mfu(
     assert per_device.value == pytest.approx(total.value / ranks, rel=1e-3)
     assert record.flops is not None and record.flops.peak_source == "measured"
     assert record.flops.flops_per_sample == GptShape.named("tiny", 32).flops_per_token()
-    assert record.flops.mfu is not None and 0 < record.flops.mfu < 1.5
+    # No upper bound: the CPU peak is measured for 0.4 s on a shared machine, under whatever load is there.
+    assert record.flops.mfu is not None and record.flops.mfu > 0
     assert record.breakdown is not None and len(record.breakdown) == ranks
 
 
