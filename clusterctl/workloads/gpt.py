@@ -16,9 +16,9 @@ from clusterctl.findings import Finding
 from clusterctl.image.render import CONTAINER_PAYLOAD_DIR
 from clusterctl.workloads.base import Metric, Volume, Workload, expect
 from clusterctl.workloads.breakdown import RankBreakdown, parse_breakdown
-from clusterctl.workloads.compute import ComputeFacts, parse_peak_lines
+from clusterctl.workloads.compute import ComputeFacts
 from clusterctl.workloads.gpt_arith import GptShape
-from clusterctl.workloads.resnet50 import number, parse_result_line, result_or_finding
+from clusterctl.workloads.resnet50 import number, parse_result_line, payload_compute, result_or_finding
 
 if TYPE_CHECKING:
     from clusterctl.inventory import ImageVersions, Inventory, RunDefaults
@@ -124,18 +124,12 @@ class Gpt(Workload):
         """FLOPs per token ``6 N + 12 L W S`` (PaLM appendix B); fp32 on an Ampere or newer GPU is tf32
         (the payload enables it and says so in its result line)."""
         shape = _shape(settings)
-        result = parse_result_line(log) or {}
-        precision = (
-            "tf32" if settings.precision == "fp32" and result.get("tf32") is True else settings.precision
-        )
-        name = result.get("device_name")
-        return ComputeFacts(
-            flops_per_sample=float(shape.flops_per_token()),
-            derivation=f"GPT {settings.model_size} per token: 6 x {shape.parameters - shape.seq_len * shape.width:,} "
+        return payload_compute(
+            settings.precision,
+            log,
+            float(shape.flops_per_token()),
+            f"GPT {settings.model_size} per token: 6 x {shape.parameters - shape.seq_len * shape.width:,} "
             f"parameters + 12 x {shape.layers} layers x {shape.width} width x {shape.seq_len} tokens",
-            precision=precision,
-            device_name=name if isinstance(name, str) else None,
-            measured_peak=parse_peak_lines(log),
         )
 
     def image_lacks(self, versions: ImageVersions) -> str | None:

@@ -69,6 +69,20 @@ def result_or_finding(workload: str, metric: str, log: str) -> dict[str, Any] | 
     return result
 
 
+def payload_compute(precision: str, log: str, flops_per_sample: float, derivation: str) -> ComputeFacts:
+    """A PyTorch payload's ``ComputeFacts``: fp32 counts as tf32 where rank 0's result line says the payload
+    enabled TF32; the device's name as the payload printed it; the CPU peak its ranks measured."""
+    result = parse_result_line(log) or {}
+    name = result.get("device_name")
+    return ComputeFacts(
+        flops_per_sample=flops_per_sample,
+        derivation=derivation,
+        precision="tf32" if precision == "fp32" and result.get("tf32") is True else precision,
+        device_name=name if isinstance(name, str) else None,
+        measured_peak=parse_peak_lines(log),
+    )
+
+
 class ResNet50(Workload):
     """ResNet-50 v1.5 on synthetic images, data parallel through Horovod or PyTorch DDP."""
 
@@ -123,18 +137,12 @@ class ResNet50(Workload):
         """The payload's own ResNet-50 v1.5 at the run's image size, counted layer by layer (``flops``);
         the math precision: fp32 runs as tf32 where rank 0's result line says the payload enabled TF32."""
         macs = resnet50_forward_macs(settings.image_size)
-        result = parse_result_line(log) or {}
-        precision = (
-            "tf32" if settings.precision == "fp32" and result.get("tf32") is True else settings.precision
-        )
-        name = result.get("device_name")
-        return ComputeFacts(
-            flops_per_sample=training_flops(macs),
-            derivation=f"ResNet-50 v1.5 at {settings.image_size}x{settings.image_size}: {macs:,} MACs forward "
+        return payload_compute(
+            settings.precision,
+            log,
+            training_flops(macs),
+            f"ResNet-50 v1.5 at {settings.image_size}x{settings.image_size}: {macs:,} MACs forward "
             "x 2 FLOPs x 3 (forward + backward)",
-            precision=precision,
-            device_name=name if isinstance(name, str) else None,
-            measured_peak=parse_peak_lines(log),
         )
 
     def image_lacks(self, versions: ImageVersions) -> str | None:
