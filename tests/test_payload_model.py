@@ -2,30 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
 from clusterctl.workloads import resnet50
+from tests.payloads import load_payload
 
-PAYLOAD = Path(__file__).resolve().parents[1] / "clusterctl" / "payload" / "resnet50_bench.py"
-
-
-def _load_payload():
-    # The payload imports its siblings (ranks.py) as the image runs it: from its own directory.
-    if str(PAYLOAD.parent) not in sys.path:
-        sys.path.insert(0, str(PAYLOAD.parent))
-    spec = importlib.util.spec_from_file_location("resnet50_bench", PAYLOAD)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load_payload()
+bench = load_payload("resnet50_bench")
 
 
 def test_resnet50_has_torchvision_parameter_count() -> None:

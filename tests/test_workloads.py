@@ -44,8 +44,8 @@ def codes(findings) -> list[str]:
     return [f.code for f in findings]
 
 
-def test_registry_names_the_four_workloads() -> None:
-    assert set(NAMES) == {"resnet50", "tf_cnn_benchmarks", "nccl-tests", "allreduce"}
+def test_registry_names_the_five_workloads() -> None:
+    assert set(NAMES) == {"resnet50", "tf_cnn_benchmarks", "nccl-tests", "allreduce", "gpt"}
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -120,7 +120,7 @@ def run(
     ranks_per_node: int | None = typer.Option(
         None, "--ranks-per-node", min=1, max=256, help="Default: GPUs per node (1 on CPU); at most 256."
     ),
-    framework: str | None = typer.Option(None, "--framework", help="horovod or ddp."),
+    framework: str | None = typer.Option(None, "--framework", help="horovod, ddp or fsdp (gpt only)."),
     batch_size: int | None = typer.Option(None, "--batch-size", help="Per device."),
     precision: str | None = typer.Option(None, "--precision", help="fp32, fp16 or bf16."),
     channels_last: bool | None = typer.Option(None, "--channels-last/--channels-first", help="NHWC / NCHW."),
@@ -128,6 +128,8 @@ def run(
     steps: int | None = typer.Option(None, "--steps", help="Measured steps."),
     warmup_steps: int | None = typer.Option(None, "--warmup-steps", help="Steps before measuring."),
     image_size: int | None = typer.Option(None, "--image-size", help="Synthetic image side in pixels."),
+    model_size: str | None = typer.Option(None, "--model-size", help="gpt: tiny, 124m, 350m or 1.3b."),
+    seq_len: int | None = typer.Option(None, "--seq-len", help="gpt: tokens per sequence."),
     repeats: int = RepeatsOption,
     timeout: float = TimeoutOption,
     dry_run: bool = DryRunOption,
@@ -161,6 +163,8 @@ def run(
         steps=steps,
         warmup_steps=warmup_steps,
         image_size=image_size,
+        model_size=model_size,
+        seq_len=seq_len,
     )
     context = run_context(
         inv,
@@ -333,6 +337,8 @@ def sweep(
     batch_size: str | None = typer.Option(None, "--batch-size", help="Batch sizes per device, e.g. 128,256."),
     precision: str | None = typer.Option(None, "--precision", help="Precisions, e.g. fp16,fp32."),
     framework: str | None = typer.Option(None, "--framework", help="Frameworks, e.g. horovod,ddp."),
+    model_size: str | None = typer.Option(None, "--model-size", help="gpt: model sizes, e.g. tiny,124m."),
+    seq_len: str | None = typer.Option(None, "--seq-len", help="gpt: sequence lengths, e.g. 512,1024."),
     steps: int | None = typer.Option(None, "--steps", help="Measured steps for every run."),
     image_size: int | None = typer.Option(None, "--image-size", help="Image size for every run."),
     repeats: int = RepeatsOption,
@@ -350,13 +356,13 @@ def sweep(
 
     devices = split_option(gpus, "--gpus", positive_int, "a whole number of at least 1")
     grid: dict[str, list[object]] = {}
-    if batch_size is not None:
-        grid["batch_size"] = split_option(
-            batch_size, "--batch-size", positive_int, "a whole number of at least 1"
-        )
+    for name, option, numbers in (("batch_size", "--batch-size", batch_size), ("seq_len", "--seq-len", seq_len)):
+        if numbers is not None:
+            grid[name] = split_option(numbers, option, positive_int, "a whole number of at least 1")
     for name, option, values in (
         ("precision", "--precision", precision),
         ("framework", "--framework", framework),
+        ("model_size", "--model-size", model_size),
     ):
         if values is not None:
             grid[name] = split_option(values, option, str, "a name")

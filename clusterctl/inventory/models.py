@@ -321,7 +321,9 @@ class ImageSpec(Strict):
 class RunDefaults(Strict):
     """Defaults for `clusterctl run`; command-line options override them."""
 
-    framework: Literal["horovod", "ddp"] = Field("horovod", description="Data-parallel library.")
+    framework: Literal["horovod", "ddp", "fsdp"] = Field(
+        "horovod", description="Data-parallel library; fsdp (PyTorch's fully_shard) for the gpt workload only."
+    )
     batch_size: int = Field(64, ge=1, le=4096, description="Batch size per device.")
     precision: Literal["fp32", "fp16", "bf16"] = Field("fp32", description="Training precision.")
     xla: bool = Field(False, description="Kernel fusion: XLA (TensorFlow) or torch.compile (PyTorch).")
@@ -346,6 +348,10 @@ class RunDefaults(Strict):
     bucket_cap_mb: float = Field(
         25.0, gt=0, le=1024, description="DDP only: gradient bucket size in MB (torch's default 25)."
     )
+    model_size: Literal["tiny", "124m", "350m", "1.3b"] = Field(
+        "124m", description="gpt only: the transformer's size (tiny: 2 layers of width 128, for CPUs)."
+    )
+    seq_len: int = Field(1024, ge=8, le=32768, description="gpt only: tokens per sequence.")
 
 
 class ProvisionSpec(Strict):

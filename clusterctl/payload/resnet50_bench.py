@@ -393,6 +393,17 @@ def use_allowed_cpus() -> int:
     return allowed
 
 
+def device_facts(device: torch.device, cpu_threads: int) -> dict[str, Any]:
+    """What the result line says of the device and the software the rank trained on."""
+    return {
+        "device": device.type,
+        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "cuda_version": torch.version.cuda,
+        "cpu_threads": cpu_threads,
+        "torch_version": torch.__version__,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     """Train on synthetic data and report throughput from rank 0."""
     args = parse_args(argv)
@@ -487,11 +498,7 @@ def main(argv: list[str] | None = None) -> int:
             "tf32": tf32,
             "compile": compile_model,
             "seconds": round(slowest, 6),
-            "device": device.type,
-            "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-            "cuda_version": torch.version.cuda,
-            "cpu_threads": cpu_threads,
-            "torch_version": torch.__version__,
+            **device_facts(device, cpu_threads),
             "horovod_version": trainer.horovod_version,
         }
         print(RESULT_PREFIX + json.dumps(result, sort_keys=True), flush=True)

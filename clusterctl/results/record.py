@@ -53,6 +53,8 @@ class RunConfig(BaseModel):
         description="GPU model, or 'cpu'; with the nodes' cpuset size when set, e.g. 'cpu (1-core nodes)': "
         "runs on nodes of other sizes are not comparable."
     )
+    model_size: str | None = Field(None, description="gpt: the model's size (tiny, 124m...); None: others.")
+    seq_len: int | None = Field(None, description="gpt: tokens per sequence; None: other workloads.")
 
 
 class RunRecord(BaseModel):

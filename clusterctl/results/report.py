@@ -151,7 +151,7 @@ def _predict(
         return None
     return predict_throughput(
         single_device=base,
-        batch_size=row.config.batch_size,
+        batch_size=row.config.batch_size * (row.config.seq_len or 1),  # gpt: tokens, as its tokens/s
         devices=row.devices,
         gradient_bytes=gradient,
         bus_bandwidth_gb_s=statistics.median(at_fused or largest),
@@ -248,6 +248,8 @@ CSV_COLUMNS = [
     "precision",
     "batch_size",
     "image_size",
+    "model_size",
+    "seq_len",
     "image_profile",
     "device",
     "devices",

@@ -24,6 +24,12 @@ def _fmt(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
+def _model(row: ReportRow) -> str:
+    """The model, with a gpt run's size and sequence length (``gpt 124m/1024``)."""
+    c = row.config
+    return c.model if c.model_size is None else f"{c.model} {c.model_size}/{c.seq_len}"
+
+
 def _references(row: ReportRow) -> str:
     return "; ".join(f"{x.metric} {x.observed:.2f} vs {x.expected:g} [{x.verdict}]" for x in row.comparisons)
 
@@ -132,7 +138,7 @@ _COLUMNS: tuple[_Column, ...] = (
     _Column(
         "workload", lambda r: r.config.workload + ("" if r.launcher == "ssh" else f" via {r.launcher}"), None
     ),
-    _Column("model", lambda r: r.config.model, 8),
+    _Column("model", lambda r: _model(r), 8),
     _Column("framework", lambda r: r.config.framework, 6),
     _Column("precision", lambda r: r.config.precision, 2),
     _Column("batch", lambda r: str(r.config.batch_size), 3, right=True),

@@ -65,6 +65,7 @@ def judge_run(
         image_size=s.image_size,
         image_profile=inventory.image.profile,
         device=(primary.gpus.model or "gpu") if plan.gpu else _cpu_device(primary.cpu_count),
+        **workload.config_fields(s),
     )
     fabric = prove_fabric(
         output,

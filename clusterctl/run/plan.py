@@ -233,8 +233,8 @@ def rsh_args(inventory: Inventory) -> str:
 
 
 def rendezvous_env(settings: RunDefaults, master_addr: str) -> dict[str, str]:
-    """torch's MASTER_ADDR / MASTER_PORT for a DDP run (rank 0's address); nothing for Horovod."""
-    if settings.framework != "ddp":
+    """torch's MASTER_ADDR / MASTER_PORT for a DDP or FSDP run (rank 0's address); nothing for Horovod."""
+    if settings.framework not in ("ddp", "fsdp"):
         return {}
     return {"MASTER_ADDR": master_addr, "MASTER_PORT": str(DDP_MASTER_PORT)}
 
@@ -252,8 +252,8 @@ def build_plan(inventory: Inventory, options: RunOptions, workload: Workload) ->
     """The launch plan for ``workload`` with ``options`` on ``inventory``.
 
     Raises:
-        InputError: the inventory's image cannot run the workload, or more ranks per node than a node
-            has GPUs.
+        InputError: the inventory's image cannot run the workload, more ranks per node than a node
+            has GPUs, or settings the workload refuses (``Workload.check_plan``).
     """
     check_image_runs(workload, inventory)
     nodes = select_nodes(inventory, options.nodes)
@@ -262,6 +262,7 @@ def build_plan(inventory: Inventory, options: RunOptions, workload: Workload) ->
     gpu = inventory.primary.gpus.count > 0
     forwarded = [*FORWARDED_ENV, *(GPU_FORWARDED_ENV if gpu else ()), *workload.forwarded_env(inventory)]
     world = sum(h.slots for h in hosts)
+    workload.check_plan(inventory, options.settings, world)
     argv = [
         "mpirun",
         "-np",

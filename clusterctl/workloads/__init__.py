@@ -22,6 +22,7 @@ _REGISTRY: dict[str, tuple[str, str]] = {
     "tf_cnn_benchmarks": ("clusterctl.workloads.tf_cnn_benchmarks", "TfCnnBenchmarks"),
     "nccl-tests": ("clusterctl.workloads.nccl_tests", "NcclTests"),
     "allreduce": ("clusterctl.workloads.allreduce", "Allreduce"),
+    "gpt": ("clusterctl.workloads.gpt", "Gpt"),
 }
 NAMES: tuple[str, ...] = tuple(_REGISTRY)
 

@@ -40,7 +40,9 @@ class Allreduce(NcclTests):
         """
         if gpu:
             raise InputError("allreduce measures CPU ranks; on GPUs run nccl-tests.")
-        return ["python", SCRIPT, f"--framework={settings.framework}"]
+        # FSDP's collectives go through torch.distributed's backend, as DDP's do.
+        framework = "ddp" if settings.framework == "fsdp" else settings.framework
+        return ["python", SCRIPT, f"--framework={framework}"]
 
     def allreduce_volume(self, settings: RunDefaults) -> Volume:
         """Every size, warm-up and timed: sum(sizes) x (warm-up + iterations)."""

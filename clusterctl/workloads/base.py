@@ -86,6 +86,21 @@ class Workload(ABC):
         steps = settings.warmup_steps + settings.steps
         return Volume(bytes=gradient * steps, derivation=f"{gradient:,} B of gradients x {steps} steps")
 
+    def check_plan(self, inventory: Inventory, settings: RunDefaults, world_size: int) -> None:
+        """Refuse, before anything runs, settings this workload cannot run on ``inventory`` (a model that
+        cannot fit the devices); nothing by default.
+
+        Raises:
+            InputError: the settings cannot run; the message says why and what to change.
+        """
+        del inventory, settings, world_size
+
+    def config_fields(self, settings: RunDefaults) -> dict[str, object]:
+        """Settings besides the common ones that make two runs of this workload comparable (the record's
+        ``RunConfig``, which the report groups by); none by default."""
+        del settings
+        return {}
+
     def breakdown(self, log: str) -> list[RankBreakdown]:
         """Each rank's per-step breakdown printed in ``log``, by rank; empty when the workload prints none."""
         del log

@@ -7,6 +7,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from clusterctl.diagnostics.model import split_tag
+from clusterctl.errors import InputError
 from clusterctl.findings import Finding
 from clusterctl.image.render import CONTAINER_PAYLOAD_DIR
 from clusterctl.workloads.base import Metric, Workload, expect, missing_result
@@ -47,7 +48,7 @@ def parse_result_line(log: str) -> dict[str, Any] | None:
     return found
 
 
-def _number(value: object) -> float | None:
+def number(value: object) -> float | None:
     """A JSON number as a float (NaN and Infinity included: judging refuses them), else None."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
@@ -55,6 +56,31 @@ def _number(value: object) -> float | None:
         return float(value)
     except OverflowError:  # an integer beyond float's range
         return math.inf
+
+
+def result_or_finding(workload: str, metric: str, log: str) -> dict[str, Any] | Finding:
+    """Rank 0's result line in ``log``, or the error finding when it is missing or ``metric`` in it is not
+    a number."""
+    result = parse_result_line(log)
+    if result is None:
+        return missing_result(workload, "CLUSTERCTL_RESULT line from rank 0")
+    if number(result.get(metric)) is None:
+        return missing_result(workload, f"number as {metric} in rank 0's CLUSTERCTL_RESULT line")
+    return result
+
+
+def payload_compute(precision: str, log: str, flops_per_sample: float, derivation: str) -> ComputeFacts:
+    """A PyTorch payload's ``ComputeFacts``: fp32 counts as tf32 where rank 0's result line says the payload
+    enabled TF32; the device's name as the payload printed it; the CPU peak its ranks measured."""
+    result = parse_result_line(log) or {}
+    name = result.get("device_name")
+    return ComputeFacts(
+        flops_per_sample=flops_per_sample,
+        derivation=derivation,
+        precision="tf32" if precision == "fp32" and result.get("tf32") is True else precision,
+        device_name=name if isinstance(name, str) else None,
+        measured_peak=parse_peak_lines(log),
+    )
 
 
 class ResNet50(Workload):
@@ -66,8 +92,17 @@ class ResNet50(Workload):
     description = "clusterctl's PyTorch ResNet-50 synthetic benchmark (the image's payload)"
 
     def argv(self, settings: RunDefaults, *, gpu: bool) -> list[str]:
-        """``python resnet50_bench.py`` with the run's settings."""
+        """``python resnet50_bench.py`` with the run's settings.
+
+        Raises:
+            InputError: --framework fsdp (sharding is the gpt workload's; ResNet-50's 25.6 M parameters fit).
+        """
         del gpu
+        if settings.framework == "fsdp":
+            raise InputError(
+                "--framework fsdp: resnet50 runs with horovod or ddp; FSDP is the gpt workload's "
+                "(`clusterctl run gpt --framework fsdp`)."
+            )
         argv = [
             "python",
             SCRIPT,
@@ -102,18 +137,12 @@ class ResNet50(Workload):
         """The payload's own ResNet-50 v1.5 at the run's image size, counted layer by layer (``flops``);
         the math precision: fp32 runs as tf32 where rank 0's result line says the payload enabled TF32."""
         macs = resnet50_forward_macs(settings.image_size)
-        result = parse_result_line(log) or {}
-        precision = (
-            "tf32" if settings.precision == "fp32" and result.get("tf32") is True else settings.precision
-        )
-        name = result.get("device_name")
-        return ComputeFacts(
-            flops_per_sample=training_flops(macs),
-            derivation=f"ResNet-50 v1.5 at {settings.image_size}x{settings.image_size}: {macs:,} MACs forward "
+        return payload_compute(
+            settings.precision,
+            log,
+            training_flops(macs),
+            f"ResNet-50 v1.5 at {settings.image_size}x{settings.image_size}: {macs:,} MACs forward "
             "x 2 FLOPs x 3 (forward + backward)",
-            precision=precision,
-            device_name=name if isinstance(name, str) else None,
-            measured_peak=parse_peak_lines(log),
         )
 
     def image_lacks(self, versions: ImageVersions) -> str | None:
@@ -125,7 +154,7 @@ class ResNet50(Workload):
         (sanity then finds no result, or judging finds a non-finite one)."""
         result = parse_result_line(log) or {}
         figures = {
-            name: _number(result.get(name)) for name in ("total_images_per_sec", "images_per_sec_per_device")
+            name: number(result.get(name)) for name in ("total_images_per_sec", "images_per_sec_per_device")
         }
         return {
             name: Metric(value=value, unit="img/s") for name, value in figures.items() if value is not None
@@ -137,15 +166,9 @@ class ResNet50(Workload):
 
     def sanity(self, log: str, plan: LaunchPlan) -> list[Finding]:
         """The result line is there and echoes the model, batch, world size and precision asked for."""
-        result = parse_result_line(log)
-        if result is None:
-            return [missing_result(self.name, "CLUSTERCTL_RESULT line from rank 0")]
-        if _number(result.get(self.primary_metric)) is None:
-            return [
-                missing_result(
-                    self.name, f"number as {self.primary_metric} in rank 0's CLUSTERCTL_RESULT line"
-                )
-            ]
+        result = result_or_finding(self.name, self.primary_metric, log)
+        if isinstance(result, Finding):
+            return [result]
         s = plan.options.settings
         return [
             *_compile_note(s.xla, s.framework, result.get("compile")),

@@ -48,7 +48,9 @@ class TfCnnBenchmarks(Workload):
             InputError: settings tf_cnn_benchmarks cannot run (DDP, bf16).
         """
         if settings.framework != "horovod":
-            raise InputError("tf_cnn_benchmarks runs under Horovod only; drop --framework ddp.")
+            raise InputError(
+                f"tf_cnn_benchmarks runs under Horovod only; drop --framework {settings.framework}."
+            )
         if settings.precision == "bf16":
             raise InputError("tf_cnn_benchmarks has no bf16 mode; use --precision fp16 or fp32.")
         device = "gpu" if gpu else "cpu"
