@@ -13,6 +13,7 @@ from pathlib import Path
 from clusterctl.diagnostics.bundle import NodeBundle, write_bundle
 from clusterctl.inventory import Inventory
 from clusterctl.results.record import RESULT_FILE, RunRecord
+from clusterctl.results.telemetry import telemetry_path
 from clusterctl.run.plan import LaunchPlan
 
 
@@ -31,11 +32,13 @@ def write_run_dir(
     *,
     command: str | None = None,
     bundles: Mapping[str, Mapping[str, NodeBundle]] | None = None,
+    telemetry: Mapping[str, str] | None = None,
 ) -> Path:
     """Write the run directory for ``record`` under ``runs_dir`` and return its path.
 
     ``command``: what ran (None: the plan's mpirun command); ``bundles``: snapshots the launch took,
-    by folder name (``topology``, ``topology-after``).
+    by folder name (``topology``, ``topology-after``); ``telemetry``: each node's samples (JSON Lines),
+    by node name, written to ``telemetry/<node>.jsonl``.
     A second run in the same second gets a ``-2``, ``-3``... suffix; nothing is overwritten. The
     record's ``run_id`` is updated to the directory's name.
     """
@@ -63,5 +66,9 @@ def write_run_dir(
     (directory / "output.log").write_text(output)
     for folder, by_node in (bundles or {}).items():
         write_bundle(directory / folder, by_node)
+    for node, text in (telemetry or {}).items():
+        path = telemetry_path(directory, node)
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text)
     (directory / RESULT_FILE).write_text(record.model_dump_json(indent=2) + "\n")
     return directory

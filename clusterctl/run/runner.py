@@ -17,6 +17,7 @@ from pathlib import Path
 from clusterctl.results.history import add_run, history_path
 from clusterctl.results.record import TIMEOUT_EXIT_CODE, RunRecord
 from clusterctl.results.report import ReportRow, report_of
+from clusterctl.results.telemetry_status import telemetry_files
 from clusterctl.run.context import RunContext
 from clusterctl.run.judge import judge_run
 from clusterctl.run.launchers import Collected
@@ -104,8 +105,18 @@ def _run_repeats(
         record.findings += chosen_nic_findings(
             inventory, topology, record.fabric.gpu_nics, record.fabric.gpu_gdr
         )
+        telemetry: dict[str, str] = {}
+        if got.telemetry is not None:
+            telemetry, record.telemetry_unknown = telemetry_files(got.telemetry, got.telemetry_errors)
         directory = write_run_dir(
-            context.runs_dir, inventory, plan, got.output, record, command=got.command, bundles=got.bundles
+            context.runs_dir,
+            inventory,
+            plan,
+            got.output,
+            record,
+            command=got.command,
+            bundles=got.bundles,
+            telemetry=telemetry,
         )
         add_run(history_path(context.runs_dir), record, directory)
         context.on_record(record, directory)

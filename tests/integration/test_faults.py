@@ -35,8 +35,9 @@ from tests.strictjson import strict_loads
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults]
 
-# Processes of a run: none may outlive it on any node (the node container sees its containers' processes).
-RUN_PROCESSES = ("mpirun", "orted", "resnet50_bench")
+# Processes of a run: none may outlive it on any node (the node container sees its containers' processes;
+# the telemetry sampler runs on the node itself).
+RUN_PROCESSES = ("mpirun", "orted", "resnet50_bench", "clusterctl-nodesampler")
 
 
 def _node(sandbox: Sandbox, node: str):
