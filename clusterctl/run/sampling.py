@@ -20,9 +20,8 @@ from clusterctl.errors import ConnectError
 from clusterctl.hosts.ssh import fan_out
 from clusterctl.hosts.ssh_stream import StreamedCommand
 from clusterctl.inventory import Inventory, Node
-from clusterctl.paths import payload_dir
+from clusterctl.paths import NODE_SAMPLER, payload_dir
 
-SAMPLER_FILE = "nodesampler.py"
 # Beyond the run's own deadline: the counters and the snapshot read after it, and a slow stop.
 LIFETIME_MARGIN_S = 300.0
 # How long a sampler may take to exit once its stdin ended (it checks stdin every interval, 1 s).
@@ -43,7 +42,7 @@ def sampler_argv(
 
 def sampler_script() -> str:
     """The sampler's source, as shipped with the payload."""
-    return (payload_dir() / SAMPLER_FILE).read_text()
+    return (payload_dir() / NODE_SAMPLER).read_text()
 
 
 @dataclass
