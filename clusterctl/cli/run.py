@@ -25,7 +25,6 @@ from clusterctl.terminal import safe_text
 from clusterctl.workloads import NAMES
 
 if TYPE_CHECKING:
-
     from clusterctl.results.counters import CounterExpectation, CounterProof, NodeTraffic
     from clusterctl.results.record import RunRecord
     from clusterctl.run.context import RunContext
@@ -127,6 +126,12 @@ def run(
     steps: int | None = typer.Option(None, "--steps", help="Measured steps."),
     warmup_steps: int | None = typer.Option(None, "--warmup-steps", help="Steps before measuring."),
     image_size: int | None = typer.Option(None, "--image-size", help="Synthetic image side in pixels."),
+    trace: bool | None = typer.Option(
+        None,
+        "--trace/--no-trace",
+        help="Keep a trace of 3 steps per rank in the run directory's trace/ (torch.profiler; Horovod's "
+        "timeline too), openable in ui.perfetto.dev. resnet50 only.",
+    ),
     repeats: int = RepeatsOption,
     timeout: float = TimeoutOption,
     dry_run: bool = DryRunOption,
@@ -145,6 +150,13 @@ def run(
     from clusterctl.run.plan import plan_run
     from clusterctl.run.runner import run_plans
 
+    if trace and workload != "resnet50":
+        from clusterctl.errors import InputError
+
+        raise InputError(
+            f"--trace: the {workload} workload has no trace; only resnet50 keeps one (torch.profiler and "
+            "Horovod's timeline). Fix: drop --trace, or run resnet50."
+        )
     inv = load(inventory)
     data_format = None if channels_last is None else ("NHWC" if channels_last else "NCHW")
     plan = plan_run(
@@ -160,6 +172,7 @@ def run(
         steps=steps,
         warmup_steps=warmup_steps,
         image_size=image_size,
+        trace=trace,
     )
     context = run_context(
         inv,

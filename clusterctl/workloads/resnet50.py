@@ -57,6 +57,10 @@ def _number(value: object) -> float | None:
         return math.inf
 
 
+# Steps traced with run --trace, after the warm-up and outside the measurement (payload/tracing.py).
+TRACE_STEPS = 3
+
+
 class ResNet50(Workload):
     """ResNet-50 v1.5 on synthetic images, data parallel through Horovod or PyTorch DDP."""
 
@@ -81,6 +85,8 @@ class ResNet50(Workload):
         ]
         if settings.data_format == "NHWC":
             argv.append("--channels-last")
+        if settings.trace:
+            argv.append(f"--trace-steps={TRACE_STEPS}")
         if settings.xla:
             argv.append("--compile")
         if settings.framework == "ddp":  # the rendezvous address comes from MASTER_ADDR (run/plan.py)
