@@ -49,8 +49,28 @@ def test_a_traced_ddp_run_keeps_a_chrome_trace_per_rank(tmp_path: Path) -> None:
     assert [p.name for p in (directory / "trace").iterdir()] == ["rank0.json"]
     output = (directory / "output.log").read_text()
     (kept,) = [line for line in output.splitlines() if TRACE_PREFIX in line]
-    assert "CLUSTERCTL_TRACE rank0.json: " in kept and kept.endswith("part(s), kept in trace/")
+    assert "CLUSTERCTL_TRACE rank0.json: " in kept and kept.endswith("part(s)")
     assert [line for line in lines if TRACE_PREFIX in line] == [kept]  # shown short, live too
+
+
+def test_a_traced_two_rank_horovod_run_keeps_each_ranks_trace_and_the_timeline(tmp_path: Path) -> None:
+    """Two ranks print their parts at once: mpirun interleaves and cuts them, each rank's are rejoined."""
+    inventory = local_inventory()
+    options = run_options(inventory, "resnet50", nodes=2, framework="horovod", trace=True, **TINY)
+    plan = build_plan(inventory, options, get_workload("resnet50"))
+    [(record, directory)] = run_plans(
+        run_context(inventory, [plan], launcher=LocalMpirun(), timeout_s=300, runs_dir=tmp_path)
+    )
+    assert record.valid, record.findings
+    names = sorted(p.name for p in (directory / "trace").iterdir())
+    assert names == ["horovod-timeline.json", "rank0.json", "rank1.json"]
+    for rank in (0, 1):
+        events = json.loads((directory / "trace" / f"rank{rank}.json").read_text())["traceEvents"]
+        assert any("conv" in e.get("name", "") for e in events)
+    timeline = json.loads((directory / "trace" / "horovod-timeline.json").read_text())
+    assert any("ALLREDUCE" in str(e.get("name", "")) for e in timeline)  # Horovod's own ops
+    output = (directory / "output.log").read_text()
+    assert max(len(line) for line in output.splitlines()) < 2000  # no base64 left in it
 
 
 def test_trace_parts_are_joined_and_bad_or_dropped_ones_say_why() -> None:
@@ -60,8 +80,11 @@ def test_trace_parts_are_joined_and_bad_or_dropped_ones_say_why() -> None:
     good = base64.b64encode(gzip.compress(b'{"traceEvents": []}')).decode()
     output = "\n".join(
         [
-            *("[1,0]<stdout>:" + line for line in parts[:-1]),
-            "[1,0]<stdout>:" + parts[-1][:50] + "[1,0]<stdout>:" + parts[-1][50:],  # where mpirun cut it
+            *("[1,0]<stdout>:" + line for line in parts[:-2]),
+            # where mpirun cut rank 0's line: rank 1's piece inside it, and the rest later on its own
+            "[1,0]<stdout>:" + parts[-2][:50] + "[1,1]<stdout>:Step 1/2",
+            "[1,0]<stdout>:" + parts[-2][50:],
+            "[1,0]<stdout>:" + parts[-1][:70] + "[1,0]<stdout>:" + parts[-1][70:],
             "0: " + TRACE_PREFIX + json.dumps({"name": "../etc/passwd", "gzip_base64": good}),
             *trace_lines("rank1.json", b"x" * (MAX_TRACE_BYTES + 1)),
             TRACE_PREFIX + json.dumps({"name": "rank2.json", "part": 0, "parts": 1, "gzip_base64": "no!"}),
@@ -78,12 +101,10 @@ def test_trace_parts_are_joined_and_bad_or_dropped_ones_say_why() -> None:
         "trace rank3.json",
     ]
     assert "over the bound" in problems[1] and "1 of its 2 parts missing" in problems[3]
-    assert (
-        kept.splitlines()[0]
-        == f"[1,0]<stdout>:CLUSTERCTL_TRACE rank0.json: {len(parts)} part(s), kept in trace/"
-    )
+    assert kept.splitlines()[0] == f"[1,0]<stdout>:CLUSTERCTL_TRACE rank0.json: {len(parts)} part(s)"
     assert kept.splitlines()[-1] == "Step 2/2: 3.0 img/s total"
-    assert len(kept.splitlines()) == 5  # rank0's and rank3's later parts are not kept
+    # rank0's and rank3's later parts and stray pieces are not kept; rank 1's line inside one is
+    assert len(kept.splitlines()) == 6 and "[1,1]<stdout>:Step 1/2" in kept.splitlines()
     assert shown("plain line") == "plain line" and shown("[1,0]<stdout>:" + parts[1]) is None
 
 

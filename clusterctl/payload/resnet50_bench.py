@@ -399,6 +399,8 @@ def use_allowed_cpus() -> int:
 def main(argv: list[str] | None = None) -> int:
     """Train on synthetic data and report throughput from rank 0."""
     args = parse_args(argv)
+    if args.trace_steps:  # Horovod reads it at init: its timeline is then started for the traced steps
+        os.environ.setdefault("HOROVOD_TIMELINE", "DYNAMIC")
     cpu_threads = use_allowed_cpus()
     trainer = Trainer(args)
     device = trainer.device

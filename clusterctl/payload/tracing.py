@@ -57,7 +57,7 @@ def run_traced(
         activities.append(torch.profiler.ProfilerActivity.CUDA)
     with tempfile.TemporaryDirectory(prefix="clusterctl-trace-") as folder:
         timeline = os.path.join(folder, "horovod-timeline.json")
-        if hvd is not None:
+        if hvd is not None:  # HOROVOD_TIMELINE=DYNAMIC at init (resnet50_bench.py) allows it
             hvd.start_timeline(timeline)  # every rank calls it; the coordinator (rank 0) writes
         sync()
         with torch.profiler.profile(activities=activities) as profiler:
