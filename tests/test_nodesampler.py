@@ -6,7 +6,6 @@ from __future__ import annotations
 import itertools
 import os
 import resource
-import socket
 import subprocess
 import sys
 import threading
@@ -19,6 +18,7 @@ from clusterctl.payload import nodesampler
 from clusterctl.results.telemetry import parse_samples
 from clusterctl.results.telemetry_status import split_output, telemetry_files, unknown_sources
 from clusterctl.run.sampling import sampler_argv, sampler_script
+from tests.test_slurm_snapshots import _send_over_loopback
 
 FIXTURES = Path("/work/shared/fixtures/nvidia_smi_query_csv")
 # utilization.gpu etc. of an RTX 2080, nvidia-smi 440.64 (the fixture's own source line names the query).
@@ -70,29 +70,10 @@ def test_a_few_seconds_of_samples_are_the_record_format_with_real_rates() -> Non
 
 def test_loopback_bytes_sent_during_sampling_show_in_its_rates() -> None:
     sent = 64 * 1024 * 1024
-    server = socket.create_server(("127.0.0.1", 0))
-    port = server.getsockname()[1]
-    received = []
-
-    def sink() -> None:
-        conn, _ = server.accept()
-        with conn:
-            while chunk := conn.recv(1 << 20):
-                received.append(len(chunk))
-
-    def send() -> None:
-        time.sleep(1.5)  # after the first two samples
-        with socket.create_connection(("127.0.0.1", port)) as client:
-            client.sendall(b"\0" * sent)
-
-    threads = [threading.Thread(target=sink), threading.Thread(target=send)]
-    for thread in threads:
-        thread.start()
+    sender = threading.Timer(1.5, _send_over_loopback, [sent])  # after the first two samples
+    sender.start()
     text = _run_sampler(5)
-    for thread in threads:
-        thread.join(30)
-    server.close()
-    assert sum(received) == sent
+    sender.join(30)
     samples = parse_samples(text)
     seen = sum((s.net["lo"].rx_Bps or 0) * (s.t - prev.t) for prev, s in itertools.pairwise(samples) if s.net)
     assert seen >= sent * 0.9, seen  # the bytes counted once, at least (others may use lo too)
