@@ -25,6 +25,10 @@ def data_dir(name: str) -> Path:
     return _PACKAGE.parent / name
 
 
+# The payload's script that runs on the node hosts, not in the container: node telemetry.
+NODE_SAMPLER = "nodesampler.py"
+
+
 def payload_dir() -> Path:
     """The scripts copied into the benchmark image (``clusterctl/payload``)."""
     return _PACKAGE / "payload"

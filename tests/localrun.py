@@ -125,7 +125,7 @@ class EndedLaunch:
 @dataclass
 class Ended:
     """A launcher whose every launch ends at once with ``exit_code`` and ``output``, and collects
-    ``command`` (empty: the plan's), ``counters`` and ``bundles``."""
+    ``command`` (empty: the plan's), ``counters``, ``bundles`` and ``telemetry``."""
 
     exit_code: int
     output: str = ""
@@ -133,11 +133,16 @@ class Ended:
     command: str = ""
     counters: CounterReadings | None = None
     bundles: Mapping[str, Mapping[str, NodeBundle]] = field(default_factory=dict)
+    telemetry: Mapping[str, str] | None = None
+    telemetry_errors: Mapping[str, str] = field(default_factory=dict)
 
     def start(self, inventory: Inventory, plan: LaunchPlan) -> EndedLaunch:
         """A launch that has already ended."""
         del inventory
-        return EndedLaunch(self.exit_code, Collected(self.output, self.command, self.counters, self.bundles))
+        collected = Collected(
+            self.output, self.command, self.counters, self.bundles, self.telemetry, self.telemetry_errors
+        )
+        return EndedLaunch(self.exit_code, collected)
 
     def describe(self, inventory: Inventory, plan: LaunchPlan) -> str:
         """The plan's mpirun command."""

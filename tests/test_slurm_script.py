@@ -13,7 +13,7 @@ from clusterctl.errors import InputError, InventoryError
 from clusterctl.inventory import Inventory, validate_document
 from clusterctl.run.context import get_launcher
 from clusterctl.run.plan import plan_run
-from clusterctl.run.slurm.script import plan_batch
+from clusterctl.run.slurm.script import DEFAULT_TELEMETRY_CAP_S, plan_batch, telemetry_cap_s
 from clusterctl.yamlio import load_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -195,3 +195,29 @@ def test_the_ranks_know_their_image() -> None:
     script = plan_batch(inventory, plan_run(inventory, "resnet50"), STARTED, "t").script
     assert "export CLUSTERCTL_IMAGE='nvcr.io#nvidia/pytorch:24.01-py3'" in script
     assert "|CLUSTERCTL_IMAGE) args+=" in _script()  # the docker runtime passes it into the task's container
+
+
+@pytest.mark.parametrize(
+    ("limit", "seconds"),
+    [
+        (None, DEFAULT_TELEMETRY_CAP_S),
+        ("0", DEFAULT_TELEMETRY_CAP_S),  # sbatch's "no limit"
+        ("30", 30 * 60 + 60),
+        ("30:15", 30 * 60 + 15 + 60),
+        ("01:30:00", 5400 + 60),
+        ("2-12", 2 * 86400 + 12 * 3600 + 60),
+        ("1-00:30", 86400 + 1800 + 60),
+        ("1-00:00:05", 86400 + 5 + 60),
+    ],
+)
+def test_the_samplers_cap_is_the_jobs_time_limit_and_a_minute(limit: str | None, seconds: int) -> None:
+    assert telemetry_cap_s(limit) == seconds
+
+
+def test_the_sampler_runs_on_every_node_beside_the_run_and_is_stopped_after_it() -> None:
+    script = _script(time_limit="01:30:00")
+    start = script.index("telemetry_pid=$!")
+    assert script.index("snapshot before\n") < start < script.index("srun --mpi=")
+    assert script.index("trap stop_telemetry EXIT") < script.index("srun --mpi=")
+    assert script.index("srun --mpi=") < script.index("\nstop_telemetry\n") < script.index("snapshot after\n")
+    assert "--max-seconds 5460 " in script and "--net 'eth0'" in script

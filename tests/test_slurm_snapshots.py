@@ -9,7 +9,9 @@ import json
 import shlex
 import socket
 import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -17,8 +19,10 @@ import pytest
 from clusterctl.diagnostics.collectors import collection_script
 from clusterctl.diagnostics.parsers.fabric_counters import NodeCounters, PortBytes, counter_command
 from clusterctl.inventory import FabricSpec, Inventory, load_inventory
-from clusterctl.paths import data_dir
+from clusterctl.paths import NODE_SAMPLER, data_dir, payload_dir
 from clusterctl.results.history import load_runs
+from clusterctl.results.telemetry import load_telemetry
+from clusterctl.results.telemetry_status import SOURCES
 from clusterctl.run.context import run_context
 from clusterctl.run.plan import plan_run
 from clusterctl.run.runner import run_plans
@@ -144,3 +148,61 @@ def test_the_conductor_judges_and_records_what_the_launch_read_in_its_allocation
     assert [r.launcher for r in load_runs(tmp_path).runs] == ["slurm"]
     assert (directory / "topology" / "c1" / "meta.json").is_file()
     assert (directory / "topology-after" / "c1" / "meta.json").is_file()
+
+
+def test_the_jobs_telemetry_files_are_read_back_into_the_run_directory(
+    sandbox: Inventory, tmp_path: Path
+) -> None:
+    """The sampler as the batch script runs it (the job's copy, stdout in telemetry-<node>.jsonl, its
+    stop file), its file printed by the real ``job_files_command``, and the conductor writing it."""
+    from tests.test_slurm_script import _script
+
+    job = tmp_path / "job"
+    job.mkdir()
+    script = _script()
+    assert "--output=/shared/clusterctl/" in script and "/telemetry-%N.jsonl" in script
+    assert f"python3 '/shared/clusterctl/{job_name(script)}/payload/{NODE_SAMPLER}' --max-seconds" in script
+    assert "trap stop_telemetry EXIT" in script
+    stop = job / "telemetry.stop"
+    with (job / "telemetry-c1.jsonl").open("w") as out:
+        sampler = subprocess.Popen(
+            [sys.executable, str(payload_dir() / NODE_SAMPLER), "--max-seconds", "60", "--stop-file", str(stop),
+             "--net", "lo", "--interval", "0.5"],
+            stdout=out,
+        )  # fmt: skip
+        try:
+            time.sleep(2)
+            stop.touch()
+            assert sampler.wait(timeout=30) == 0
+        finally:
+            sampler.kill()
+            sampler.wait()
+    _snapshot(job, "before", "c1")
+    _snapshot(job, "before", "c2")
+    printed = subprocess.run(
+        job_files_command(str(job)), capture_output=True, text=True, timeout=60, check=True
+    )
+    snapshots = read_job_snapshots(split_job_files(printed.stdout), LOOPBACK, "t")
+    assert list(snapshots.telemetry) == ["c1"]
+    assert snapshots.telemetry_errors == {"c2": "the job left no telemetry file"}
+
+    slurm = Ended(0, name="slurm", telemetry=snapshots.telemetry, telemetry_errors=snapshots.telemetry_errors)
+    [(record, directory)] = run_plans(
+        run_context(
+            sandbox,
+            [plan_run(sandbox, "resnet50", nodes=2)],
+            launcher=slurm,
+            timeout_s=10,
+            runs_dir=tmp_path / "runs",
+        )
+    )
+    samples = load_telemetry(directory)
+    assert list(samples) == ["c1"] and len(samples["c1"]) >= 2
+    assert record.telemetry_unknown is not None
+    assert record.telemetry_unknown["c2"] == ["sampler: the job left no telemetry file", *SOURCES]
+    assert "gpus" in record.telemetry_unknown["c1"] and "cpu" not in record.telemetry_unknown["c1"]
+
+
+def job_name(script: str) -> str:
+    """The job directory's name in a rendered script."""
+    return script.split("--output='/shared/clusterctl/", 1)[1].split("'", 1)[0]

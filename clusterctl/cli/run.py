@@ -26,7 +26,6 @@ from clusterctl.terminal import safe_text
 from clusterctl.workloads import NAMES
 
 if TYPE_CHECKING:
-
     from clusterctl.results.counters import CounterExpectation, CounterProof, NodeTraffic
     from clusterctl.results.record import RunRecord
     from clusterctl.run.context import RunContext
@@ -130,6 +129,12 @@ def run(
     image_size: int | None = typer.Option(None, "--image-size", help="Synthetic image side in pixels."),
     model_size: str | None = typer.Option(None, "--model-size", help="gpt: tiny, 124m, 350m or 1.3b."),
     seq_len: int | None = typer.Option(None, "--seq-len", help="gpt: tokens per sequence."),
+    trace: bool | None = typer.Option(
+        None,
+        "--trace/--no-trace",
+        help="Keep a trace of 3 steps per rank in the run directory's trace/ (torch.profiler; Horovod's "
+        "timeline too), openable in ui.perfetto.dev. resnet50 only.",
+    ),
     repeats: int = RepeatsOption,
     timeout: float = TimeoutOption,
     dry_run: bool = DryRunOption,
@@ -148,6 +153,13 @@ def run(
     from clusterctl.run.plan import plan_run
     from clusterctl.run.runner import run_plans
 
+    if trace and workload != "resnet50":
+        from clusterctl.errors import InputError
+
+        raise InputError(
+            f"--trace: the {workload} workload has no trace; only resnet50 keeps one (torch.profiler and "
+            "Horovod's timeline). Fix: drop --trace, or run resnet50."
+        )
     inv = load(inventory)
     data_format = None if channels_last is None else ("NHWC" if channels_last else "NCHW")
     plan = plan_run(
@@ -165,6 +177,7 @@ def run(
         image_size=image_size,
         model_size=model_size,
         seq_len=seq_len,
+        trace=trace,
     )
     context = run_context(
         inv,
@@ -356,7 +369,10 @@ def sweep(
 
     devices = split_option(gpus, "--gpus", positive_int, "a whole number of at least 1")
     grid: dict[str, list[object]] = {}
-    for name, option, numbers in (("batch_size", "--batch-size", batch_size), ("seq_len", "--seq-len", seq_len)):
+    for name, option, numbers in (
+        ("batch_size", "--batch-size", batch_size),
+        ("seq_len", "--seq-len", seq_len),
+    ):
         if numbers is not None:
             grid[name] = split_option(numbers, option, positive_int, "a whole number of at least 1")
     for name, option, values in (

@@ -332,6 +332,11 @@ class RunDefaults(Strict):
     # Bounds: a million steps is days of training on any device; a larger count is a typo that never ends.
     warmup_steps: int = Field(10, ge=0, le=1_000_000, description="Steps run before measuring.")
     steps: int = Field(100, ge=1, le=1_000_000, description="Measured steps.")
+    trace: bool = Field(
+        False,
+        description="Keep a trace of a few steps per rank in the run directory's trace/ (run --trace): "
+        "torch.profiler's Chrome trace per rank, and Horovod's timeline; workloads that train only.",
+    )
     image_size: int = Field(224, ge=32, le=1024, description="Synthetic image side in pixels.")
     gdr_level: int | None = Field(
         None, ge=0, le=5, description="NCCL_NET_GDR_LEVEL for GPUDirect RDMA; None: NCCL's default."

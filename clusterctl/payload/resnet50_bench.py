@@ -37,10 +37,12 @@ if TYPE_CHECKING:  # the checker reads the payload as the package module; the im
     from clusterctl.payload.peak import peak_line
     from clusterctl.payload.ranks import resolve_ranks
     from clusterctl.payload.steptimer import StepTimer, breakdown_line
+    from clusterctl.payload.tracing import run_traced
 else:
     from peak import peak_line
     from ranks import resolve_ranks
     from steptimer import StepTimer, breakdown_line
+    from tracing import run_traced
 
 RESULT_PREFIX = "CLUSTERCTL_RESULT "
 MODEL_NAME = "resnet50"
@@ -362,6 +364,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--image-size", type=int, default=224)
     p.add_argument("--num-classes", type=int, default=1000)
     p.add_argument("--display-every", type=int, default=10)
+    p.add_argument("--trace-steps", type=int, default=0, help="steps traced after the warm-up (tracing.py)")
     add_rendezvous_options(p)
     return p.parse_args(argv)
 
@@ -407,6 +410,8 @@ def device_facts(device: torch.device, cpu_threads: int) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     """Train on synthetic data and report throughput from rank 0."""
     args = parse_args(argv)
+    if args.trace_steps:  # Horovod reads it at init: its timeline is then started for the traced steps
+        os.environ.setdefault("HOROVOD_TIMELINE", "DYNAMIC")
     cpu_threads = use_allowed_cpus()
     trainer = Trainer(args)
     device = trainer.device
@@ -470,6 +475,10 @@ def main(argv: list[str] | None = None) -> int:
         pass
     if leader:
         print(f"Warm-up done ({args.warmup_steps} steps).", flush=True)
+    if args.trace_steps:  # not measured: the profiler's cost stays out of the throughput
+        hvd = trainer.hvd if trainer.framework == "horovod" else None
+        for line in run_traced(train_step, args.trace_steps, sync, trainer.rank, hvd):
+            print(line, flush=True)
 
     trainer.barrier()
     elapsed, last_step, last_time = 0.0, 0, 0.0

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import socket
 import statistics
 import time
@@ -33,6 +34,9 @@ from typing import Any
 import torch
 
 BREAKDOWN_PREFIX = "CLUSTERCTL_BREAKDOWN "
+# CLUSTERCTL_BREAKDOWN=0 in a rank's environment turns the timer off (bench/telemetry_cost.py
+# measures the breakdown's cost as the throughput with it on against off); the line then has no steps.
+BREAKDOWN_SWITCH = "CLUSTERCTL_BREAKDOWN"
 PHASES = ("input", "forward", "backward", "exposed_comm", "optimizer")
 
 Mark = float | torch.cuda.Event
@@ -42,6 +46,7 @@ class StepTimer:
     """The phase edges of every measured step, read into milliseconds at window edges."""
 
     def __init__(self, device: torch.device):
+        self.enabled = os.environ.get(BREAKDOWN_SWITCH, "1") != "0"
         self.cuda = device.type == "cuda"
         self._marks: list[Mark] = []
         self._steps: list[list[Mark]] = []
@@ -57,11 +62,14 @@ class StepTimer:
 
     def begin(self) -> None:
         """The step starts (the edge before ``input``)."""
-        self._marks, self._ready = [self._now()], None
+        if self.enabled:
+            self._marks, self._ready = [self._now()], None
 
     def end(self, phase: str) -> None:
         """``phase`` (the next one in ``PHASES``) ends now; ``backward`` ends at the gradients-ready
         mark when a DDP comm hook took one, the rest of ``backward()`` then counts as exposed comm."""
+        if not self.enabled:
+            return
         assert PHASES[len(self._marks) - 1] == phase, f"phase {phase} out of order"
         self._marks.append(self._ready if phase == "backward" and self._ready is not None else self._now())
         if phase == PHASES[-1]:
@@ -74,7 +82,7 @@ class StepTimer:
     def watch(self, model: torch.nn.Module) -> None:
         """Under DDP, wrap its allreduce in a comm hook that marks when each bucket's gradients are ready."""
         register = getattr(model, "register_comm_hook", None)
-        if register is None:  # Horovod: synchronize() is timed by the loop itself
+        if register is None or not self.enabled:  # Horovod: synchronize() is timed by the loop itself
             return
         import torch.distributed as dist
         from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook

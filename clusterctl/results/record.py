@@ -7,6 +7,8 @@ A run directory (``runs/<UTC time>_<workload>_<nodes>n/``) is a contract:
 - ``output.log``   the raw output of mpirun or of the job (every rank, tagged)
 - ``topology/``    the topology snapshot bundle taken before the run, when one was (and a slurm
   job's snapshot after it in ``topology-after/``)
+- ``telemetry/``   each node's samples during the run, ``<node>.jsonl`` (``clusterctl.results.telemetry``)
+- ``trace/``       with ``run --trace``: a Horovod timeline or each rank's torch.profiler trace
 - ``result.json``  this module's ``RunRecord``: metrics, findings, fabric proof, validity
 
 The run stage judges a run and writes its directory (``clusterctl.run.judge``,
@@ -104,6 +106,14 @@ class RunRecord(BaseModel):
         None,
         description="Load balance, communication and parallel efficiency from the breakdown; None "
         "unless every rank printed one.",
+    )
+    # Node telemetry (issue 22 item 3).
+    telemetry_unknown: dict[str, list[str]] | None = Field(
+        None,
+        description="Per node, what its telemetry could not say: 'sampler: <why>' when the sampler did not "
+        "start, printed something else or lost samples, then each source null in every sample (cpu, memory, "
+        "load, net, storage.disk, storage.nfs, gpus); nodes with everything known are absent. None: no "
+        "sampler was run (older records).",
     )
 
     @property

@@ -13,6 +13,8 @@ from pathlib import Path
 from clusterctl.diagnostics.bundle import NodeBundle, write_bundle
 from clusterctl.inventory import Inventory
 from clusterctl.results.record import RESULT_FILE, RunRecord
+from clusterctl.results.telemetry import telemetry_path
+from clusterctl.results.traces import TRACE_DIR
 from clusterctl.run.plan import LaunchPlan
 
 
@@ -31,11 +33,15 @@ def write_run_dir(
     *,
     command: str | None = None,
     bundles: Mapping[str, Mapping[str, NodeBundle]] | None = None,
+    telemetry: Mapping[str, str] | None = None,
+    traces: Mapping[str, bytes] | None = None,
 ) -> Path:
     """Write the run directory for ``record`` under ``runs_dir`` and return its path.
 
     ``command``: what ran (None: the plan's mpirun command); ``bundles``: snapshots the launch took,
-    by folder name (``topology``, ``topology-after``).
+    by folder name (``topology``, ``topology-after``); ``telemetry``: each node's samples (JSON Lines),
+    by node name, written to ``telemetry/<node>.jsonl``; ``traces``: ``run --trace``'s files by name
+    (checked names: ``clusterctl.results.traces``), written to ``trace/``.
     A second run in the same second gets a ``-2``, ``-3``... suffix; nothing is overwritten. The
     record's ``run_id`` is updated to the directory's name.
     """
@@ -63,5 +69,12 @@ def write_run_dir(
     (directory / "output.log").write_text(output)
     for folder, by_node in (bundles or {}).items():
         write_bundle(directory / folder, by_node)
+    for node, text in (telemetry or {}).items():
+        path = telemetry_path(directory, node)
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text)
+    for name, data in (traces or {}).items():
+        (directory / TRACE_DIR).mkdir(exist_ok=True)
+        (directory / TRACE_DIR / name).write_bytes(data)
     (directory / RESULT_FILE).write_text(record.model_dump_json(indent=2) + "\n")
     return directory

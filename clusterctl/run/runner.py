@@ -17,6 +17,8 @@ from pathlib import Path
 from clusterctl.results.history import add_run, history_path
 from clusterctl.results.record import TIMEOUT_EXIT_CODE, RunRecord
 from clusterctl.results.report import ReportRow, report_of
+from clusterctl.results.telemetry_status import telemetry_files
+from clusterctl.results.traces import shown, split_traces, trace_finding
 from clusterctl.run.context import RunContext
 from clusterctl.run.judge import judge_run
 from clusterctl.run.launchers import Collected
@@ -88,11 +90,12 @@ def _run_repeats(
         started = datetime.now(UTC)
         exit_code, got = _launch(context, plan)
         topology = got.bundles.get("topology", {})
+        output, traces, trace_problems = split_traces(got.output)
         record = judge_run(
             inventory,
             plan,
             workload,
-            got.output,
+            output,
             exit_code,
             run_id=new_run_id(workload.name, len(plan.hosts), started),
             started_at=started,
@@ -104,8 +107,20 @@ def _run_repeats(
         record.findings += chosen_nic_findings(
             inventory, topology, record.fabric.gpu_nics, record.fabric.gpu_gdr
         )
+        record.findings += [trace_finding(problem) for problem in trace_problems]
+        telemetry: dict[str, str] = {}
+        if got.telemetry is not None:
+            telemetry, record.telemetry_unknown = telemetry_files(got.telemetry, got.telemetry_errors)
         directory = write_run_dir(
-            context.runs_dir, inventory, plan, got.output, record, command=got.command, bundles=got.bundles
+            context.runs_dir,
+            inventory,
+            plan,
+            output,
+            record,
+            command=got.command,
+            bundles=got.bundles,
+            telemetry=telemetry,
+            traces=traces,
         )
         add_run(history_path(context.runs_dir), record, directory)
         context.on_record(record, directory)
@@ -121,8 +136,13 @@ def _launch(context: RunContext, plan: LaunchPlan) -> tuple[int, Collected]:
     error while following) cancels it and re-raises.
     """
     launch = context.launcher.start(context.inventory, plan)
+
+    def on_line(line: str) -> None:  # a trace (run --trace) is shown as one short line, not as base64
+        if (short := shown(line)) is not None:
+            context.on_line(short)
+
     try:
-        code = launch.follow(context.on_line, time.monotonic() + context.timeout_s)
+        code = launch.follow(on_line, time.monotonic() + context.timeout_s)
     except BaseException:
         launch.cancel()
         raise

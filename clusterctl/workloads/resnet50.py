@@ -83,6 +83,10 @@ def payload_compute(precision: str, log: str, flops_per_sample: float, derivatio
     )
 
 
+# Steps traced with run --trace, after the warm-up and outside the measurement (payload/tracing.py).
+TRACE_STEPS = 3
+
+
 class ResNet50(Workload):
     """ResNet-50 v1.5 on synthetic images, data parallel through Horovod or PyTorch DDP."""
 
@@ -116,6 +120,8 @@ class ResNet50(Workload):
         ]
         if settings.data_format == "NHWC":
             argv.append("--channels-last")
+        if settings.trace:
+            argv.append(f"--trace-steps={TRACE_STEPS}")
         if settings.xla:
             argv.append("--compile")
         if settings.framework == "ddp":  # the rendezvous address comes from MASTER_ADDR (run/plan.py)

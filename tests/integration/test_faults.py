@@ -37,17 +37,19 @@ pytestmark = [pytest.mark.integration, pytest.mark.faults]
 
 # Processes of a run: none may outlive it on any node (the node container sees its containers' processes).
 RUN_PROCESSES = ("mpirun", "orted", "resnet50_bench")
+# The run's telemetry sampler, on the node itself (python3 -c shows this marker, its first line).
+SAMPLER = "clusterctl-nodesampler"
 
 
 def _node(sandbox: Sandbox, node: str):
     return docker.from_env().containers.get(f"clusterctl-{sandbox.name}-{node}")
 
 
-def _run_processes(sandbox: Sandbox, node: str) -> list[str]:
+def _run_processes(sandbox: Sandbox, node: str, names: tuple[str, ...] = RUN_PROCESSES) -> list[str]:
     """The command lines of ``node``'s processes (its containers' included) that belong to a run."""
     result = _node(sandbox, node).exec_run(["ps", "-eo", "args="])
     assert result.exit_code == 0, result.output
-    return [line for line in result.output.decode().splitlines() if any(p in line for p in RUN_PROCESSES)]
+    return [line for line in result.output.decode().splitlines() if any(p in line for p in names)]
 
 
 def _wait_until(condition, what: str, timeout_s: float, proc: subprocess.Popen | None = None) -> None:
@@ -240,7 +242,7 @@ def test_secondary_container_killed_during_run_ends_it_naming_the_node(
 
     assert main(["down", *inv]) == 0
     for node in ("node1", "node2"):
-        assert _run_processes(sandbox2, node) == [], node
+        assert _run_processes(sandbox2, node, (*RUN_PROCESSES, SAMPLER)) == [], node
     assert benchmark_containers(cluster) == {n.name: [] for n in cluster.nodes}
 
 
@@ -261,6 +263,7 @@ def test_sigint_during_run_leaves_no_rank_on_any_node(
     assert "Traceback" not in out
     for node in ("node1", "node2"):  # orted and the rank on node2 die with their ssh link to mpirun
         _wait_until(lambda n=node: not _run_processes(sandbox2, n), f"{node}'s run processes gone", 30)
+        assert _run_processes(sandbox2, node, (SAMPLER,)) == [], node  # stopped before clusterctl exited
     # the containers stay: the user asked for up, and only stopped the run
     assert all(
         len(found) == 1 and found[0][1] == "running" for found in benchmark_containers(cluster).values()

@@ -11,6 +11,9 @@ from typing import Any
 import pytest
 
 from clusterctl.cli import main
+from clusterctl.results.record import read_record
+from clusterctl.results.telemetry import load_telemetry
+from tests.integration.conftest import Sandbox, on_node
 from tests.strictjson import strict_loads
 
 pytestmark = pytest.mark.integration
@@ -20,6 +23,26 @@ def _json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any]:
     code = main([*args, "--json"])
     out = capsys.readouterr().out
     return code, strict_loads(out) if out.strip() else None
+
+
+def _assert_telemetry(sandbox2: Sandbox, directory: Path) -> None:
+    """Every node's samples, taken on the node during the run: its CPUs and its fabric interface busy
+    (the gradients crossed it), unknown only what the sandbox has not (GPUs, NFS); no sampler left."""
+    record = read_record(directory)
+    telemetry = load_telemetry(directory)
+    assert sorted(telemetry) == ["node1", "node2"]
+    written = (directory / "result.json").stat().st_mtime
+    for node, samples in telemetry.items():
+        assert len(samples) >= 3, (node, samples)
+        assert record.started_at.timestamp() <= samples[0].t < samples[-1].t <= written
+        interface = sandbox2.inventory.node(node).fabric.interface
+        assert any(s.cpu is not None and s.cpu.util for s in samples[1:])
+        assert sum(s.net[interface].rx_Bps or 0 for s in samples if s.net) > 0, (node, interface)
+        assert record.telemetry_unknown is not None
+        assert "gpus" in record.telemetry_unknown[node]
+        assert not {"cpu", "memory", "load", "net"} & set(record.telemetry_unknown[node])
+        assert not any(u.startswith("sampler") for u in record.telemetry_unknown[node])
+        assert "clusterctl-nodesampler" not in on_node(sandbox2, node, "ps", "-eo", "args=")
 
 
 def test_resnet50_on_two_nodes_end_to_end(
@@ -76,6 +99,7 @@ def test_resnet50_on_two_nodes_end_to_end(
             assert "PRIVATE KEY" not in "".join(
                 p.read_text(errors="replace") for p in directory.rglob("*") if p.is_file()
             )
+            _assert_telemetry(sandbox2, directory)
         with sqlite3.connect(runs / "history.sqlite") as db:
             assert db.execute("select count(*) from runs").fetchone()[0] == 2
 

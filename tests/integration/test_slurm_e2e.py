@@ -21,11 +21,13 @@ from clusterctl.cli import main
 from clusterctl.hosts.docker_remote import docker_client
 from clusterctl.hosts.ssh import connect, run
 from clusterctl.inventory import Inventory
+from clusterctl.results.telemetry import load_telemetry
 from clusterctl.run.context import run_context
 from clusterctl.run.launchers.slurm import SlurmLauncher
 from clusterctl.run.plan import plan_run
 from clusterctl.run.runner import run_plans
 from clusterctl.run.slurm.script import JOB_LABEL, login_node
+from tests.integration.conftest import Sandbox, on_node
 from tests.strictjson import strict_loads
 
 pytestmark = pytest.mark.integration
@@ -55,6 +57,13 @@ def _job_containers(inv: Inventory) -> dict[str, list[str]]:
         finally:
             client.close()
     return found
+
+
+def _assert_no_sampler(sandbox2: Sandbox) -> None:
+    """No telemetry sampler left on any node (ssh's runs as python3 -c, the job's from its file)."""
+    for node in ("node1", "node2"):
+        processes = on_node(sandbox2, node, "ps", "-eo", "args=")
+        assert "nodesampler" not in processes, (node, processes)
 
 
 def test_ddp_2x2_through_slurm_is_valid_and_reported_next_to_ssh(
@@ -121,6 +130,12 @@ def test_ddp_2x2_through_slurm_is_valid_and_reported_next_to_ssh(
             meta = json.loads((slurm_dir / folder / node / "meta.json").read_text())
             assert meta["sections"]["fabric-counters"]["status"] == "ok", (folder, node, meta)
     assert (runs / records["ssh"]["run_id"] / "command.txt").read_text().startswith("mpirun ")
+    for launcher, record in records.items():  # node telemetry: over SSH, or inside the allocation
+        telemetry = load_telemetry(runs / record["run_id"])
+        assert sorted(telemetry) == ["node1", "node2"], launcher
+        assert all(len(samples) >= 2 for samples in telemetry.values()), (launcher, telemetry)
+        assert not any(u.startswith("sampler") for us in record["telemetry_unknown"].values() for u in us)
+    _assert_no_sampler(sandbox2)
     assert _job_containers(cluster) == {"node1": [], "node2": []}  # --rm and the Epilog left nothing
     # the batch script took the topology and counters snapshot on both nodes, before and after
     snapshots = _on_login(cluster, ["sh", "-c", "cd /shared/clusterctl && ls */topology-*"]).split()
@@ -158,6 +173,7 @@ def test_ctrl_c_cancels_the_job_and_leaves_no_container(cluster: Inventory, sand
     assert "cancelled; it has left the queue" in output or _queue(cluster) == ""
     assert _queue(cluster) == ""
     assert _job_containers(cluster) == {"node1": [], "node2": []}
+    _assert_no_sampler(sandbox2)
 
 
 def test_a_rank_exiting_3_fails_the_run_with_the_job_state_and_its_output(
@@ -173,6 +189,7 @@ def test_a_rank_exiting_3_fails_the_run_with_the_job_state_and_its_output(
     )  # fmt: skip
     assert not record.valid  # `clusterctl run` exits 1 for an invalid run
     assert record.exit_code == 3
+    assert sorted(load_telemetry(directory)) == ["node1", "node2"]  # the trap stopped it: its files came back
     output = (directory / "output.log").read_text()
     assert "1: rank 1 exits 3" in output
     assert "FAILED (reason NonZeroExitCode, ExitCode 3:0)" in output

@@ -37,13 +37,17 @@ class Collected:
     ``output`` is every rank's lines (tagged) and the launcher's own; ``command`` what ran (the
     mpirun command or the batch script); ``counters`` the fabric counters of the run's nodes read
     before and after it (None: not read); ``bundles`` the topology snapshots the launch took, by the
-    run directory's folder name (``topology``: before the run; ``topology-after``).
+    run directory's folder name (``topology``: before the run; ``topology-after``); ``telemetry``
+    each node's sampler output during the run (JSON Lines, ``clusterctl.results.telemetry``), by node
+    (None: the launch ran no sampler); ``telemetry_errors`` why a node's sampler did not start or lost samples, by node.
     """
 
     output: str
     command: str
     counters: CounterReadings | None = None
     bundles: Mapping[str, Mapping[str, NodeBundle]] = field(default_factory=dict)
+    telemetry: Mapping[str, str] | None = None
+    telemetry_errors: Mapping[str, str] = field(default_factory=dict)
 
 
 class Launch(Protocol):

@@ -175,7 +175,7 @@ class SlurmLaunch:
 
     def collect(self) -> Collected:
         """Every line of the job's output file and the launcher's own lines, the batch script, and the
-        job's snapshots of its nodes (bundles, counters); closes the connection."""
+        job's snapshots of its nodes (bundles, counters) and their telemetry; closes the connection."""
         try:
             printed = self._run(job_files_command(self.job.directory))
         except ConnectError as exc:
@@ -192,6 +192,8 @@ class SlurmLaunch:
             self.job.script,
             counters=snapshots.counters,
             bundles=snapshots.bundles,
+            telemetry=snapshots.telemetry,
+            telemetry_errors=snapshots.telemetry_errors,
         )
 
 

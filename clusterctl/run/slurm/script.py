@@ -29,6 +29,7 @@ from clusterctl.errors import InputError
 from clusterctl.image.record import effective_image_ref
 from clusterctl.image.render import CONTAINER_PAYLOAD_DIR, CONTAINER_SSH_DIR
 from clusterctl.inventory import Inventory, Mount, Node, SlurmSpec
+from clusterctl.paths import NODE_SAMPLER
 from clusterctl.run.plan import LaunchPlan, mca_params
 from clusterctl.run.slurm.snapshots import job_collectors
 from clusterctl.templating import template_environment
@@ -44,6 +45,9 @@ _MPIRUN_ONLY_MCA = {"plm_rsh_args"}
 _FROM_ALLOCATION = {"MASTER_ADDR"}
 # The job directory's copy of the payload, mounted read-only at CONTAINER_PAYLOAD_DIR.
 PAYLOAD_SUBDIR = "payload"
+# The node telemetry sampler: without a --time, its own cap; how long it may take to stop.
+DEFAULT_TELEMETRY_CAP_S = 24 * 3600
+TELEMETRY_STOP_WAIT_S = 10
 
 
 @dataclass(frozen=True)
@@ -186,6 +190,22 @@ def srun_flags(
     return [shlex.quote(flag) for flag in flags]
 
 
+def telemetry_cap_s(time_limit: str | None) -> int:
+    """The sampler's own lifetime cap in a job: the job's ``--time`` (sbatch's forms: minutes, MM:SS,
+    HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS) plus a minute, or ``DEFAULT_TELEMETRY_CAP_S`` without one."""
+    if not time_limit:
+        return DEFAULT_TELEMETRY_CAP_S
+    days, dash, rest = time_limit.rpartition("-")
+    parts = [int(p) for p in rest.split(":")]
+    if dash:  # D-HH[:MM[:SS]]
+        hours, minutes, seconds = [*parts, 0, 0][:3]
+        total = int(days) * 86400 + hours * 3600 + minutes * 60 + seconds
+    else:  # MM, MM:SS, HH:MM:SS
+        hours, minutes, seconds = {1: [0, *parts, 0], 2: [0, *parts]}.get(len(parts), parts)
+        total = hours * 3600 + minutes * 60 + seconds
+    return total + 60 if total else DEFAULT_TELEMETRY_CAP_S  # 0: no limit
+
+
 def render_batch(
     inventory: Inventory, slurm: SlurmSpec, plan: LaunchPlan, *, image: str, directory: str, job_name: str
 ) -> BatchJob:
@@ -218,6 +238,10 @@ def render_batch(
         "command_lines": _command_lines(inventory, plan, slurm, image, payload),
         "directory": directory,
         "collect_script": collection_script(job_collectors(inventory.primary.fabric)),
+        "sampler": f"{payload.source}/{NODE_SAMPLER}",
+        "telemetry_cap_s": telemetry_cap_s(slurm.time_limit),
+        "telemetry_stop_wait_s": TELEMETRY_STOP_WAIT_S,
+        "interface": inventory.primary.fabric.interface,
     }
     script = _environment().get_template(TEMPLATE).render(**values)
     return BatchJob(script=script, directory=directory, output=output)

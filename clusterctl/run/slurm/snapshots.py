@@ -3,7 +3,8 @@
 The batch script runs ``job_collectors`` (``check topology``'s collectors and the node's fabric
 counters, ``counter_command``) on every node it got, before and after the run, into
 ``<job directory>/topology-{before,after}-<node>.txt``: the nodes the run really ran on, which a
-scheduler may pick outside the inventory's. ``job_files_command`` prints those files framed in one
+scheduler may pick outside the inventory's; and the node telemetry sampler during the run, into
+``telemetry-<node>.jsonl``. ``job_files_command`` prints those files framed in one
 SSH call to the login node, ``split_job_files`` cuts them apart and ``read_job_snapshots`` turns
 them into the run directory's bundles and the before/after counter readings the proof by counters
 judges. Pure, except nothing: the SSH call is the launcher's.
@@ -27,6 +28,8 @@ COUNTERS_KEY = "fabric-counters"
 MOMENT_DIRS = {"before": "topology", "after": "topology-after"}
 # %N in the batch script's --output: a Slurm node name (never a path: it names a bundle directory).
 SNAPSHOT_FILE = re.compile(r"^topology-(?P<moment>before|after)-(?P<node>[A-Za-z0-9][A-Za-z0-9._-]*)\.txt$")
+# The node telemetry sampler's output, one file per node (srun's --output with %N).
+TELEMETRY_FILE = re.compile(r"^telemetry-(?P<node>[A-Za-z0-9][A-Za-z0-9._-]*)\.jsonl$")
 _FILE_MARK = "@@clusterctl-file@@"
 _FRAME = re.compile(rf"\n{_FILE_MARK} (\S+)\n")
 
@@ -42,9 +45,10 @@ def job_collectors(fabric: FabricSpec) -> tuple[Collector, ...]:
 
 
 def job_files_command(directory: str) -> list[str]:
-    """argv printing every snapshot file of the job directory, each after a ``MARK <name>`` line."""
+    """argv printing every snapshot and telemetry file of the job directory, each after a ``MARK <name>``
+    line."""
     script = (
-        'cd -- "$1" || exit 0; for f in topology-before-*.txt topology-after-*.txt; do '
+        'cd -- "$1" || exit 0; for f in topology-before-*.txt topology-after-*.txt telemetry-*.jsonl; do '
         f'[ -f "$f" ] && printf "\\n%s %s\\n" {_FILE_MARK} "$f" && cat -- "$f"; done; exit 0'
     )
     return ["sh", "-c", script, "snapshots", directory]
@@ -58,10 +62,13 @@ def split_job_files(output: str) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class JobSnapshots:
-    """The job's snapshots as bundles (by run-directory folder, then node) and its counter readings."""
+    """The job's snapshots as bundles (by run-directory folder, then node), its counter readings, each
+    node's telemetry sampler output and why a node that took a snapshot has none."""
 
     bundles: dict[str, dict[str, NodeBundle]]
     counters: CounterReadings | None
+    telemetry: dict[str, str]
+    telemetry_errors: dict[str, str]
 
 
 def read_job_snapshots(files: Mapping[str, str], fabric: FabricSpec, collected_at: str) -> JobSnapshots:
@@ -86,13 +93,15 @@ def read_job_snapshots(files: Mapping[str, str], fabric: FabricSpec, collected_a
         if texts
     }
     nodes = sorted(by_moment["before"].keys() | by_moment["after"].keys())
+    telemetry = {m["node"]: text for name, text in files.items() if (m := TELEMETRY_FILE.match(name))}
+    missing = {node: "the job left no telemetry file" for node in nodes if node not in telemetry}
     if not nodes:
-        return JobSnapshots(bundles, None)
+        return JobSnapshots(bundles, None, telemetry, missing)
     before, after = (
         {node: _reading(texts.get(node), moment, node) for node in nodes}
         for moment, texts in by_moment.items()
     )
-    return JobSnapshots(bundles, (before, after))
+    return JobSnapshots(bundles, (before, after), telemetry, missing)
 
 
 def _reading(text: str | None, moment: str, node: str) -> NodeCounters:

@@ -1,0 +1,162 @@
+"""Traces a run printed (``run --trace``): taken out of its output into the run directory's ``trace/``.
+Pure.
+
+The payload (``clusterctl/payload/tracing.py``) prints each trace file as numbered parts, one line
+each, after any tag the launcher puts before it (``[1,0]<stdout>:`` from mpirun, ``0: `` from srun):
+``CLUSTERCTL_TRACE {"name": "rank0.json", "part": 0, "parts": 2, "gzip_base64": "..."}``, or one line
+with ``"dropped": "<why>"`` for a file over its bound. ``split_traces`` joins and decodes them; what is
+kept in ``output.log`` and shown live is one short line per file, at its first part.
+
+mpirun forwards each rank's output in pieces, each after its tag, and a piece may end inside a line:
+the next piece's tag (another rank's, maybe) then lands inside that line, and the line's rest comes
+later after its own tag. ``split_traces`` therefore reads the traces from each rank's own stream, the
+pieces after its tag joined in order; the console and ``output.log`` drop a trace line's stray rests.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import gzip
+import io
+import json
+import re
+from dataclasses import dataclass, field
+
+from clusterctl.findings import Finding
+
+TRACE_PREFIX = "CLUSTERCTL_TRACE "
+TRACE_DIR = "trace"
+# The names the payload gives its files: nothing else is written (no path, no other extension).
+_NAME = re.compile(r"^(rank\d{1,6}|horovod-timeline)\.json$")
+# A decoded trace is at most this large (the payload's own bound is 32 MiB).
+MAX_DECODED_BYTES = 64 * 1024 * 1024
+MAX_PARTS = 100_000
+# mpirun --tag-output tags each piece of a rank's output it forwards, wherever the piece begins.
+_MPI_TAG = re.compile(r"(\[\d{1,6},\d{1,6}\]<std(?:out|err)>:)")
+# The tail of a trace part that mpirun forwarded as a piece of its own (base64, then the JSON's end).
+_FRAGMENT = re.compile(r'^(.*": "[A-Za-z0-9+/=]*"\}|[A-Za-z0-9+/=]{16,}"?\}?)$')
+
+
+@dataclass
+class _Part:
+    name: str | None
+    index: int = 0
+    count: int = 1
+    data: str = ""
+    dropped: str | None = None
+    problem: str | None = None
+
+
+@dataclass
+class _File:
+    count: int
+    parts: dict[int, str] = field(default_factory=dict)
+
+
+def _parse(text: str) -> _Part:
+    try:
+        fields = json.loads(text)
+    except ValueError:
+        return _Part(None, problem="not a trace line")
+    name = fields.get("name") if isinstance(fields, dict) else None
+    if not isinstance(name, str) or not _NAME.match(name):
+        return _Part(None, problem=f"unexpected name {str(name)[:60]!r}")
+    if "dropped" in fields:
+        return _Part(name, dropped=str(fields["dropped"])[:300])
+    index, count, data = fields.get("part", 0), fields.get("parts", 1), fields.get("gzip_base64")
+    if not (isinstance(index, int) and isinstance(count, int) and 0 <= index < count <= MAX_PARTS):
+        return _Part(name, problem="bad part numbers")
+    if not isinstance(data, str):
+        return _Part(name, problem="no data")
+    return _Part(name, index, count, data)
+
+
+def shown(line: str) -> str | None:
+    """A line as the console and ``output.log`` show it: a trace file's first part as its tag, name and
+    size; its other parts and stray pieces left out (None when nothing else is left); a line without
+    any of them as it is."""
+    if TRACE_PREFIX not in line and not _has_fragment(line):
+        return line
+    pieces = _MPI_TAG.split(line)
+    kept = [_shown_piece("", pieces[0])] + [
+        _shown_piece(tag, data) for tag, data in zip(pieces[1::2], pieces[2::2], strict=True)
+    ]
+    return "\n".join(piece for piece in kept if piece is not None) or None
+
+
+def _has_fragment(line: str) -> bool:
+    tag = _MPI_TAG.match(line)
+    return bool(tag and _FRAGMENT.match(line[tag.end() :]))
+
+
+def _shown_piece(tag: str, data: str) -> str | None:
+    at = data.find(TRACE_PREFIX)
+    if at < 0:
+        return None if _FRAGMENT.match(data) or not (tag or data) else tag + data
+    part = _parse(data[at + len(TRACE_PREFIX) :])
+    if part.index or (part.problem == "not a trace line"):  # a later part, or a piece of one
+        return None
+    what = part.dropped or part.problem or f"{part.count} part(s)"
+    return f"{tag}{data[:at]}{TRACE_PREFIX}{part.name or '?'}: {what}"
+
+
+def rank_streams(output: str) -> list[str]:
+    """The output as each rank wrote it: mpirun's tagged pieces joined per tag (the untagged text
+    first); output without mpirun's tags (srun labels whole lines) as it is."""
+    pieces = _MPI_TAG.split(output)
+    streams: dict[str, list[str]] = {"": [pieces[0]]}
+    for tag, data in zip(pieces[1::2], pieces[2::2], strict=True):
+        streams.setdefault(tag, []).append(data)
+    return ["".join(parts) for parts in streams.values()]
+
+
+def split_traces(output: str) -> tuple[str, dict[str, bytes], list[str]]:
+    """The output as ``shown`` makes it, the trace files by name, and why a file the payload printed
+    is not kept (dropped by the payload, an unknown name, parts missing, undecodable, too large)."""
+    files: dict[str, _File] = {}
+    problems: list[str] = []
+    for stream in rank_streams(output):
+        for line in stream.split("\n"):
+            at = line.find(TRACE_PREFIX)
+            if at < 0:
+                continue
+            part = _parse(line[at + len(TRACE_PREFIX) :])
+            if part.problem or part.dropped:
+                problems.append(f"trace {part.name or '?'}: {part.problem or part.dropped}")
+            elif part.name is not None:
+                files.setdefault(part.name, _File(part.count)).parts[part.index] = part.data
+    decoded = {}
+    for name, got in files.items():
+        if len(got.parts) != got.count:
+            problems.append(f"trace {name}: {got.count - len(got.parts)} of its {got.count} parts missing")
+            continue
+        data, problem = _decode("".join(got.parts[i] for i in range(got.count)))
+        if data is None:
+            problems.append(f"trace {name}: {problem}")
+        else:
+            decoded[name] = data
+    kept = [line for line in (shown(line) for line in output.split("\n")) if line is not None]
+    return "\n".join(kept), decoded, problems
+
+
+def _decode(packed: str) -> tuple[bytes | None, str | None]:
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(base64.b64decode(packed, validate=True))) as unpacked:
+            data = unpacked.read(MAX_DECODED_BYTES + 1)
+    except (binascii.Error, OSError, EOFError, ValueError) as exc:
+        return None, f"undecodable ({exc})"
+    if len(data) > MAX_DECODED_BYTES:
+        return None, f"over {MAX_DECODED_BYTES} bytes decoded"
+    return data, None
+
+
+def trace_finding(problem: str) -> Finding:
+    """A trace the run printed but the run directory does not keep (a warning: the run stands)."""
+    return Finding(
+        severity="warning",
+        code="trace-not-kept",
+        message=problem,
+        advice="Trace fewer steps or ranks (the payload's MAX_TRACE_BYTES bounds each file); the "
+        "measurement is unaffected.",
+    )
