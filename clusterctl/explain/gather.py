@@ -7,9 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from clusterctl.errors import InputError
+from clusterctl.explain.explanation import explain
 from clusterctl.explain.model import RunFacts
 from clusterctl.results.history import History, load_runs
 from clusterctl.results.record import RESULT_FILE, RunRecord
+from clusterctl.results.references import load_references
 from clusterctl.results.report import ReportRow, build_report
 from clusterctl.results.telemetry import load_telemetry
 
@@ -89,3 +91,49 @@ def gather(runs_dir: Path, run: str | None) -> tuple[RunFacts, Path]:
     record = _pick(history, runs_dir, run_id)
     run_dir = runs_dir / record.run_id
     return facts_of(record, run_dir, build_report(history.runs, [])), run_dir
+
+
+def _latest_explained(row: ReportRow, records: list[RunRecord]) -> RunRecord | None:
+    """The row's latest valid run that recorded a breakdown."""
+    mine = [r for r in records if r.valid and r.breakdown and _row([row], r) is row]
+    return max(mine, key=lambda r: (r.started_at, r.run_id), default=None)
+
+
+def add_verdicts(rows: list[ReportRow], records: list[RunRecord], runs_dir: Path) -> None:
+    """Set each row's ``verdict``: the verdict code of its latest valid run with a breakdown (run
+    directories under ``runs_dir``); rows without such a run keep None."""
+    for row in rows:
+        latest = _latest_explained(row, records)
+        if latest is not None:
+            row.verdict = explain(facts_of(latest, runs_dir / latest.run_id, rows)).verdict.code
+
+
+def explained_report(runs_dir: Path) -> tuple[list[ReportRow], list[str]]:
+    """``report_of`` with each row's verdict (``add_verdicts``).
+
+    Raises:
+        InputError: as ``load_runs``.
+    """
+    history = load_runs(runs_dir)
+    rows = build_report(history.runs, load_references())
+    add_verdicts(rows, history.runs, runs_dir)
+    return rows, history.skipped
+
+
+def worst_row_line(rows: list[ReportRow], records: list[RunRecord], runs_dir: Path) -> str | None:
+    """One line explaining the least efficient multi-device row among ``records``' rows (by scaling
+    efficiency, else POP parallel efficiency): which row, and its latest run's verdict; None when no
+    such row has a run with a breakdown."""
+
+    def efficiency(row: ReportRow) -> float:
+        value = row.efficiency if row.efficiency is not None else row.parallel_efficiency
+        return 2.0 if value is None else value
+
+    candidates = [r for r in rows if r.devices > 1 and any(_row([r], x) is r for x in records)]
+    for row in sorted(candidates, key=efficiency):
+        latest = _latest_explained(row, records)
+        if latest is not None:
+            line = explain(facts_of(latest, runs_dir / latest.run_id, rows)).verdict.line
+            how = "" if row.efficiency is None else f", efficiency {100 * row.efficiency:.0f}%"
+            return f"worst row ({row.config.workload} on {row.devices} devices{how}, run {latest.run_id}): {line}"
+    return None
