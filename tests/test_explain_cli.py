@@ -59,7 +59,9 @@ def test_json_is_strict_and_names_the_finding_node_and_evidence(
     assert [p["host"] for p in data["phases"]] == ["node1", "node2"]
 
 
-def test_an_old_run_without_breakdown_says_what_is_missing(runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_old_run_without_breakdown_says_what_is_missing(
+    runs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["explain", str(runs / OLD_RUN.name)]) == 0
     out = capsys.readouterr().out
     assert out.startswith("unknown: the run recorded no per-step breakdown")
@@ -85,13 +87,17 @@ def test_a_broken_run_directory_exits_2_naming_it(
 
 
 @pytest.mark.parametrize("args", [["no-such-run"], []], ids=["unknown id", "no runs"])
-def test_nothing_to_explain_exits_2(tmp_path: Path, args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+def test_nothing_to_explain_exits_2(
+    tmp_path: Path, args: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["explain", *args, "--runs-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "Fix:" in err and "Traceback" not in err
 
 
-def test_plot_draws_phases_and_telemetry(runs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_plot_draws_phases_and_telemetry(
+    runs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     png = tmp_path / "explain.png"
     assert main(["explain", "--runs-dir", str(runs), "--plot", str(png)]) == 0
     assert png.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")

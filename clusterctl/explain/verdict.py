@@ -34,4 +34,11 @@ def verdict(facts: RunFacts, diagnoses: Sequence[Diagnosis]) -> Verdict:
         efficiency = f"parallel efficiency {pe:.2f}; " if pe is not None else ""
         return Verdict(code=BALANCED, line=f"{BALANCED}: {efficiency}no rule found a bottleneck "
                        f"({known} of {len(diagnoses)} could decide)")  # fmt: skip
-    return Verdict(code=found[0].code, line=f"{found[0].code}: " + "; ".join(d.message for d in found[:2]))
+    return Verdict(
+        code=found[0].code, line=f"{found[0].code}: " + "; ".join(_gist(d.message) for d in found[:2])
+    )
+
+
+def _gist(message: str) -> str:
+    """A message's first clause, without its figures in parentheses: what the verdict line quotes."""
+    return message.split(";")[0].split(" (")[0]

@@ -1,7 +1,8 @@
 """`clusterctl explain` names a node made slow on purpose: on the 2-node sandbox, node2's benchmark
-container gets a CPU quota (``docker update`` through node2's own engine: a limit on the node container
-would not reach the container its inner engine runs), and a real 2-node resnet50 run is explained with
-the straggler code naming node2."""
+container runs two busy loops beside its rank (started through node2's own engine: a limit on the node
+container would not reach the container its inner engine runs; a CPU quota set with ``docker update``
+there was accepted but did not slow the rank on this cgroup v1 host), and a real 2-node resnet50 run is
+explained with the straggler code naming node2."""
 
 from __future__ import annotations
 
@@ -33,26 +34,26 @@ TINY = [
     "--image-size",
     "32",
 ]
-# node2's benchmark container may use a quarter of one CPU per 100 ms period: its compute is several
-# times slower than node1's whole share, far past the straggler rule's 1.15x.
-QUOTA_US, PERIOD_US = 25_000, 100_000
+# Two busy loops on node2's CPU share leave its rank about a third of it: its compute several times
+# slower than node1's, far past the straggler rule's margin. Each loop ends by itself (and with the
+# container, which the ``cluster`` fixture removes).
+HOGS, HOG_SECONDS = 2, 300
 
 
-def _throttle(inv: Inventory, node_name: str) -> None:
-    """Give ``node_name``'s benchmark container a CPU quota, through that node's engine."""
+def _load(inv: Inventory, node_name: str) -> None:
+    """Start ``HOGS`` bounded busy loops in ``node_name``'s benchmark container, through that node's engine."""
     node = next(n for n in inv.nodes if n.name == node_name)
     with contextlib.closing(docker_client(inv, node)) as client:
         (container,) = client.containers.list(filters={"label": f"{CLUSTER_LABEL}={inv.cluster.name}"})
-        container.update(cpu_quota=QUOTA_US, cpu_period=PERIOD_US)
-        container.reload()
-        assert container.attrs["HostConfig"]["CpuQuota"] == QUOTA_US
+        for _ in range(HOGS):
+            container.exec_run(["timeout", str(HOG_SECONDS), "sh", "-c", "while :; do :; done"], detach=True)
 
 
-def test_a_throttled_node_is_named_the_straggler(
+def test_a_loaded_node_is_named_the_straggler(
     cluster: Inventory, sandbox2: Sandbox, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     lifecycle.up(cluster, effective_image_ref(cluster), ready_timeout_s=60)
-    _throttle(cluster, "node2")
+    _load(cluster, "node2")
     runs = str(tmp_path / "runs")
     code = main(["run", "resnet50", "-i", str(sandbox2.inventory_path), "--nodes", "2", *TINY,
                  "--runs-dir", runs, "--json"])  # fmt: skip
@@ -64,7 +65,7 @@ def test_a_throttled_node_is_named_the_straggler(
     assert explained["verdict"]["code"] == "straggler", explained["verdict"]
     (finding,) = [d for d in explained["diagnoses"] if d["code"] == "straggler"]
     assert finding["status"] == "found" and finding["node"] == "node2"
-    assert finding["evidence"]["slowest"] == "node2" and finding["evidence"]["ratio"] > 1.5
+    assert finding["evidence"]["slowest"] == "node2" and finding["evidence"]["fastest"] == "node1"
     assert finding["advice"]
 
     assert main(["explain", "--runs-dir", runs]) == 0
