@@ -10,7 +10,10 @@ from pathlib import Path
 import pytest
 
 from clusterctl.cli import main
+from clusterctl.explain.gather import worst_row_line
+from clusterctl.results.history import load_runs
 from clusterctl.results.record import RESULT_FILE
+from clusterctl.results.report import build_report
 from clusterctl.results.telemetry import telemetry_path
 from tests.rundirs import record_run
 from tests.strictjson import strict_loads
@@ -114,3 +117,16 @@ def test_report_shows_each_row_s_verdict(runs: Path, capsys: pytest.CaptureFixtu
     assert main(["report", "--runs-dir", str(runs)]) == 0
     out = capsys.readouterr().out
     assert "verdict" in out and "straggler" in out
+
+
+def test_sweep_s_line_explains_its_least_efficient_multi_device_row(runs: Path) -> None:
+    one = _record(THROTTLED[:1], nodes=1).model_copy(update={"run_id": "20261125T205900Z_resnet50_1n"})
+    record_run(runs, one)
+    history = load_runs(runs)
+    rows = build_report(history.runs, [])
+    line = worst_row_line(rows, history.runs, runs)
+    assert line is not None
+    assert line.startswith("worst row (resnet50 on 2 devices, efficiency ")
+    assert "run 20261125T210000Z_resnet50_2n): straggler: node2 computes" in line
+    # only the rows of the given runs: the 1-device run alone has no multi-device row
+    assert worst_row_line(rows, [one], runs) is None

@@ -45,7 +45,7 @@ def _pop_line(e: Explanation) -> str:
         return "POP: unknown (not every rank printed a breakdown)"
     p = e.pop
     return (f"POP: parallel efficiency {p.parallel_efficiency:.2f} = load balance {p.load_balance:.2f} "
-            f"x communication efficiency {p.communication_efficiency:.2f}")  # fmt: skip
+            f"x comm. efficiency {p.communication_efficiency:.2f}")  # fmt: skip
 
 
 def _mfu_line(e: Explanation) -> str:
@@ -65,8 +65,8 @@ def print_explanation(e: Explanation, out: Console) -> None:
         out.print(safe_text(text), style=style, markup=False, highlight=False, soft_wrap=False)
 
     say(e.verdict.line, "bold")
-    status = "valid" if e.valid else "INVALID"
-    say(f"run {e.run_id} ({status}): {e.workload} {e.framework}, {e.world_size} ranks on {e.nodes} nodes; "
+    status = "" if e.valid else " (INVALID)"
+    say(f"run {e.run_id}{status}: {e.workload} {e.framework}, {e.world_size} ranks on {e.nodes} nodes, "
         f"{e.throughput or 'no result'}")  # fmt: skip
     if e.phases:
         out.print(_phase_table(e.phases))
