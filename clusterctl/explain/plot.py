@@ -84,6 +84,9 @@ def plot_explanation(e: Explanation, telemetry: Mapping[str, Sequence[Sample]], 
             if values:
                 ax.plot(times, values, label=node)
         ax.set_ylabel(title, fontsize=8)
+        ax.set_ylim(bottom=0)
+        if row > 1:  # one time axis for every telemetry panel
+            ax.sharex(axes[1][0])
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     if panels:
         axes[-1][0].set_xlabel("seconds since the first sample")
