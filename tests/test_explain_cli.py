@@ -130,3 +130,24 @@ def test_sweep_s_line_explains_its_least_efficient_multi_device_row(runs: Path) 
     assert "run 20261125T210000Z_resnet50_2n): straggler: node2 computes" in line
     # only the rows of the given runs: the 1-device run alone has no multi-device row
     assert worst_row_line(rows, [one], runs) is None
+
+
+def test_sweep_ends_with_its_worst_row_s_verdict(
+    runs: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The command's own path after the runs: the launch is left out (its runs are the fixtures')."""
+    from clusterctl.results.record import read_record
+    from clusterctl.results.report import report_of
+    from clusterctl.run import runner
+
+    done = [(read_record(d), d) for d in sorted(runs.iterdir()) if (d / RESULT_FILE).is_file()]
+    monkeypatch.setattr(runner, "run_sweep", lambda context: (done, *report_of(context.runs_dir)))
+    inventory = Path(__file__).resolve().parents[1] / "inventories" / "modern-h100.yml"
+    argv = ["sweep", "resnet50", "-i", str(inventory), "--gpus", "2", "--runs-dir", str(runs)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    table, worst = out.split("worst row (", 1)  # after the report's table, wrapped at 80 columns
+    assert "clusterctl report" in table
+    assert " ".join(worst.split()).startswith(
+        "resnet50 on 2 devices, run 20261125T210000Z_resnet50_2n): straggler: node2 computes"
+    )
