@@ -143,7 +143,18 @@ def test_communication_share_and_the_gradient_bandwidth_against_the_preflight() 
     assert found.status == "found" and "HOROVOD_FUSION_THRESHOLD" in found.advice
     assert "fp16_allreduce" in found.advice and "`run --preflight`" in found.message
     ddp = communication_bound(RunFacts(record=_record([_with_phase(b, "exposed_comm", 2000.0) for b in DDP])))
-    assert "bucket_cap_mb" in ddp.advice
+    assert "bucket_cap_mb" in ddp.advice and "bus bandwidth" not in ddp.advice
+    # 2 s for 102 MB over 2 ranks reads as 0.051 GB/s of bus bandwidth: the wire or the overheads
+    wire = GRADIENT_BYTES / 2.0 / 1e9
+    slow = communication_bound(
+        RunFacts(record=_record(waiting, framework="horovod"), bus_bandwidth_gb_s=wire)
+    )
+    assert slow.evidence["exposed_bus_gb_s"] == pytest.approx(wire, abs=1e-3)
+    assert slow.advice.startswith("at the fabric's bus bandwidth")
+    fast = communication_bound(
+        RunFacts(record=_record(waiting, framework="horovod"), bus_bandwidth_gb_s=10 * wire)
+    )
+    assert fast.advice.startswith("below the fabric's bus bandwidth")
 
 
 def test_not_overlapped_times_the_exposed_wait_against_the_whole_allreduce() -> None:

@@ -19,6 +19,7 @@ from clusterctl.workloads.breakdown import PhaseStats, RankBreakdown
 
 INPUT_SHARE = 0.10  # a step waiting a tenth of its time on its batch is input-bound
 COMM_SHARE = 0.20  # a fifth of every step blocked on the allreduce
+AT_FABRIC = 0.8  # the exposed wait, as a bus bandwidth, at least this share of the preflight's
 STRAGGLER = 1.25  # the slowest node's useful compute over the fastest one's (noise on a shared host: 1.17)
 CPU_SATURATED = 0.95  # a node's mean CPU utilisation counted as saturated
 STEAL = 0.05  # a hypervisor taking 5% of the CPUs
@@ -86,12 +87,16 @@ def communication_bound(facts: RunFacts) -> Diagnosis:
     )
     gradient = facts.record.gradient_bytes
     achieved = gradient / (exposed_ms / 1e3) / 1e9 if gradient and exposed_ms > 0 else None
+    n = facts.record.world_size
+    # the exposed wait read as nccl-tests' bus bandwidth (algbw x 2(n-1)/n): comparable with the preflight's
+    wire = None if achieved is None or n < 2 else achieved * 2 * (n - 1) / n
     evidence: Evidence = {
         "exposed_share": round(value, 4),
         "exposed_ms": round(exposed_ms, 3),
         "gradient_bytes": gradient,
         "gradient_gb_s": None if achieved is None else round(achieved, 3),
         "bus_bandwidth_gb_s": facts.bus_bandwidth_gb_s,
+        "exposed_bus_gb_s": None if wire is None else round(wire, 3),
         "threshold": COMM_SHARE,
     }
     found = value >= COMM_SHARE and facts.record.world_size > 1
@@ -107,12 +112,22 @@ def communication_bound(facts: RunFacts) -> Diagnosis:
         severity="warning" if found else "info",
         code=code,
         message=f"{100 * value:.0f}% of each step waits on allreduce{against}",
-        advice=_communication_advice(facts) if found else "",
+        advice=_communication_advice(facts, wire) if found else "",
         evidence=evidence,
     )
 
 
-def _communication_advice(facts: RunFacts) -> str:
+def _communication_advice(facts: RunFacts, wire: float | None) -> str:
+    """The knobs for a communication-bound run; first, where the preflight says so, whether the wait is
+    the fabric's limit (``wire``, the exposed wait as a bus bandwidth, near the preflight's) or overhead."""
+    busbw = facts.bus_bandwidth_gb_s
+    where = ""
+    if wire is not None and busbw:
+        where = (
+            "at the fabric's bus bandwidth: fewer bytes (fp16 allreduce) or more overlap help, not tuning; "
+            if wire >= AT_FABRIC * busbw
+            else "below the fabric's bus bandwidth: the allreduce waits on overheads, not the wire; "
+        )
     if facts.record.config.framework == "ddp":
         knobs = "a larger DDP bucket (inventory run.bucket_cap_mb) so fewer, larger allreduces go out"
     else:
@@ -120,7 +135,7 @@ def _communication_advice(facts: RunFacts) -> str:
             "a larger Horovod fusion buffer (HOROVOD_FUSION_THRESHOLD, e.g. 128 MiB) and cycle time "
             "(HOROVOD_CYCLE_TIME), and fp16 allreduce (inventory run.fp16_allreduce: half the bytes)"
         )
-    return f"{knobs}; check every rail carries traffic (`clusterctl check`), nodes on one leaf switch"
+    return f"{where}{knobs}; check every rail carries traffic (`clusterctl check`), nodes on one leaf switch"
 
 
 def straggler(facts: RunFacts) -> Diagnosis:
