@@ -12,7 +12,9 @@ from clusterctl.cli.run import JsonOption, RunsDirOption
 
 def explain(
     run: str | None = typer.Argument(
-        None, help="A run directory, or a run id under --runs-dir; default: the latest run there."
+        None,
+        metavar="RUN",
+        help="A run directory, or a run id under --runs-dir; default: the latest run there.",
     ),
     runs_dir: Path = RunsDirOption,
     as_json: bool = JsonOption,
