@@ -25,6 +25,7 @@ EXPECTED_ORDER = [
     "down",
     "run",
     "report",
+    "explain",
     "sweep",
     "check",
     "inspect",

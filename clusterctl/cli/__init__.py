@@ -20,6 +20,7 @@ import typer.models
 
 from clusterctl import __version__
 from clusterctl.cli import check as check_cli
+from clusterctl.cli import explain as explain_cli
 from clusterctl.cli import image as image_cli
 from clusterctl.cli import inventory as inventory_cli
 from clusterctl.cli import lifecycle as lifecycle_cli
@@ -46,7 +47,7 @@ _click_exceptions = importlib.import_module(typer.BadParameter.__module__)
 HELP_PANELS: dict[str, tuple[str, ...]] = {
     "Try it on this machine": ("sandbox",),
     "Set up the cluster": ("inventory", "provision", "image", "up", "status", "down"),
-    "Benchmark": ("run", "report", "sweep"),
+    "Benchmark": ("run", "report", "explain", "sweep"),
     "Diagnose": ("check", "inspect", "collect"),
     "Tools": ("render",),
 }
@@ -81,6 +82,7 @@ app.add_typer(render_cli.app, name="render")
 app.add_typer(sandbox_cli.app, name="sandbox")
 app.command("run")(run_cli.run)
 app.command("report")(run_cli.report)
+app.command("explain")(explain_cli.explain)
 app.command("sweep")(run_cli.sweep)
 
 

@@ -290,7 +290,8 @@ def report(
     ),
 ) -> int:
     """Per configuration: devices, img/s median and spread, speedup, efficiency, references."""
-    from clusterctl.results.report import report_csv, report_of
+    from clusterctl.explain.gather import explained_report
+    from clusterctl.results.report import report_csv
     from clusterctl.results.report_table import print_report
 
     csv_file = output_file(csv_file, "--csv") if csv_file else None
@@ -308,7 +309,7 @@ def report(
                 markup=False,
                 highlight=False,
             )
-    rows, skipped = report_of(runs_dir)
+    rows, skipped = explained_report(runs_dir)
     _warn_skipped(skipped)
     if csv_file:
         with writing(csv_file, "--csv"):
@@ -362,6 +363,8 @@ def sweep(
     as_json: bool = JsonOption,
 ) -> int:
     """Run the grid (device counts x settings), then report it."""
+    from clusterctl.explain.gather import add_verdicts, worst_row_line
+    from clusterctl.results.history import load_runs
     from clusterctl.results.report_table import print_report
     from clusterctl.run.context import run_context
     from clusterctl.run.runner import run_sweep
@@ -402,8 +405,13 @@ def sweep(
         return 0
     done, rows, skipped = run_sweep(context)
     _warn_skipped(skipped)
+    history = load_runs(runs_dir)
+    add_verdicts(rows, history.runs, runs_dir)
+    worst = worst_row_line(rows, [record for record, _ in done], runs_dir)
     if as_json:
         print_json([r.model_dump(mode="json") for r in rows])
     else:
         print_report(rows, console)
+        if worst:
+            console.print(safe_text(worst), markup=False, highlight=False, soft_wrap=False)
     return 0 if all(record.valid for record, _ in done) else 1

@@ -86,6 +86,11 @@ class ReportRow(BaseModel):
     mfu: float | None = Field(
         None, description="Median model FLOPs utilisation: achieved / (peak x devices)."
     )
+    verdict: str | None = Field(
+        None,
+        description="`clusterctl explain`'s verdict code for the row's latest valid run with a breakdown "
+        "(set by clusterctl.explain, above this layer); None: no such run.",
+    )
 
 
 def build_report(records: list[RunRecord], references: list[Reference]) -> list[ReportRow]:
@@ -278,6 +283,7 @@ CSV_COLUMNS = [
     "peak_tflops",
     "peak_source",
     "mfu",
+    "verdict",
 ]
 
 

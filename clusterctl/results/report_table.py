@@ -168,6 +168,8 @@ _COLUMNS: tuple[_Column, ...] = (
     _Column("fabric", _fabric, 11, right=True, sparse=True),
     _Column("nccl algo", lambda r: ", ".join(r.algorithms) or "-", 12, sparse=True),
     _Column("reference", lambda r: _references(r) or "-", 9),
+    # explain's verdict code: ranked with meas/pred (the why beside the how far), after it.
+    _Column("verdict", lambda r: r.verdict or "-", 0, sparse=True),
 )
 
 

@@ -1,0 +1,72 @@
+"""What the diagnosis reads (``RunFacts``: one run's record, its nodes' telemetry, the preflight's
+allreduce figures) and what it says (``Diagnosis``: one rule's answer). Pure."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import Field
+
+from clusterctl.findings import Finding
+from clusterctl.results.record import RunRecord
+from clusterctl.results.telemetry import Sample
+from clusterctl.workloads.breakdown import RankBreakdown
+
+Status = Literal["found", "clear", "unknown"]
+"""found: the rule's bottleneck is there; clear: the evidence rules it out; unknown: evidence is missing."""
+
+Evidence = dict[str, float | int | str | None]
+
+
+class Diagnosis(Finding):
+    """One rule's answer on one run: a ``Finding`` (stable code, severity, message, advice, node) with
+    whether it was found, and the numbers it was decided on."""
+
+    status: Status
+    evidence: Evidence = Field(default_factory=dict, description="The figures the rule decided on.")
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """Everything the rules read about one run; a missing fact is None or empty, never a guess."""
+
+    record: RunRecord
+    telemetry: Mapping[str, Sequence[Sample]] = field(default_factory=dict)
+    bus_bandwidth_gb_s: float | None = None
+    allreduce_s: float | None = None
+    """The whole gradient allreduce of one step at the preflight's bus bandwidth (the prediction's
+    ``allreduce_s``); None without a matching collective run."""
+
+    @property
+    def breakdown(self) -> list[RankBreakdown]:
+        """The run's per-rank breakdown (empty: none recorded)."""
+        return list(self.record.breakdown or [])
+
+    def node_of(self, host: str) -> str:
+        """The telemetry's node name for a rank's host name: the same name, or its first label; the host
+        name itself when no telemetry file matches."""
+        for name in (host, host.split(".")[0]):
+            if name in self.telemetry:
+                return name
+        return host
+
+
+def unknown(code: str, why: str, **evidence: float | int | str | None) -> Diagnosis:
+    """A rule's answer when its evidence is missing: ``why`` says which."""
+    return Diagnosis(
+        status="unknown", severity="info", code=code, message=f"unknown: {why}", evidence=evidence
+    )
+
+
+def share(part: float, whole: float) -> float | None:
+    """``part / whole``, None for no whole."""
+    return part / whole if whole > 0 else None
+
+
+def mean_or_none(values: Sequence[float | None]) -> float | None:
+    """The mean of the values that are there, None when none is."""
+    present = [v for v in values if v is not None]
+    return statistics.fmean(present) if present else None

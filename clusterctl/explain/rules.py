@@ -1,0 +1,364 @@
+"""The diagnosis rules: one small function per bottleneck, each reading ``RunFacts`` and answering with
+a ``Diagnosis`` (found, clear or unknown), its evidence and the knob that changes it. Pure.
+
+Shares are of the step's mean time (the phases tile each step); a run's figure is the mean over its
+ranks (the step waits for every rank, so a slow rank's wait shows on the others as exposed
+communication). Telemetry covers the whole launch; GPU figures are read inside each GPU's busy
+window (its first to its last busy sample), so start-up and shutdown are no idle gap.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+
+from clusterctl.explain.model import Diagnosis, Evidence, RunFacts, mean_or_none, share, unknown
+from clusterctl.results.telemetry import Sample
+from clusterctl.workloads.breakdown import PhaseStats, RankBreakdown
+
+INPUT_SHARE = 0.10  # a step waiting a tenth of its time on its batch is input-bound
+COMM_SHARE = 0.20  # a fifth of every step blocked on the allreduce
+AT_FABRIC = 0.8  # the exposed wait, as a bus bandwidth, at least this share of the preflight's
+STRAGGLER = 1.25  # the slowest node's useful compute over the fastest one's (noise on a shared host: 1.17)
+CPU_SATURATED = 0.95  # a node's mean CPU utilisation counted as saturated
+STEAL = 0.05  # a hypervisor taking 5% of the CPUs
+NOT_OVERLAPPED = 0.8  # exposed communication at least this share of the whole allreduce's time
+RAIL_IDLE = 0.02  # a rail moving under 2% of its node's busiest rail
+RAIL_BALANCE = 0.5  # least-used / most-used rail
+GPU_IDLE_UTIL = 0.10  # a sample under 10% utilisation is idle
+GPU_IDLE_SHARE = 0.20  # a fifth of the busy window idle
+
+
+def _phase_share(b: RankBreakdown, phase: PhaseStats | None) -> float | None:
+    return None if phase is None else share(phase.mean, b.step_ms.mean)
+
+
+def _run_share(breakdown: Sequence[RankBreakdown], name: str) -> float | None:
+    """The mean over ranks of a phase's share of the step; None when a rank lacks the phase."""
+    shares = [_phase_share(b, getattr(b.phases_ms, name)) for b in breakdown]
+    return None if not shares or None in shares else mean_or_none(shares)
+
+
+def node_compute(breakdown: Sequence[RankBreakdown]) -> dict[str, float]:
+    """Each host's mean useful compute per step (ms) over its ranks; hosts with a rank lacking it are left out."""
+    by_host: dict[str, list[float | None]] = defaultdict(list)
+    for b in breakdown:
+        by_host[b.host].append(b.useful_ms)
+    return {
+        host: statistics.fmean(u for u in v if u is not None) for host, v in by_host.items() if None not in v
+    }
+
+
+def _cpu(samples: Sequence[Sample], what: str) -> float | None:
+    return mean_or_none([getattr(s.cpu, what) if s.cpu else None for s in samples])
+
+
+def input_bound(facts: RunFacts) -> Diagnosis:
+    """Waiting for the batch: the input phase's share of the step."""
+    code = "input-bound"
+    value = _run_share(facts.breakdown, "input")
+    if value is None:
+        return unknown(code, "no input phase in the breakdown")
+    found = value >= INPUT_SHARE
+    return Diagnosis(
+        status="found" if found else "clear",
+        severity="warning" if found else "info",
+        code=code,
+        message=f"{100 * value:.0f}% of each step waits for its input batch",
+        advice="more data-loader workers (and pinned memory), the data set on node-local storage or "
+        "cached in memory, a larger prefetch"
+        if found
+        else "",
+        evidence={"input_share": round(value, 4), "threshold": INPUT_SHARE},
+    )
+
+
+def communication_bound(facts: RunFacts) -> Diagnosis:
+    """Blocked on the gradient allreduce: the exposed communication's share of the step, and the
+    gradient bandwidth it implies against the preflight's bus bandwidth."""
+    code = "communication-bound"
+    breakdown = facts.breakdown
+    value = _run_share(breakdown, "exposed_comm")
+    if value is None:
+        return unknown(code, "no exposed-communication phase in the breakdown")
+    exposed_ms = statistics.fmean(
+        b.phases_ms.exposed_comm.mean for b in breakdown if b.phases_ms.exposed_comm
+    )
+    gradient = facts.record.gradient_bytes
+    achieved = gradient / (exposed_ms / 1e3) / 1e9 if gradient and exposed_ms > 0 else None
+    n = facts.record.world_size
+    # the exposed wait read as nccl-tests' bus bandwidth (algbw x 2(n-1)/n): comparable with the preflight's
+    wire = None if achieved is None or n < 2 else achieved * 2 * (n - 1) / n
+    evidence: Evidence = {
+        "exposed_share": round(value, 4),
+        "exposed_ms": round(exposed_ms, 3),
+        "gradient_bytes": gradient,
+        "gradient_gb_s": None if achieved is None else round(achieved, 3),
+        "bus_bandwidth_gb_s": facts.bus_bandwidth_gb_s,
+        "exposed_bus_gb_s": None if wire is None else round(wire, 3),
+        "threshold": COMM_SHARE,
+    }
+    found = value >= COMM_SHARE and facts.record.world_size > 1
+    against = ""
+    if achieved is not None:
+        against = f"; gradients at {achieved:.2f} GB/s" + (
+            f" against a preflight bus bandwidth of {facts.bus_bandwidth_gb_s:.2f} GB/s"
+            if facts.bus_bandwidth_gb_s
+            else " (no preflight bus bandwidth to compare: `run --preflight`)"
+        )
+    return Diagnosis(
+        status="found" if found else "clear",
+        severity="warning" if found else "info",
+        code=code,
+        message=f"{100 * value:.0f}% of each step waits on allreduce{against}",
+        advice=_communication_advice(facts, wire) if found else "",
+        evidence=evidence,
+    )
+
+
+def _communication_advice(facts: RunFacts, wire: float | None) -> str:
+    """The knobs for a communication-bound run; first, where the preflight says so, whether the wait is
+    the fabric's limit (``wire``, the exposed wait as a bus bandwidth, near the preflight's) or overhead."""
+    busbw = facts.bus_bandwidth_gb_s
+    where = ""
+    if wire is not None and busbw:
+        where = (
+            "at the fabric's bus bandwidth: fewer bytes (fp16 allreduce) or more overlap help, not tuning; "
+            if wire >= AT_FABRIC * busbw
+            else "below the fabric's bus bandwidth: the allreduce waits on overheads, not the wire; "
+        )
+    if facts.record.config.framework == "ddp":
+        knobs = "a larger DDP bucket (inventory run.bucket_cap_mb) so fewer, larger allreduces go out"
+    else:
+        knobs = (
+            "a larger Horovod fusion buffer (HOROVOD_FUSION_THRESHOLD, e.g. 128 MiB) and cycle time "
+            "(HOROVOD_CYCLE_TIME), and fp16 allreduce (inventory run.fp16_allreduce: half the bytes)"
+        )
+    return f"{where}{knobs}; check every rail carries traffic (`clusterctl check`), nodes on one leaf switch"
+
+
+def straggler(facts: RunFacts) -> Diagnosis:
+    """The slowest node (or, on one node, rank) in useful compute against the fastest, with what its
+    telemetry shows: CPU saturation and steal, GPU clocks and throttling."""
+    code = "straggler"
+    by_node = node_compute(facts.breakdown)
+    if len(by_node) >= 2:
+        unit, compute = "node", by_node
+    else:
+        unit = "rank"
+        compute = {f"rank {b.rank}": b.useful_ms for b in facts.breakdown if b.useful_ms is not None}
+    if len(compute) < 2:
+        return unknown(code, "fewer than two ranks with a useful-compute figure: nothing to compare")
+    slow = max(compute, key=compute.__getitem__)
+    fast = min(compute, key=compute.__getitem__)
+    ratio = compute[slow] / compute[fast] if compute[fast] > 0 else None
+    if ratio is None:
+        return unknown(code, "no useful compute measured")
+    found = ratio >= STRAGGLER
+    node = facts.node_of(slow) if unit == "node" else None
+    seen, evidence = _node_health(facts, node)
+    return Diagnosis(
+        status="found" if found else "clear",
+        severity="warning" if found else "info",
+        code=code,
+        node=node,
+        message=f"{slow} computes {ratio:.1f}x slower than {fast} "
+        f"({compute[slow]:.0f} vs {compute[fast]:.0f} ms per step){seen}",
+        advice=f"look at {slow}: rank-to-CPU binding (mpirun --bind-to core/socket), other load on it, "
+        "its GPU clocks and cooling; or leave it out of the run (--nodes, the inventory)"
+        if found
+        else "",
+        evidence={
+            "slowest": slow,
+            "fastest": fast,
+            "slowest_ms": round(compute[slow], 3),
+            "fastest_ms": round(compute[fast], 3),
+            "ratio": round(ratio, 3),
+            "threshold": STRAGGLER,
+            **evidence,
+        },
+    )
+
+
+def _node_health(facts: RunFacts, node: str | None) -> tuple[str, Evidence]:
+    """What a node's telemetry says of its CPUs and GPUs, as words for a message and evidence."""
+    samples = facts.telemetry.get(node, []) if node else []
+    if not samples:
+        return ("; its telemetry: unknown (none recorded)" if node else ""), {"telemetry": "unknown"}
+    util, steal = _cpu(samples, "util"), _cpu(samples, "steal")
+    clocks = [g.sm_clock_mhz for s in samples for g in s.gpus or [] if g.sm_clock_mhz is not None]
+    reasons = sorted({r for s in samples for g in s.gpus or [] for r in g.throttle or []})
+    words = [f"CPUs {100 * util:.0f}% busy" if util is not None else "CPU unknown"]
+    words += [f"steal {100 * steal:.0f}%"] if steal is not None and steal >= STEAL else []
+    words += [f"GPU SM clock min {min(clocks):.0f} MHz"] if clocks else []
+    words += [f"throttled ({', '.join(reasons)})"] if reasons else []
+    evidence: Evidence = {
+        "cpu_util": None if util is None else round(util, 3),
+        "cpu_steal": None if steal is None else round(steal, 3),
+        "gpu_sm_clock_min_mhz": min(clocks) if clocks else None,
+        "gpu_throttle": ",".join(reasons) or None,
+    }
+    return "; its telemetry: " + ", ".join(words), evidence
+
+
+def cpu_starved(facts: RunFacts) -> Diagnosis:
+    """Nodes whose CPUs were saturated (telemetry) while their ranks computed slower than the fastest node's."""
+    code = "cpu-starved"
+    compute = node_compute(facts.breakdown)
+    util = {host: _cpu(facts.telemetry.get(facts.node_of(host), []), "util") for host in compute}
+    known = {host: u for host, u in util.items() if u is not None}
+    if not known:
+        return unknown(code, "no CPU telemetry for the run's nodes")
+    if len(compute) < 2:
+        return unknown(code, "one node: no faster node to compare its compute with",
+                       cpu_util=round(next(iter(known.values())), 3))  # fmt: skip
+    fastest = min(compute.values())
+    starved = sorted(h for h, u in known.items() if u >= CPU_SATURATED and compute[h] >= STRAGGLER * fastest)
+    evidence: Evidence = {f"cpu_util.{h}": round(u, 3) for h, u in sorted(known.items())}
+    if not starved:
+        return Diagnosis(status="clear", severity="info", code=code, evidence=evidence,
+                         message="no node's CPUs were saturated while its ranks computed slower")  # fmt: skip
+    names = ", ".join(
+        f"{h} ({100 * known[h]:.0f}% busy, {compute[h] / fastest:.1f}x slower)" for h in starved
+    )
+    return Diagnosis(
+        status="found",
+        severity="warning",
+        code=code,
+        node=facts.node_of(starved[0]),
+        message=f"CPUs saturated while computing slower: {names}",
+        advice="bind each rank to its own cores (mpirun --bind-to core, --map-by), fewer threads per rank "
+        "(OMP_NUM_THREADS), no other work on the node, or a node with more cores",
+        evidence=evidence,
+    )
+
+
+def _rail_rates(samples: Sequence[Sample]) -> dict[str, float]:
+    """Each rail's (HCA port's, ``name:port``) mean tx+rx bytes per second over the samples."""
+    rates: dict[str, list[float]] = defaultdict(list)
+    for sample in samples:
+        for name, link in (sample.net or {}).items():
+            if ":" in name and link.tx_Bps is not None and link.rx_Bps is not None:
+                rates[name].append(link.tx_Bps + link.rx_Bps)
+    return {name: statistics.fmean(values) for name, values in rates.items()}
+
+
+def rails(facts: RunFacts) -> Diagnosis:
+    """Idle or unbalanced rails: per node, each HCA port's mean traffic against its busiest one's."""
+    code = "rails"
+    by_node = {node: r for node, samples in facts.telemetry.items() if (r := _rail_rates(samples))}
+    if not by_node:
+        return unknown(code, "no per-rail (HCA port) rates in the telemetry")
+    problems: list[str] = []
+    evidence: Evidence = {}
+    for node, rates in sorted(by_node.items()):
+        busiest = max(rates.values())
+        evidence |= {f"{node}.{name}_MBps": round(rate / 1e6, 3) for name, rate in sorted(rates.items())}
+        idle = sorted(n for n, r in rates.items() if r <= RAIL_IDLE * busiest or busiest == 0)
+        if busiest == 0 and facts.record.nodes > 1:
+            problems.append(f"{node}: every rail idle")
+        elif idle:
+            problems.append(f"{node}: {', '.join(idle)} idle")
+        elif len(rates) > 1 and min(rates.values()) / busiest < RAIL_BALANCE:
+            low = min(rates, key=rates.__getitem__)
+            problems.append(f"{node}: {low} carries {min(rates.values()) / busiest:.2f} of its busiest rail")
+    if not problems:
+        return Diagnosis(status="clear", severity="info", code=code, evidence=evidence,
+                         message="every rail carried its share")  # fmt: skip
+    return Diagnosis(
+        status="found",
+        severity="warning",
+        code=code,
+        node=problems[0].split(":")[0],
+        message="idle or unbalanced rails: " + "; ".join(problems),
+        advice="the rail: name every HCA in the inventory's fabric.hca (NCCL_IB_HCA), check its link and "
+        "cabling (`clusterctl check`), one rank per rail-local GPU",
+        evidence=evidence,
+    )
+
+
+def _busy_window(utils: list[float]) -> list[float]:
+    """The samples from the first busy one to the last (start-up and shutdown are not gaps)."""
+    busy = [i for i, u in enumerate(utils) if u >= GPU_IDLE_UTIL]
+    return utils[busy[0] : busy[-1] + 1] if busy else utils
+
+
+def gpu_idle(facts: RunFacts) -> Diagnosis:
+    """GPU idle gaps: the share of each GPU's busy window with its utilisation under 10%."""
+    code = "gpu-idle"
+    series: dict[str, list[float]] = defaultdict(list)
+    for node, samples in facts.telemetry.items():
+        for sample in samples:
+            for gpu in sample.gpus or []:
+                if gpu.util is not None:
+                    series[f"{node}/gpu{gpu.index}"].append(gpu.util)
+    if not series:
+        return unknown(code, "no GPU utilisation in the telemetry (a CPU run, or nvidia-smi unreadable)")
+    idle = {name: share(sum(u < GPU_IDLE_UTIL for u in w), len(w)) or 0.0
+            for name, utils in series.items() if (w := _busy_window(utils))}  # fmt: skip
+    worst = max(idle, key=idle.__getitem__)
+    found = idle[worst] >= GPU_IDLE_SHARE
+    return Diagnosis(
+        status="found" if found else "clear",
+        severity="warning" if found else "info",
+        code=code,
+        node=worst.split("/")[0] if found else None,
+        message=f"{worst} idle {100 * idle[worst]:.0f}% of its busy time",
+        advice="feed the GPUs: more data-loader workers, preprocessing on the GPU (DALI), a larger batch"
+        if found
+        else "",
+        evidence={f"idle_share.{name}": round(v, 3) for name, v in sorted(idle.items())},
+    )
+
+
+def not_overlapped(facts: RunFacts) -> Diagnosis:
+    """Allreduce not overlapped with backward: the exposed communication against the time the whole
+    gradient allreduce takes at the preflight's bus bandwidth."""
+    code = "not-overlapped"
+    breakdown = facts.breakdown
+    exposed = [b.phases_ms.exposed_comm.mean for b in breakdown if b.phases_ms.exposed_comm]
+    if facts.record.world_size < 2:
+        return unknown(code, "one rank: nothing is all-reduced")
+    if not exposed:
+        return unknown(code, "no exposed-communication phase in the breakdown")
+    if not facts.allreduce_s:
+        return unknown(code, "no preflight bus bandwidth to time the whole allreduce (`run --preflight`)")
+    exposed_s = statistics.fmean(exposed) / 1e3
+    hidden = max(0.0, 1 - exposed_s / facts.allreduce_s)
+    found = exposed_s >= NOT_OVERLAPPED * facts.allreduce_s
+    if facts.record.config.framework == "ddp":
+        knob = "smaller DDP buckets (inventory run.bucket_cap_mb) so the first ones go out during backward"
+    else:
+        knob = "a shorter Horovod cycle time (HOROVOD_CYCLE_TIME) and fusion threshold so allreduces start during backward"
+    return Diagnosis(
+        status="found" if found else "clear",
+        severity="warning" if found else "info",
+        code=code,
+        message=f"{100 * hidden:.0f}% of the allreduce hidden behind backward "
+        f"({1e3 * exposed_s:.0f} ms exposed of {1e3 * facts.allreduce_s:.0f} ms at the preflight bandwidth)",
+        advice=knob if found else "",
+        evidence={
+            "exposed_ms": round(1e3 * exposed_s, 3),
+            "allreduce_ms": round(1e3 * facts.allreduce_s, 3),
+            "hidden_share": round(hidden, 3),
+        },
+    )
+
+
+Rule = Callable[[RunFacts], Diagnosis]
+# In the order a cause comes before its symptom: a straggler makes the others wait in the allreduce.
+RULES: tuple[Rule, ...] = (
+    straggler,
+    cpu_starved,
+    communication_bound,
+    not_overlapped,
+    input_bound,
+    gpu_idle,
+    rails,
+)
+
+
+def diagnose(facts: RunFacts) -> list[Diagnosis]:
+    """Every rule's answer on the run, in ``RULES`` order."""
+    return [rule(facts) for rule in RULES]
