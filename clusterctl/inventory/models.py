@@ -337,6 +337,26 @@ class RunDefaults(Strict):
     data_dir: SafePath | None = Field(
         None, description="Data set path in the container; None: synthetic data."
     )
+    data: Literal["synthetic"] | ListPath = Field(
+        "synthetic",
+        description="resnet50's input: synthetic tensors, or an ImageNet-layout directory in the container "
+        "(train/<class>/*.JPEG, val/<class>/*.JPEG; under a container.mounts target) read by a real pipeline.",
+    )
+    loader_workers: int | None = Field(
+        None, ge=0, le=256, description="DataLoader worker processes per rank; None: the container's cores per rank."
+    )
+    epochs: int | None = Field(
+        None, ge=1, le=10_000, description="Real data: train this many epochs (evaluating after each) instead of steps."
+    )
+    target_top1: float | None = Field(
+        None, gt=0, le=1, description="Real data: the top-1 accuracy on val whose first epoch and time are reported."
+    )
+    base_lr: float = Field(
+        0.1, gt=0, le=100, description="Learning rate for a global batch of 256, scaled linearly (Goyal et al.)."
+    )
+    warmup_epochs: float = Field(
+        1.0, ge=0, le=1000, description="Real data: epochs of linear learning-rate warm-up from base_lr/world size."
+    )
     display_every: int = Field(10, ge=1, le=1_000_000, description="Print throughput every N steps.")
     fp16_allreduce: bool = Field(
         False,
