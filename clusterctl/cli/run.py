@@ -25,7 +25,6 @@ from clusterctl.terminal import safe_text
 from clusterctl.workloads import NAMES
 
 if TYPE_CHECKING:
-
     from clusterctl.results.counters import CounterExpectation, CounterProof, NodeTraffic
     from clusterctl.results.record import RunRecord
     from clusterctl.run.context import RunContext
@@ -127,6 +126,26 @@ def run(
     steps: int | None = typer.Option(None, "--steps", help="Measured steps."),
     warmup_steps: int | None = typer.Option(None, "--warmup-steps", help="Steps before measuring."),
     image_size: int | None = typer.Option(None, "--image-size", help="Synthetic image side in pixels."),
+    data: str | None = typer.Option(
+        None,
+        "--data",
+        help="resnet50: 'synthetic', or an ImageNet-layout directory in the container (run.data).",
+    ),
+    loader_workers: int | None = typer.Option(None, "--loader-workers", help="DataLoader workers per rank."),
+    loader_only: bool | None = typer.Option(
+        None,
+        "--loader-only",
+        help="Real data: the input pipeline alone on every node (img/s per node, per worker).",
+    ),
+    skip_bad_images: bool | None = typer.Option(
+        None, "--skip-bad-images", help="Real data: leave out and count files that do not decode."
+    ),
+    epochs: int | None = typer.Option(
+        None, "--epochs", help="Real data: train N epochs, evaluating after each."
+    ),
+    target_top1: float | None = typer.Option(
+        None, "--target-top1", help="Real data: report the epoch and time val top-1 first reaches X."
+    ),
     repeats: int = RepeatsOption,
     timeout: float = TimeoutOption,
     dry_run: bool = DryRunOption,
@@ -160,6 +179,12 @@ def run(
         steps=steps,
         warmup_steps=warmup_steps,
         image_size=image_size,
+        data=data,
+        loader_workers=loader_workers,
+        loader_only=loader_only,
+        skip_bad_images=skip_bad_images,
+        epochs=epochs,
+        target_top1=target_top1,
     )
     context = run_context(
         inv,

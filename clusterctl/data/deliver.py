@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
-from clusterctl.data.probe import NodeDataset, parse_probe, probe_command
+from clusterctl.data.probe import NodeDataset, host_path, parse_probe, probe_command
 from clusterctl.data.synth import MANIFEST_NAME, Manifest, SynthSpec, listing_line, make_manifest, render_all
 from clusterctl.errors import ConnectError, InputError, StepError
 from clusterctl.hosts.command import CommandResult
@@ -208,4 +208,28 @@ def _check_shared(
             f"data synth --shared: {', '.join(blind)} do(es) not see the dataset written at {path} through "
             f"{next(iter(written))}: {path} is not one shared file system on these nodes. Fix: run without "
             "--shared (the dataset is then written onto every node)."
+        )
+
+
+def require_dataset(inventory: Inventory, nodes: list[Node], container_path: str) -> None:
+    """Refuse a run whose dataset (``run.data``, seen through ``container.mounts``) is missing or empty
+    on a node, before anything starts.
+
+    Raises:
+        InputError: no mount holds ``container_path``, or a node lacks the dataset (each named, with the
+            path on the node).
+        ConnectError: a node could not be asked.
+    """
+    path = host_path(inventory, container_path)
+    answers = probe_nodes(inventory, nodes, path)
+    lacking = [a for a in answers.values() if not a.usable]
+    if lacking:
+        where = "; ".join(
+            f"{a.node}:{a.path} is {a.state if a.state in ('absent', 'empty') else 'without train/ and val/'}"
+            for a in lacking
+        )
+        raise InputError(
+            f"run.data {container_path}: the dataset is missing on {len(lacking)} node(s) ({where}); nothing was "
+            "started. Fix: make it there (`clusterctl data synth`, or copy your ImageNet-layout directory), or "
+            "run with --data synthetic."
         )

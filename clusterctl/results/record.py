@@ -53,6 +53,11 @@ class RunConfig(BaseModel):
         description="GPU model, or 'cpu'; with the nodes' cpuset size when set, e.g. 'cpu (1-core nodes)': "
         "runs on nodes of other sizes are not comparable."
     )
+    data: str = Field(
+        "synthetic",
+        description="What was fed: synthetic tensors, real (images read from run.data), or real-loader (the "
+        "input pipeline alone, no model); older records: synthetic.",
+    )
 
 
 class RunRecord(BaseModel):

@@ -71,6 +71,14 @@ def _mfu(row: ReportRow) -> str:
     return f"{row.achieved_tflops:,.3g} TF/s{share}"
 
 
+def _input(row: ReportRow) -> str:
+    """The input pipeline's own rate, and whether training waited on it."""
+    if row.loader_images_per_sec is None:
+        return "-"
+    verdict = {True: " [input-bound]", False: " [keeps up]", None: ""}[row.input_bound]
+    return f"{row.loader_images_per_sec:,.1f} {row.unit}{verdict}"
+
+
 @dataclass(frozen=True)
 class _Column:
     """One column of the report table: its header, its cell, and whether it must be shown."""
@@ -96,6 +104,7 @@ _COLUMNS: tuple[_Column, ...] = (
     _Column("precision", lambda r: r.config.precision, 2),
     _Column("batch", lambda r: str(r.config.batch_size), 3, right=True),
     _Column("device", lambda r: r.config.device, 7),
+    _Column("data", lambda r: r.config.data, 2),
     _Column("devices", lambda r: str(r.devices), None, right=True),
     _Column("nodes", lambda r: ",".join(map(str, r.nodes)), 1, right=True),
     _Column("runs", lambda r: f"{r.runs}" + (f" (+{r.invalid_runs} invalid)" if r.invalid_runs else ""), 4),
@@ -112,6 +121,14 @@ _COLUMNS: tuple[_Column, ...] = (
     _Column("predicted", _predicted, 10, right=True, sparse=True),
     _Column("PE=LBxCE", _pop, 13, right=True, sparse=True),
     _Column("mfu", _mfu, 14, right=True, sparse=True),
+    _Column("input", _input, 15, right=True, sparse=True),
+    _Column(
+        "time-to-target",
+        lambda r: _fmt(r.time_to_target_s, ",.1f") + (" s" if r.time_to_target_s else ""),
+        16,
+        right=True,
+        sparse=True,
+    ),
     _Column("fabric", _fabric, 11, right=True, sparse=True),
     _Column("nccl algo", lambda r: ", ".join(r.algorithms) or "-", 12, sparse=True),
     _Column("reference", lambda r: _references(r) or "-", 9),

@@ -65,6 +65,7 @@ def judge_run(
         image_size=s.image_size,
         image_profile=inventory.image.profile,
         device=(primary.gpus.model or "gpu") if plan.gpu else _cpu_device(primary.cpu_count),
+        data="synthetic" if s.data == "synthetic" else "real-loader" if s.loader_only else "real",
     )
     fabric = prove_fabric(
         output,

@@ -11,9 +11,12 @@ of its nodes), judge (pure), write the run directory, add the history row, hand 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from clusterctl.data.deliver import require_dataset
+from clusterctl.inventory import Inventory
 from clusterctl.results.history import add_run, history_path
 from clusterctl.results.record import TIMEOUT_EXIT_CODE, RunRecord
 from clusterctl.results.report import ReportRow, report_of
@@ -37,12 +40,22 @@ def run_plans(context: RunContext) -> list[tuple[RunRecord, Path]]:
         StepError, ConnectError, RunFailed: as the launcher's ``start`` and ``follow``.
         PreflightRefused: with preflight, a collective failed or was too slow; nothing runs after it.
     """
+    check_datasets(context.inventory, context.plans)
     done: list[tuple[RunRecord, Path]] = []
     for i, plan in enumerate(context.plans):
         if context.preflight is not None:
             _run_preflight(context, context.preflight.plans[i], context.preflight.workload)
         done += _run_repeats(context, plan, context.workload, context.repeats)
     return done
+
+
+def check_datasets(inventory: Inventory, plans: Sequence[LaunchPlan]) -> None:
+    """Refuse, before the first launch, a real-data plan whose dataset a node of it lacks (``require_dataset``)."""
+    by_name = {node.name: node for node in inventory.nodes}
+    for plan in plans:
+        data = plan.options.settings.data
+        if data != "synthetic":
+            require_dataset(inventory, [by_name[h.node] for h in plan.hosts], data)
 
 
 def run_sweep(context: RunContext) -> tuple[list[tuple[RunRecord, Path]], list[ReportRow], list[str]]:

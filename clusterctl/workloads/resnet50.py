@@ -20,6 +20,16 @@ if TYPE_CHECKING:
 
 RESULT_PREFIX = "CLUSTERCTL_RESULT "
 SCRIPT = f"{CONTAINER_PAYLOAD_DIR}/resnet50_bench.py"
+RATES = ("total_images_per_sec", "images_per_sec_per_device")
+# What a real-data run's result line adds (issue 23): the loader's own rate, top-1, time to target.
+REAL_DATA_FIGURES = {
+    "loader_images_per_sec": "img/s",
+    "loader_images_per_sec_per_worker": "img/s",
+    "input_share": "fraction",
+    "top1": "fraction",
+    "time_to_target_s": "s",
+    "skipped_images": "files",
+}
 # Trainable parameters of the payload's ResNet-50 at 1000 classes (torchvision's count; a test
 # counts the payload's model).
 PARAMETERS = 25_557_032
@@ -83,6 +93,7 @@ class ResNet50(Workload):
             argv.append("--channels-last")
         if settings.xla:
             argv.append("--compile")
+        argv += _data_argv(settings)
         if settings.framework == "ddp":  # the rendezvous address comes from MASTER_ADDR (run/plan.py)
             argv.append(f"--bucket-cap-mb={settings.bucket_cap_mb:g}")
         elif settings.fp16_allreduce:
@@ -124,11 +135,12 @@ class ResNet50(Workload):
         """Total and per-device img/s from rank 0's result line; a figure that is not a number is left out
         (sanity then finds no result, or judging finds a non-finite one)."""
         result = parse_result_line(log) or {}
-        figures = {
-            name: _number(result.get(name)) for name in ("total_images_per_sec", "images_per_sec_per_device")
-        }
+        units = {**dict.fromkeys(RATES, "img/s"), **REAL_DATA_FIGURES}
+        figures = {name: _number(result.get(name)) for name in units}
         return {
-            name: Metric(value=value, unit="img/s") for name, value in figures.items() if value is not None
+            name: Metric(value=value, unit=units[name])
+            for name, value in figures.items()
+            if value is not None
         }
 
     def breakdown(self, log: str) -> list[RankBreakdown]:
@@ -149,12 +161,60 @@ class ResNet50(Workload):
         s = plan.options.settings
         return [
             *_compile_note(s.xla, s.framework, result.get("compile")),
+            *_input_bound(result),
             *expect("wrong-model", result.get("model"), self.model, "model"),
             *expect("wrong-batch-size", result.get("batch_size"), s.batch_size, "batch size per device"),
             *expect("wrong-world-size", result.get("world_size"), plan.world_size, "world size"),
             *expect("wrong-precision", result.get("precision"), s.precision, "precision"),
             *expect("wrong-framework", result.get("framework"), s.framework, "framework"),
         ]
+
+
+def _input_bound(result: dict[str, Any]) -> list[Finding]:
+    """The payload's verdict on a real-data run: training waited on its input pipeline."""
+    if result.get("input_bound") is not True:
+        return []
+    loader, training = (
+        _number(result.get("loader_images_per_sec")),
+        _number(result.get("total_images_per_sec")),
+    )
+    share = _number(result.get("input_share"))
+    return [
+        Finding(
+            severity="warning",
+            code="input-bound",
+            message=f"input-bound: the input pipeline alone reads {loader or 0:,.1f} img/s against training's "
+            f"{training or 0:,.1f} img/s, and {100 * (share or 0):.0f}% of each step waited for input.",
+            advice="More loader workers (run.loader_workers), more CPU cores per rank, faster storage, or "
+            "smaller JPEGs; `run --loader-only` measures the pipeline alone on every node.",
+        )
+    ]
+
+
+def _data_argv(settings: RunDefaults) -> list[str]:
+    """The payload's real-data options; none for synthetic data."""
+    if settings.data == "synthetic":
+        return []
+    argv = [
+        f"--data={settings.data}",
+        f"--base-lr={settings.base_lr:g}",
+        f"--warmup-epochs={settings.warmup_epochs:g}",
+    ]
+    if settings.loader_workers is not None:
+        argv.append(f"--loader-workers={settings.loader_workers}")
+    if settings.epochs is not None:
+        argv.append(f"--epochs={settings.epochs}")
+    if settings.target_top1 is not None:
+        argv.append(f"--target-top1={settings.target_top1:g}")
+    argv += [
+        flag
+        for flag, on in (
+            ("--skip-bad-images", settings.skip_bad_images),
+            ("--loader-only", settings.loader_only),
+        )
+        if on
+    ]
+    return argv
 
 
 def _compile_note(asked: bool, framework: str, compiled: object) -> list[Finding]:
