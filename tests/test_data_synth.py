@@ -57,8 +57,11 @@ def test_default_images_come_near_imagenets_mean_size() -> None:
 
 def test_classes_differ_in_colour_more_than_images_of_one_class() -> None:
     """The signature is learnable: the mean colours of two classes lie further apart than two images of one."""
+
     def mean_rgb(label: int, index: int) -> list[float]:
-        file = next(f for f in plan_files(SMALL) if f.label == label and f.index == index and f.split == "train")
+        file = next(
+            f for f in plan_files(SMALL) if f.label == label and f.index == index and f.split == "train"
+        )
         with Image.open(io.BytesIO(render_image(SMALL, file))) as img:
             pixel = img.convert("RGB").resize((1, 1), Image.Resampling.BOX).getpixel((0, 0))
         assert isinstance(pixel, tuple)
@@ -137,7 +140,9 @@ def test_run_data_maps_to_the_nodes_through_the_deepest_mount() -> None:
         ({"data": "relative/path"}, "absolute path"),
     ],
 )
-def test_real_data_options_are_refused_without_what_they_need(settings: dict[str, object], problem: str) -> None:
+def test_real_data_options_are_refused_without_what_they_need(
+    settings: dict[str, object], problem: str
+) -> None:
     with pytest.raises(ValueError, match=problem):
         RunDefaults.model_validate(settings)
 
@@ -147,7 +152,13 @@ def test_resnet50_argv_carries_the_real_data_options() -> None:
         {"data": "/data/synth", "loader_workers": 3, "epochs": 4, "target_top1": 0.6, "skip_bad_images": True}
     )
     argv = ResNet50().argv(settings, gpu=False)
-    for expected in ("--data=/data/synth", "--loader-workers=3", "--epochs=4", "--target-top1=0.6", "--skip-bad-images"):
+    for expected in (
+        "--data=/data/synth",
+        "--loader-workers=3",
+        "--epochs=4",
+        "--target-top1=0.6",
+        "--skip-bad-images",
+    ):
         assert expected in argv
     assert not any(a.startswith("--data") for a in ResNet50().argv(RunDefaults(), gpu=False))
 

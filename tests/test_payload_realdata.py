@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -16,8 +17,11 @@ from clusterctl.data.synth import SynthSpec, render_all
 from tests.test_payload_model import bench
 
 assert bench  # puts the payload's directory on sys.path, as the image's layout has it
-import imagedata  # noqa: E402  # the payload's siblings import each other top-level
-import realtrain  # noqa: E402
+if TYPE_CHECKING:  # the checker reads the payload as the package; the siblings import each other top-level
+    from clusterctl.payload import imagedata, realtrain
+else:
+    import imagedata
+    import realtrain
 
 PAYLOAD = Path(bench.__file__)
 SPEC = SynthSpec(classes=3, train_per_class=8, val_per_class=3, width=40, height=36, seed=3)

@@ -166,7 +166,6 @@ def train_epochs(
         "epochs": history,
         "trained_images": images,
         "train_seconds": round(train_seconds, 6),
-        "images_per_sec": images / train_seconds if train_seconds > 0 else 0.0,
         "top1": history[-1]["top1"] if history else None,
         "target_top1": args.target_top1,
         "target_epoch": reached[0] if reached else None,
