@@ -12,6 +12,8 @@ from PIL import Image
 
 from clusterctl.cli import main
 from clusterctl.data.probe import host_path, parse_probe, probe_command
+from clusterctl.data.storage import NodeStorage as StorageAnswer
+from clusterctl.data.storage import judge_storage, parse_storage, storage_command
 from clusterctl.data.synth import (
     MANIFEST_NAME,
     SynthSpec,
@@ -169,3 +171,31 @@ def test_data_synth_refuses_a_bad_path_before_contacting_any_node(capsys: pytest
     assert "--path 'relative/dir'" in capsys.readouterr().err
     assert main(["data", "synth", "-i", inventory]) == 2
     assert "pass --path DIR" in capsys.readouterr().err
+
+
+def _storage(path: Path) -> StorageAnswer | None:
+    done = subprocess.run(
+        ["sh", "-c", storage_command(str(path))], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return parse_storage("node1", str(path), done.stdout)
+
+
+def test_storage_check_lists_reads_and_tells_differing_datasets_apart(tmp_path: Path) -> None:
+    for name in ("a", "b"):
+        for file, data in render_all(SMALL):
+            (tmp_path / name / file.path).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / name / file.path).write_bytes(data)
+    a, b = _storage(tmp_path / "a"), _storage(tmp_path / "b")
+    assert a is not None and b is not None and a.present and a.files == 18
+    assert (a.files, a.bytes, a.digest) == (b.files, b.bytes, b.digest)
+    assert judge_storage("/data", "/srv", {"node1": a, "node2": b})[0].code == "dataset-read-rate"
+    extra = tmp_path / "b" / "train" / "n00000000" / "extra.JPEG"
+    extra.write_bytes(b"x")
+    b = _storage(tmp_path / "b")
+    missing = _storage(tmp_path / "none")
+    assert missing is not None and not missing.present
+    codes = {
+        (f.code, f.node) for f in judge_storage("/data", "/srv", {"node1": a, "node2": b, "node3": missing})
+    }
+    assert ("dataset-differs", None) in codes and ("dataset-missing", "node3") in codes
