@@ -146,6 +146,11 @@ def run(
     target_top1: float | None = typer.Option(
         None, "--target-top1", help="Real data: report the epoch and time val top-1 first reaches X."
     ),
+    drop_caches: bool | None = typer.Option(
+        None,
+        "--drop-caches",
+        help="Drop every node's page cache before each repeat (root on hosts; not on containers).",
+    ),
     repeats: int = RepeatsOption,
     timeout: float = TimeoutOption,
     dry_run: bool = DryRunOption,
@@ -185,6 +190,7 @@ def run(
         skip_bad_images=skip_bad_images,
         epochs=epochs,
         target_top1=target_top1,
+        drop_caches=drop_caches,
     )
     context = run_context(
         inv,

@@ -376,6 +376,11 @@ class RunDefaults(Strict):
         False, description="Real data: leave out (and count) files that do not decode, instead of stopping."
     )
     loader_only: bool = Field(False, description="Real data: run the input pipeline alone (no model).")
+    drop_caches: bool = Field(
+        False,
+        description="Drop every node's page cache before each repeat (root on hosts only; refused on "
+        "containers, such as the sandbox's nodes).",
+    )
     display_every: int = Field(10, ge=1, le=1_000_000, description="Print throughput every N steps.")
     fp16_allreduce: bool = Field(
         False,

@@ -103,6 +103,9 @@ class RunRecord(BaseModel):
         "optimizer: median/p10/p90/mean ms) and host, by rank; None: the output has none (another "
         "workload, an older payload, every rank crashed).",
     )
+    cache_dropped: bool = Field(
+        False, description="Whether every node's page cache was dropped before the run (run --drop-caches)."
+    )
     pop: PopMetrics | None = Field(
         None,
         description="Load balance, communication and parallel efficiency from the breakdown; None "

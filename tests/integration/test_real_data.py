@@ -1,7 +1,8 @@
 """Real data on the 2-node sandbox (issue 23): `data synth` writes the dataset onto both nodes over SSH
 (skipped when there, refused over files it did not write), then resnet50 reads it through a container
 mount with real workers: the loader alone, a 1-node run, a 2-node time-to-target run, the report's data
-and time-to-target, and a node without the dataset refused before anything starts."""
+and time-to-target, `--drop-caches` refused on container nodes, and a node without the dataset refused
+before anything starts."""
 
 from __future__ import annotations
 
@@ -106,6 +107,12 @@ def test_data_synth_then_real_data_runs(
     assert code == 0
     rows = {(row["config"]["data"], row["devices"]): row for row in report}
     assert rows[("real", 2)]["time_to_target_s"] > 0 and rows[("real-loader", 2)]["loader_images_per_sec"] > 0
+
+    # The sandbox's nodes are containers: their page cache is the whole machine's, never dropped.
+    code, _, err = _json(
+        capsys, "run", "resnet50", *inv, *runs, "--nodes", "2", "--steps", "3", "--drop-caches"
+    )
+    assert code == 2 and "node1: the node is a container" in err and "nothing was started" in err
 
     on_node(sandbox2, "node2", "rm", "-rf", f"{NODE_ROOT}/synth")
     code, _, err = _json(capsys, "run", "resnet50", *inv, *runs, "--nodes", "2", "--steps", "3")
