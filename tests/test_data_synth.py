@@ -199,3 +199,18 @@ def test_storage_check_lists_reads_and_tells_differing_datasets_apart(tmp_path: 
         (f.code, f.node) for f in judge_storage("/data", "/srv", {"node1": a, "node2": b, "node3": missing})
     }
     assert ("dataset-differs", None) in codes and ("dataset-missing", "node3") in codes
+
+
+def test_loader_rates_are_summed_per_node_from_every_ranks_line() -> None:
+    # The payload's lines as mpirun --tag-output forwards them (format of a real 1-rank run's line).
+    line = (
+        '[1,{rank}]<stdout>:CLUSTERCTL_LOADER {{"host": "{host}", "images": 176, "images_per_sec": {rate}, '
+        '"images_per_sec_per_worker": {rate}, "rank": {rank}, "seconds": 0.25, "skipped_images": 0, "workers": 1}}'
+    )
+    log = "\n".join(
+        line.format(rank=r, host=h, rate=v)
+        for r, h, v in ((0, "node1", 100.0), (1, "node1", 50.5), (2, "node2", 80.0))
+    )
+    metrics = ResNet50().metrics(log + "\n[1,1]<stdout>:CLUSTERCTL_LOADER {broken")
+    assert metrics["loader_images_per_sec[node1]"].value == 150.5
+    assert metrics["loader_images_per_sec[node2]"].value == 80.0

@@ -6,7 +6,7 @@ import json
 import math
 from typing import TYPE_CHECKING, Any
 
-from clusterctl.diagnostics.model import split_tag
+from clusterctl.diagnostics.model import split_tag, tagged_lines
 from clusterctl.findings import Finding
 from clusterctl.image.render import CONTAINER_PAYLOAD_DIR
 from clusterctl.workloads.base import Metric, Workload, expect, missing_result
@@ -65,6 +65,29 @@ def _number(value: object) -> float | None:
         return float(value)
     except OverflowError:  # an integer beyond float's range
         return math.inf
+
+
+LOADER_PREFIX = "CLUSTERCTL_LOADER "
+
+
+def loader_rates_by_node(log: str) -> dict[str, float]:
+    """``loader_images_per_sec[<host>]``: the input pipeline's rate on each node, the sum of its ranks'
+    ``CLUSTERCTL_LOADER`` lines (every rank prints one, with its host)."""
+    rates: dict[str, float] = {}
+    for raw in tagged_lines(log):
+        _, line = split_tag(raw)
+        start = line.find(LOADER_PREFIX)
+        if start < 0:
+            continue
+        try:
+            value, _ = json.JSONDecoder().raw_decode(line, start + len(LOADER_PREFIX))
+        except json.JSONDecodeError:
+            continue
+        rate = _number(value.get("images_per_sec")) if isinstance(value, dict) else None
+        host = value.get("host") if isinstance(value, dict) else None
+        if rate is not None and isinstance(host, str):
+            rates[host] = rates.get(host, 0.0) + rate
+    return {f"loader_images_per_sec[{host}]": rate for host, rate in sorted(rates.items())}
 
 
 class ResNet50(Workload):
@@ -132,15 +155,19 @@ class ResNet50(Workload):
         return None if versions.framework == "pytorch" else "PyTorch"
 
     def metrics(self, log: str) -> dict[str, Metric]:
-        """Total and per-device img/s from rank 0's result line; a figure that is not a number is left out
-        (sanity then finds no result, or judging finds a non-finite one)."""
+        """Total and per-device img/s from rank 0's result line (and, for real data, the loader's rate, top-1,
+        time to target; the loader's rate per node from every rank's line); a figure that is not a number
+        is left out (sanity then finds no result, or judging finds a non-finite one)."""
         result = parse_result_line(log) or {}
         units = {**dict.fromkeys(RATES, "img/s"), **REAL_DATA_FIGURES}
         figures = {name: _number(result.get(name)) for name in units}
-        return {
+        metrics = {
             name: Metric(value=value, unit=units[name])
             for name, value in figures.items()
             if value is not None
+        }
+        return metrics | {
+            name: Metric(value=rate, unit="img/s") for name, rate in loader_rates_by_node(log).items()
         }
 
     def breakdown(self, log: str) -> list[RankBreakdown]:
