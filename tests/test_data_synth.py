@@ -27,6 +27,7 @@ from clusterctl.data.synth import (
 from clusterctl.errors import InputError
 from clusterctl.inventory import Inventory, Mount, RunDefaults, load_inventory
 from clusterctl.paths import data_dir
+from clusterctl.run.sweep import plan_sweep
 from clusterctl.workloads.resnet50 import ResNet50
 
 SMALL = SynthSpec(classes=3, train_per_class=4, val_per_class=2, width=48, height=40, seed=7)
@@ -214,3 +215,15 @@ def test_loader_rates_are_summed_per_node_from_every_ranks_line() -> None:
     metrics = ResNet50().metrics(log + "\n[1,1]<stdout>:CLUSTERCTL_LOADER {broken")
     assert metrics["loader_images_per_sec[node1]"].value == 150.5
     assert metrics["loader_images_per_sec[node2]"].value == 80.0
+
+
+def test_sweep_puts_synthetic_and_real_data_side_by_side() -> None:
+    inv = load_inventory(data_dir("inventories") / "sandbox-example.yml")
+    plans = plan_sweep(inv, "resnet50", [1, 2], {"data": ["synthetic", "/data/imagenet"]})
+    assert [p.options.settings.data for p in plans] == [
+        "synthetic",
+        "synthetic",
+        "/data/imagenet",
+        "/data/imagenet",
+    ]
+    assert sum("--data=/data/imagenet" in p.argv for p in plans) == 2

@@ -345,6 +345,9 @@ def sweep(
     batch_size: str | None = typer.Option(None, "--batch-size", help="Batch sizes per device, e.g. 128,256."),
     precision: str | None = typer.Option(None, "--precision", help="Precisions, e.g. fp16,fp32."),
     framework: str | None = typer.Option(None, "--framework", help="Frameworks, e.g. horovod,ddp."),
+    data: str | None = typer.Option(
+        None, "--data", help="Inputs side by side, e.g. synthetic,/data/imagenet (resnet50; see run --data)."
+    ),
     steps: int | None = typer.Option(None, "--steps", help="Measured steps for every run."),
     image_size: int | None = typer.Option(None, "--image-size", help="Image size for every run."),
     repeats: int = RepeatsOption,
@@ -369,6 +372,7 @@ def sweep(
     for name, option, values in (
         ("precision", "--precision", precision),
         ("framework", "--framework", framework),
+        ("data", "--data", data),
     ):
         if values is not None:
             grid[name] = split_option(values, option, str, "a name")
