@@ -3,10 +3,10 @@
 Each node is asked first (``probe``), all before anything is written: a node holding the same manifest
 is skipped; a directory holding files `data synth` did not write is refused (exit 2, naming the node
 and the path) and nothing is written anywhere. The dataset travels as one tar archive over SFTP and is
-unpacked with ``tar --keep-old-files``, so a file clusterctl did not write is never replaced. The
-manifest is written twice: before unpacking (listing what is about to be written, so an interrupted
-write can be cleaned up by the next one) and, complete, last. A node holding an older manifest has the
-files it lists removed first. With ``shared``, the directory is one shared file system: written once,
+unpacked with ``tar --keep-old-files``, so a file clusterctl did not write is never replaced. Before
+unpacking, the paths about to be written are listed (``LISTING_NAME``) and an incomplete manifest is
+written, so an interrupted write is cleared by the next one; the complete manifest is written last. A
+node holding an older manifest has the files its listing names removed first. With ``shared``, the directory is one shared file system: written once,
 through the first node, and read back on the others.
 """
 
@@ -23,7 +23,15 @@ from pathlib import Path
 from typing import Literal
 
 from clusterctl.data.probe import NodeDataset, host_path, parse_probe, probe_command
-from clusterctl.data.synth import MANIFEST_NAME, Manifest, SynthSpec, listing_line, make_manifest, render_all
+from clusterctl.data.synth import (
+    LISTING_NAME,
+    MANIFEST_NAME,
+    Manifest,
+    SynthSpec,
+    listing_line,
+    make_manifest,
+    render_all,
+)
 from clusterctl.errors import ConnectError, InputError, StepError
 from clusterctl.hosts.command import CommandResult
 from clusterctl.hosts.sftp import write_file
@@ -59,8 +67,10 @@ class SynthResult:
     nodes: list[NodeSynth]
 
 
-def render_archive(spec: SynthSpec, into: Path, progress: Callable[[int, int], None]) -> Manifest:
-    """Render every image of ``spec`` into the tar archive ``into``; the manifest of what it holds.
+def render_archive(
+    spec: SynthSpec, into: Path, progress: Callable[[int, int], None]
+) -> tuple[Manifest, list[str]]:
+    """Render every image of ``spec`` into the tar archive ``into``; the manifest of what it holds, and its paths.
 
     ``progress(done, total)`` is called after each image. The archive's entries are 0644, owned by root,
     dated 0: the same spec gives the same archive.
@@ -74,7 +84,7 @@ def render_archive(spec: SynthSpec, into: Path, progress: Callable[[int, int], N
             tar.addfile(info, io.BytesIO(data))
             lines.append(listing_line(file.path, data))
             progress(done, total)
-    return make_manifest(spec, lines)
+    return make_manifest(spec, lines), [line.split("\t")[0] for line in lines]
 
 
 def probe_nodes(inventory: Inventory, nodes: list[Node], path: str) -> dict[str, NodeDataset]:
@@ -108,34 +118,46 @@ def refuse_foreign(answers: dict[str, NodeDataset]) -> None:
 
 
 def _write_node(
-    inventory: Inventory, node: Node, path: str, archive: Path, manifest: Manifest, previous: Manifest | None
+    inventory: Inventory,
+    node: Node,
+    path: str,
+    archive: Path,
+    manifest: Manifest,
+    paths: list[str],
+    rewrite: bool,
 ) -> NodeSynth | CommandResult:
-    """Write the dataset onto one node at ``path``; its outcome, or the command that failed there."""
+    """Write the dataset onto one node at ``path`` (``rewrite``: first remove the files an earlier synth
+    listed there); its outcome, or the command that failed there."""
     staged = f"/tmp/clusterctl-data-{manifest.digest[:16]}.tar"
-    doomed = f"/tmp/clusterctl-data-{manifest.digest[:16]}.remove"
+    p, s = shlex.quote(path), shlex.quote(staged)
+    listing = shlex.quote(LISTING_NAME)
     try:
         conn = connect(inventory, node)
     except ConnectError as exc:
         return CommandResult(node.name, "connect", None, error=str(exc), unreachable=True)
     with conn:
-        made = run(conn, node, ["mkdir", "-p", "--", path], timeout_s=PROBE_TIMEOUT_S)
+        clear = (
+            f"if [ -f {listing} ]; then tr '\\n' '\\0' < {listing} | xargs -0 -r rm -f --; "
+            # the class directories those files were in, then train/ and val/, where that left them empty
+            f"sed 's|/[^/]*$||' {listing} | sort -u | tr '\\n' '\\0' | xargs -0 -r rmdir --ignore-fail-on-non-empty --; "
+            f"sed 's|/.*$||' {listing} | sort -u | tr '\\n' '\\0' | xargs -0 -r rmdir --ignore-fail-on-non-empty --; fi; "
+            if rewrite
+            else ""
+        )
+        made = run(conn, node, f"set -e; mkdir -p -- {p}; cd {p}; {clear}", timeout_s=WRITE_TIMEOUT_S)
         if not made.ok:
             return made
         sftp = conn.sftp()
-        try:
-            listed = sorted(set(manifest.listing) | set(previous.listing if previous else ()))
-            pending = replace(manifest, digest=INCOMPLETE, listing=tuple(listed))
+        try:  # what is about to be written is listed before it is, so an interrupted write is cleared next time
+            write_file(
+                sftp, "".join(f"{x}\n" for x in paths).encode(), posixpath.join(path, LISTING_NAME), 0o644
+            )
+            pending = replace(manifest, digest=INCOMPLETE)
             write_file(sftp, pending.to_json().encode(), posixpath.join(path, MANIFEST_NAME), 0o644)
             write_file(sftp, archive, staged, 0o600)
-            removal = "\0".join(previous.listing if previous else ()).encode()
-            write_file(sftp, removal, doomed, 0o600)
         except OSError as exc:
             return CommandResult(node.name, "sftp", None, error=f"writing {path}: {exc}")
-        p, s, d = shlex.quote(path), shlex.quote(staged), shlex.quote(doomed)
-        script = (
-            f"set -e; trap 'rm -f {s} {d}' EXIT; cd {p}; xargs -0 -r rm -f -- < {d}; "
-            f"tar -x --keep-old-files --no-same-owner -f {s}"
-        )
+        script = f"set -e; trap 'rm -f {s}' EXIT; cd {p}; tar -x --keep-old-files --no-same-owner -f {s}"
         result = run(conn, node, script, timeout_s=WRITE_TIMEOUT_S)
         if not result.ok:
             return result
@@ -143,7 +165,7 @@ def _write_node(
             write_file(sftp, manifest.to_json().encode(), posixpath.join(path, MANIFEST_NAME), 0o644)
         except OSError as exc:
             return CommandResult(node.name, "sftp", None, error=f"writing the manifest in {path}: {exc}")
-        return NodeSynth(node.name, path, "written", result.duration_s)
+        return NodeSynth(node.name, path, "written", made.duration_s + result.duration_s)
 
 
 def synth_on_nodes(
@@ -167,14 +189,16 @@ def synth_on_nodes(
     refuse_foreign(answers)
     with tempfile.TemporaryDirectory(prefix="clusterctl-synth-") as tmp:
         archive = Path(tmp) / "dataset.tar"
-        manifest = render_archive(spec, archive, progress)
+        manifest, paths = render_archive(spec, archive, progress)
         same = {name for name, a in answers.items() if a.manifest and a.manifest.digest == manifest.digest}
         targets = [n for n in nodes if n.name not in same]
         if shared and targets:
             targets = targets[:1]
         results = fan_out(
             targets,
-            lambda n: _write_node(inventory, n, path, archive, manifest, answers[n.name].manifest),
+            lambda n: _write_node(
+                inventory, n, path, archive, manifest, paths, answers[n.name].state == "manifest"
+            ),
             deadline_s=WRITE_TIMEOUT_S + 120,
         )
     failed = [r for r in results.values() if isinstance(r, CommandResult)]

@@ -13,7 +13,7 @@ import shlex
 from dataclasses import dataclass
 
 from clusterctl.data.probe import host_path
-from clusterctl.data.synth import MANIFEST_NAME
+from clusterctl.data.synth import LISTING_NAME, MANIFEST_NAME
 from clusterctl.findings import Finding
 from clusterctl.hosts.ssh import run_on_nodes
 from clusterctl.inventory import Inventory
@@ -39,13 +39,15 @@ class NodeStorage:
 def storage_command(path: str) -> str:
     """The read-only command printing ``present files bytes digest read_bytes read_seconds`` for ``path``."""
     p = shlex.quote(path)
-    listing = f"find . -type f ! -name {MANIFEST_NAME} -printf '%P\\t%s\\n' | LC_ALL=C sort"
+    listing = (
+        f"find . -type f ! -name {MANIFEST_NAME} ! -name {LISTING_NAME} -printf '%P\\t%s\\n' | LC_ALL=C sort"
+    )
     return (
         f"if [ ! -d {p} ] || [ -z \"$(ls -A {p})\" ]; then echo '{_PREFIX}0'; exit 0; fi; cd {p} || exit 1; "
         f"counts=$({listing} | awk -F '\\t' '{{n++; b+=$2}} END {{printf \"%d %d\", n, b}}'); "
         f"digest=$({listing} | sha256sum | cut -d' ' -f1); "
         f"t0=$(date +%s.%N); got=$(find . -type f -name '*.JPEG' -print0 | head -z -n {SAMPLE_FILES} | xargs -0 -r cat | wc -c); "
-        "t1=$(date +%s.%N); secs=$(awk -v a=\"$t0\" -v b=\"$t1\" 'BEGIN {print b - a}'); "
+        't1=$(date +%s.%N); secs=$(awk -v a="$t0" -v b="$t1" \'BEGIN {print b - a}\'); '
         f'echo "{_PREFIX}1 $counts $digest $got $secs"'
     )
 

@@ -24,6 +24,9 @@ from PIL import Image
 
 # The manifest `data synth` writes last into the dataset's directory: what it wrote, and its digest.
 MANIFEST_NAME = ".clusterctl-dataset.json"
+# Beside it, the paths `data synth` wrote, one a line: a later synth removes exactly those (ImageNet's
+# 1.3 M paths would make the manifest itself tens of MB).
+LISTING_NAME = ".clusterctl-dataset.files"
 SPLITS = ("train", "val")
 # A listing line's fields are separated by tabs; class names and file names never hold one.
 _EXTENSION = ".JPEG"
@@ -122,7 +125,6 @@ class Manifest:
     files: int
     bytes: int
     digest: str
-    listing: tuple[str, ...]
 
     def to_json(self) -> str:
         """The manifest file's text."""
@@ -140,7 +142,7 @@ def make_manifest(spec: SynthSpec, lines: list[str]) -> Manifest:
     """The manifest of the files whose ``listing_line`` s are ``lines``."""
     digest = hashlib.sha256("\n".join(lines).encode()).hexdigest()
     total = sum(int(line.split("\t")[1]) for line in lines)
-    return Manifest(spec, len(lines), total, digest, tuple(line.split("\t")[0] for line in lines))
+    return Manifest(spec, len(lines), total, digest)
 
 
 def read_manifest(text: str) -> Manifest | None:
@@ -148,8 +150,6 @@ def read_manifest(text: str) -> Manifest | None:
     try:
         data = json.loads(text)
         spec = SynthSpec(**data["spec"])
-        return Manifest(
-            spec, int(data["files"]), int(data["bytes"]), str(data["digest"]), tuple(data["listing"])
-        )
+        return Manifest(spec, int(data["files"]), int(data["bytes"]), str(data["digest"]))
     except (ValueError, KeyError, TypeError):
         return None
