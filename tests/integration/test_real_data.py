@@ -1,8 +1,8 @@
 """Real data on the 2-node sandbox (issue 23): `data synth` writes the dataset onto both nodes over SSH
 (skipped when there, refused over files it did not write), then resnet50 reads it through a container
 mount with real workers: the loader alone, a 1-node run, a 2-node time-to-target run, the report's data
-and time-to-target, `--drop-caches` refused on container nodes, and a node without the dataset refused
-before anything starts."""
+and time-to-target, `--drop-caches` refused on container nodes, `check topology` finding a node whose dataset differs, and a
+node without the dataset refused before anything starts."""
 
 from __future__ import annotations
 
@@ -113,6 +113,11 @@ def test_data_synth_then_real_data_runs(
         capsys, "run", "resnet50", *inv, *runs, "--nodes", "2", "--steps", "3", "--drop-caches"
     )
     assert code == 2 and "node1: the node is a container" in err and "nothing was started" in err
+
+    on_node(sandbox2, "node2", "rm", f"{NODE_ROOT}/synth/val/n00000001/n00000001_val_000003.JPEG")
+    code, checked, _ = _json(capsys, "check", "topology", *inv, "--bundle", str(tmp_path / "bundle"))
+    dataset = {(f["code"], f["node"]) for f in checked["cluster_findings"] if f["code"].startswith("dataset")}
+    assert code == 1 and ("dataset-differs", None) in dataset and ("dataset-read-rate", "node1") in dataset
 
     on_node(sandbox2, "node2", "rm", "-rf", f"{NODE_ROOT}/synth")
     code, _, err = _json(capsys, "run", "resnet50", *inv, *runs, "--nodes", "2", "--steps", "3")
