@@ -227,3 +227,9 @@ def test_sweep_puts_synthetic_and_real_data_side_by_side() -> None:
         "/data/imagenet",
     ]
     assert sum("--data=/data/imagenet" in p.argv for p in plans) == 2
+
+
+def test_a_loader_only_run_has_no_model_flops() -> None:
+    settings = RunDefaults.model_validate({"data": "/data/synth", "loader_only": True})
+    assert ResNet50().compute(settings, "") is None
+    assert ResNet50().compute(RunDefaults(), "") is not None

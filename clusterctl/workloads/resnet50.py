@@ -132,9 +132,12 @@ class ResNet50(Workload):
         half = settings.framework == "horovod" and settings.fp16_allreduce
         return PARAMETERS * (2 if half else 4)
 
-    def compute(self, settings: RunDefaults, log: str) -> ComputeFacts:
+    def compute(self, settings: RunDefaults, log: str) -> ComputeFacts | None:
         """The payload's own ResNet-50 v1.5 at the run's image size, counted layer by layer (``flops``);
-        the math precision: fp32 runs as tf32 where rank 0's result line says the payload enabled TF32."""
+        the math precision: fp32 runs as tf32 where rank 0's result line says the payload enabled TF32.
+        None for ``loader_only``: no model runs, its rate is the input pipeline's."""
+        if settings.loader_only:
+            return None
         macs = resnet50_forward_macs(settings.image_size)
         result = parse_result_line(log) or {}
         precision = (
