@@ -233,3 +233,10 @@ def test_a_loader_only_run_has_no_model_flops() -> None:
     settings = RunDefaults.model_validate({"data": "/data/synth", "loader_only": True})
     assert ResNet50().compute(settings, "") is None
     assert ResNet50().compute(RunDefaults(), "") is not None
+
+
+def test_no_gradient_volume_is_expected_where_none_is_known() -> None:
+    loader = RunDefaults.model_validate({"data": "/data/synth", "loader_only": True})
+    epochs = RunDefaults.model_validate({"data": "/data/synth", "epochs": 2})
+    assert ResNet50().allreduce_volume(loader) is None and ResNet50().allreduce_volume(epochs) is None
+    assert ResNet50().allreduce_volume(RunDefaults.model_validate({"data": "/data/synth"})) is not None

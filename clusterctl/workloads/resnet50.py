@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from clusterctl.diagnostics.model import split_tag, tagged_lines
 from clusterctl.findings import Finding
 from clusterctl.image.render import CONTAINER_PAYLOAD_DIR
-from clusterctl.workloads.base import Metric, Workload, expect, missing_result
+from clusterctl.workloads.base import Metric, Volume, Workload, expect, missing_result
 from clusterctl.workloads.breakdown import RankBreakdown, parse_breakdown
 from clusterctl.workloads.compute import ComputeFacts, parse_peak_lines
 from clusterctl.workloads.flops import resnet50_forward_macs, training_flops
@@ -131,6 +131,13 @@ class ResNet50(Workload):
         """
         half = settings.framework == "horovod" and settings.fp16_allreduce
         return PARAMETERS * (2 if half else 4)
+
+    def allreduce_volume(self, settings: RunDefaults) -> Volume | None:
+        """The gradients of every step (``Workload``); None for ``loader_only`` (nothing is all-reduced) and
+        for ``epochs`` (the step count follows the dataset's size, unknown before the run)."""
+        if settings.loader_only or settings.epochs is not None:
+            return None
+        return super().allreduce_volume(settings)
 
     def compute(self, settings: RunDefaults, log: str) -> ComputeFacts | None:
         """The payload's own ResNet-50 v1.5 at the run's image size, counted layer by layer (``flops``);
