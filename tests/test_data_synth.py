@@ -240,3 +240,16 @@ def test_no_gradient_volume_is_expected_where_none_is_known() -> None:
     epochs = RunDefaults.model_validate({"data": "/data/synth", "epochs": 2})
     assert ResNet50().allreduce_volume(loader) is None and ResNet50().allreduce_volume(epochs) is None
     assert ResNet50().allreduce_volume(RunDefaults.model_validate({"data": "/data/synth"})) is not None
+
+
+def test_every_epochs_top1_and_time_reach_the_record() -> None:
+    # An epochs run's result line as the payload prints it (fields of a real 1-rank run).
+    line = (
+        'CLUSTERCTL_RESULT {"model": "resnet50", "total_images_per_sec": 1.273, "top1": 0.9792, '
+        '"time_to_target_s": 316.137, "epochs": [{"epoch": 1, "steps": 12, "top1": 0.5417, "train_seconds": '
+        '147.093, "val_images": 48, "wall_seconds": 157.953}, {"epoch": 2, "steps": 12, "top1": 0.9792, '
+        '"train_seconds": 154.545, "val_images": 48, "wall_seconds": 316.137}, {"epoch": "x"}]}'
+    )
+    metrics = ResNet50().metrics(line)
+    assert metrics["top1[epoch 1]"].value == 0.5417 and metrics["train_seconds[epoch 2]"].value == 154.545
+    assert metrics["time_to_target_s"].value == 316.137 and metrics["top1"].unit == "fraction"

@@ -90,6 +90,21 @@ def loader_rates_by_node(log: str) -> dict[str, float]:
     return {f"loader_images_per_sec[{host}]": rate for host, rate in sorted(rates.items())}
 
 
+def epoch_metrics(result: dict[str, Any]) -> dict[str, Metric]:
+    """Each epoch's val top-1 and training time (the first, cold, beside the warm ones): ``top1[epoch N]``
+    and ``train_seconds[epoch N]`` from an epochs run's result line."""
+    epochs = result.get("epochs")
+    metrics: dict[str, Metric] = {}
+    for entry in epochs if isinstance(epochs, list) else []:
+        if not isinstance(entry, dict) or not isinstance(entry.get("epoch"), int):
+            continue
+        for name, unit in (("top1", "fraction"), ("train_seconds", "s")):
+            value = _number(entry.get(name))
+            if value is not None:
+                metrics[f"{name}[epoch {entry['epoch']}]"] = Metric(value=value, unit=unit)
+    return metrics
+
+
 class ResNet50(Workload):
     """ResNet-50 v1.5 on synthetic images, data parallel through Horovod or PyTorch DDP."""
 
@@ -176,9 +191,10 @@ class ResNet50(Workload):
             for name, value in figures.items()
             if value is not None
         }
-        return metrics | {
+        metrics |= {
             name: Metric(value=rate, unit="img/s") for name, rate in loader_rates_by_node(log).items()
         }
+        return metrics | epoch_metrics(result)
 
     def breakdown(self, log: str) -> list[RankBreakdown]:
         """Every rank's ``CLUSTERCTL_BREAKDOWN`` line (the payload's per-step phases), by rank."""
