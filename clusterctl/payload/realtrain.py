@@ -126,7 +126,8 @@ def train_epochs(
     memory_format: Any,
     autocast: Any,
 ) -> dict[str, Any]:
-    """``args.epochs`` epochs, val top-1 after each; the figures for the result line.
+    """``args.epochs`` epochs, val top-1 after each, stopping at the first epoch that reaches
+    ``args.target_top1``; the figures for the result line.
 
     ``train_step()`` runs one step and returns False when the epoch has no batch left. Every rank
     takes the same number of steps (``DistributedSampler`` drops the remainder), so no rank waits
@@ -160,6 +161,7 @@ def train_epochs(
             )
         if reached is None and args.target_top1 is not None and top1 >= args.target_top1:
             reached = (epoch, wall)
+            break  # every rank read the same all-reduced top-1: all stop here together
         if epoch < args.epochs:
             feeder.next_epoch()
     return {

@@ -39,7 +39,7 @@ def _real_data_inventory(sandbox: Sandbox, out: Path) -> Path:
     document = yaml.load(sandbox.inventory_path.read_text())
     document["container"]["mounts"] = [{"source": NODE_ROOT, "target": "/data", "read_only": True}]
     document["run"].update(
-        {"data": "/data/synth", "image_size": 32, "batch_size": 8, "loader_workers": 1, "base_lr": 0.8,
+        {"data": "/data/synth", "image_size": 32, "batch_size": 8, "loader_workers": 1, "base_lr": 0.4,
          "warmup_epochs": 0.0, "framework": "ddp"}
     )  # fmt: skip
     path = out / "real-data.yml"
@@ -95,7 +95,7 @@ def test_data_synth_then_real_data_runs(
     assert record["metrics"]["total_images_per_sec"]["value"] > 0
 
     code, trained, err = _json(
-        capsys, "run", "resnet50", *inv, *runs, "--nodes", "2", "--epochs", "3", "--target-top1", "0.5"
+        capsys, "run", "resnet50", *inv, *runs, "--nodes", "2", "--epochs", "12", "--target-top1", "0.5"
     )
     assert code == 0, err[-3000:]
     (record,) = trained["runs"]
