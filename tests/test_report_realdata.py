@@ -47,3 +47,15 @@ def test_real_and_synthetic_runs_are_separate_speedup_groups() -> None:
     table = list(csv.DictReader(io.StringIO(report_csv(list(rows.values())))))
     assert {row["data"] for row in table} == {"synthetic", "real"}
     assert any(row["time_to_target_s"] == "20.0" and row["input_bound"] == "True" for row in table)
+
+
+def test_the_data_column_is_shown_first_where_a_row_is_real_and_only_then() -> None:
+    synthetic = build_report([record("s1", 1, 600.0), record("s4", 4, 2400.0)], [])
+    mixed = build_report(
+        [record("s1", 1, 600.0), _real("r1", 1, 300.0, loader=900.0, ttt=50.0, bound=False)], []
+    )
+    for rows, shown in ((synthetic, False), (mixed, True)):
+        out = io.StringIO()
+        print_report(rows, Console(file=out, width=100))
+        header = out.getvalue().splitlines()[1]
+        assert (" data " in header) is shown

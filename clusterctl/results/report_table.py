@@ -92,6 +92,8 @@ class _Column:
     # A column only some runs can fill (predictions, counters): when no row has a value, it is left out
     # to fit the width without being named (nothing is lost).
     sparse: bool = False
+    # What a sparse column's cell says when the row has nothing for it.
+    empty: str = "-"
 
 
 _COLUMNS: tuple[_Column, ...] = (
@@ -104,7 +106,8 @@ _COLUMNS: tuple[_Column, ...] = (
     _Column("precision", lambda r: r.config.precision, 2),
     _Column("batch", lambda r: str(r.config.batch_size), 3, right=True),
     _Column("device", lambda r: r.config.device, 7),
-    _Column("data", lambda r: r.config.data, 2),
+    # Ranked first of the optional ones: a real-data row and its loader-only twin differ only here.
+    _Column("data", lambda r: r.config.data, -1, sparse=True, empty="synthetic"),
     _Column("devices", lambda r: str(r.devices), None, right=True),
     _Column("nodes", lambda r: ",".join(map(str, r.nodes)), 1, right=True),
     _Column("runs", lambda r: f"{r.runs}" + (f" (+{r.invalid_runs} invalid)" if r.invalid_runs else ""), 4),
@@ -169,7 +172,7 @@ def report_table(rows: list[ReportRow], width: int | None) -> tuple[Table, list[
     """
     if width is None:
         return _table(rows, list(_COLUMNS)), []
-    wanted = [c for c in _COLUMNS if not (c.sparse and all(c.cell(r) == "-" for r in rows))]
+    wanted = [c for c in _COLUMNS if not (c.sparse and all(c.cell(r) == c.empty for r in rows))]
     columns = [c for c in wanted if c.rank is None]
     for candidate in sorted((c for c in wanted if c.rank is not None), key=lambda c: c.rank or 0):
         if _natural_width(_table(rows, [*columns, candidate])) <= width:
