@@ -94,7 +94,7 @@ ensure_wheelhouse() {
       || "$PYTHON" -m pip download -q --no-deps --only-binary=:all: --extra-index-url "$TORCH_INDEX" -d "$WHEELHOUSE" \
            "torch==$TORCH_VERSION+cpu"
   fi
-  # torch's and Horovod's dependencies, and what the payload imports besides torch (numpy), at the
+  # torch's and Horovod's dependencies, and what the payload imports besides torch (numpy, pillow), at the
   # versions requirements/wheelhouse.txt locks (torch and Horovod themselves come from no index).
   "$PYTHON" -m pip download -q --no-deps --only-binary=:all: -d "$WHEELHOUSE" \
     -r <(grep -vE '^(torch|horovod)==' "$WHEELHOUSE_LOCK")

@@ -23,6 +23,7 @@ EXPECTED_ORDER = [
     "up",
     "status",
     "down",
+    "data",
     "run",
     "report",
     "explain",

@@ -20,6 +20,7 @@ import typer.models
 
 from clusterctl import __version__
 from clusterctl.cli import check as check_cli
+from clusterctl.cli import data as data_cli
 from clusterctl.cli import explain as explain_cli
 from clusterctl.cli import image as image_cli
 from clusterctl.cli import inventory as inventory_cli
@@ -47,7 +48,7 @@ _click_exceptions = importlib.import_module(typer.BadParameter.__module__)
 HELP_PANELS: dict[str, tuple[str, ...]] = {
     "Try it on this machine": ("sandbox",),
     "Set up the cluster": ("inventory", "provision", "image", "up", "status", "down"),
-    "Benchmark": ("run", "report", "explain", "sweep"),
+    "Benchmark": ("data", "run", "report", "explain", "sweep"),
     "Diagnose": ("check", "inspect", "collect"),
     "Tools": ("render",),
 }
@@ -76,6 +77,7 @@ app.add_typer(image_cli.app, name="image")
 lifecycle_cli.register(app)
 app.command("inspect")(inspect_command)
 app.add_typer(check_cli.app, name="check")
+app.add_typer(data_cli.app, name="data")
 app.command("collect")(check_cli.collect_command)
 app.command("provision")(provision_cli.command)
 app.add_typer(render_cli.app, name="render")

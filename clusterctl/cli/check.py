@@ -97,6 +97,10 @@ def topology(
     report = check_topology(
         inventory, directory, saved=source is not None, timeout_s=timeout or DEFAULT_TIMEOUT_S
     )
+    if source is None:  # the dataset under run.data is read on the nodes, never from a saved bundle
+        from clusterctl.data.storage import storage_findings
+
+        report.cluster.extend(storage_findings(inventory))
     if as_json:
         print_json(
             {

@@ -135,6 +135,31 @@ def run(
         help="Keep a trace of 3 steps per rank in the run directory's trace/ (torch.profiler; Horovod's "
         "timeline too), openable in ui.perfetto.dev. resnet50 only.",
     ),
+    data: str | None = typer.Option(
+        None,
+        "--data",
+        help="resnet50: 'synthetic', or an ImageNet-layout directory in the container (run.data).",
+    ),
+    loader_workers: int | None = typer.Option(None, "--loader-workers", help="DataLoader workers per rank."),
+    loader_only: bool | None = typer.Option(
+        None,
+        "--loader-only",
+        help="Real data: the input pipeline alone on every node (img/s per node, per worker).",
+    ),
+    skip_bad_images: bool | None = typer.Option(
+        None, "--skip-bad-images", help="Real data: leave out and count files that do not decode."
+    ),
+    epochs: int | None = typer.Option(
+        None, "--epochs", help="Real data: train N epochs, evaluating after each."
+    ),
+    target_top1: float | None = typer.Option(
+        None, "--target-top1", help="Real data: report the epoch and time val top-1 first reaches X."
+    ),
+    drop_caches: bool | None = typer.Option(
+        None,
+        "--drop-caches",
+        help="Drop every node's page cache before each repeat (root on hosts; not on containers).",
+    ),
     repeats: int = RepeatsOption,
     timeout: float = TimeoutOption,
     dry_run: bool = DryRunOption,
@@ -178,6 +203,13 @@ def run(
         model_size=model_size,
         seq_len=seq_len,
         trace=trace,
+        data=data,
+        loader_workers=loader_workers,
+        loader_only=loader_only,
+        skip_bad_images=skip_bad_images,
+        epochs=epochs,
+        target_top1=target_top1,
+        drop_caches=drop_caches,
     )
     context = run_context(
         inv,
@@ -353,6 +385,9 @@ def sweep(
     framework: str | None = typer.Option(None, "--framework", help="Frameworks, e.g. horovod,ddp."),
     model_size: str | None = typer.Option(None, "--model-size", help="gpt: model sizes, e.g. tiny,124m."),
     seq_len: str | None = typer.Option(None, "--seq-len", help="gpt: sequence lengths, e.g. 512,1024."),
+    data: str | None = typer.Option(
+        None, "--data", help="Inputs side by side, e.g. synthetic,/data/imagenet (resnet50; see run --data)."
+    ),
     steps: int | None = typer.Option(None, "--steps", help="Measured steps for every run."),
     image_size: int | None = typer.Option(None, "--image-size", help="Image size for every run."),
     repeats: int = RepeatsOption,
@@ -382,6 +417,7 @@ def sweep(
         ("precision", "--precision", precision),
         ("framework", "--framework", framework),
         ("model_size", "--model-size", model_size),
+        ("data", "--data", data),
     ):
         if values is not None:
             grid[name] = split_option(values, option, str, "a name")

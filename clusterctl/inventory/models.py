@@ -344,6 +344,50 @@ class RunDefaults(Strict):
     data_dir: SafePath | None = Field(
         None, description="Data set path in the container; None: synthetic data."
     )
+    data: Literal["synthetic"] | ListPath = Field(
+        "synthetic",
+        description="resnet50's input: synthetic tensors, or an ImageNet-layout directory in the container "
+        "(train/<class>/*.JPEG, val/<class>/*.JPEG; under a container.mounts target) read by a real pipeline.",
+    )
+    loader_workers: int | None = Field(
+        None,
+        ge=0,
+        le=256,
+        description="DataLoader worker processes per rank; None: the container's cores per rank.",
+    )
+    epochs: int | None = Field(
+        None,
+        ge=1,
+        le=10_000,
+        description="Real data: train this many epochs (evaluating after each) instead of steps.",
+    )
+    target_top1: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="Real data: the top-1 accuracy on val whose first epoch and time are reported.",
+    )
+    base_lr: float = Field(
+        0.1,
+        gt=0,
+        le=100,
+        description="Learning rate for a global batch of 256, scaled linearly (Goyal et al.).",
+    )
+    warmup_epochs: float = Field(
+        1.0,
+        ge=0,
+        le=1000,
+        description="Real data: epochs of linear learning-rate warm-up from base_lr/world size.",
+    )
+    skip_bad_images: bool = Field(
+        False, description="Real data: leave out (and count) files that do not decode, instead of stopping."
+    )
+    loader_only: bool = Field(False, description="Real data: run the input pipeline alone (no model).")
+    drop_caches: bool = Field(
+        False,
+        description="Drop every node's page cache before each repeat (root on hosts only; refused on "
+        "containers, such as the sandbox's nodes).",
+    )
     display_every: int = Field(10, ge=1, le=1_000_000, description="Print throughput every N steps.")
     fp16_allreduce: bool = Field(
         False,
@@ -357,6 +401,27 @@ class RunDefaults(Strict):
         "124m", description="gpt only: the transformer's size (tiny: 2 layers of width 128, for CPUs)."
     )
     seq_len: int = Field(1024, ge=8, le=32768, description="gpt only: tokens per sequence.")
+
+    @model_validator(mode="after")
+    def _real_data_options_need_data(self) -> RunDefaults:
+        """Epochs, a target, the loader alone and skipping bad images all read a real dataset."""
+        if self.data == "synthetic":
+            asked = [
+                name
+                for name, value in (
+                    ("epochs", self.epochs), ("target_top1", self.target_top1),
+                    ("loader_only", self.loader_only or None), ("skip_bad_images", self.skip_bad_images or None),
+                )
+                if value is not None
+            ]  # fmt: skip
+            if asked:
+                raise ValueError(
+                    f"{', '.join(asked)} need(s) a real dataset, and data is synthetic; set data (--data) to an "
+                    "ImageNet-layout directory in the container"
+                )
+        if self.target_top1 is not None and self.epochs is None:
+            raise ValueError("target_top1 is judged after each epoch; set epochs (--epochs) too")
+        return self
 
 
 class ProvisionSpec(Strict):

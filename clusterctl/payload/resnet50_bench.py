@@ -34,11 +34,13 @@ import torch.nn.functional as F
 from torch import nn
 
 if TYPE_CHECKING:  # the checker reads the payload as the package module; the image ships it top-level
+    from clusterctl.payload.dataopts import add_data_options
     from clusterctl.payload.peak import peak_line
     from clusterctl.payload.ranks import resolve_ranks
     from clusterctl.payload.steptimer import StepTimer, breakdown_line
     from clusterctl.payload.tracing import run_traced
 else:
+    from dataopts import add_data_options
     from peak import peak_line
     from ranks import resolve_ranks
     from steptimer import StepTimer, breakdown_line
@@ -231,6 +233,16 @@ class Trainer:
         self.dist.all_reduce(value, op=self.dist.ReduceOp.MAX)
         return float(value.item())
 
+    def sum_all(self, values: list[float]) -> list[float]:
+        """Every rank's ``values`` summed element-wise (validation's correct and total counts)."""
+        tensor = torch.tensor(values, dtype=torch.float64)
+        if self.framework == "horovod":
+            return [float(v) for v in self.hvd.allreduce(tensor, name="clusterctl.sum", op=self.hvd.Sum)]
+        if self.device.type == "cuda":
+            tensor = tensor.to(self.device)
+        self.dist.all_reduce(tensor, op=self.dist.ReduceOp.SUM)
+        return [float(v) for v in tensor.cpu()]
+
     def synchronize(self, optimizer: torch.optim.Optimizer) -> None:
         """Wait for the gradients' allreduce: Horovod's ``synchronize``; DDP waited inside ``backward()``."""
         if self.framework == "horovod":
@@ -329,7 +341,7 @@ def _untimed(*_: str) -> None:
 
 
 def timed_windows(
-    train_step: Callable[[], None], steps: int, window: int, sync: Callable[[], None]
+    train_step: Callable[[], object], steps: int, window: int, sync: Callable[[], None]
 ) -> Iterator[tuple[int, float]]:
     """Run ``steps`` training steps; yield (step number, seconds since the start) at window edges.
 
@@ -365,6 +377,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--num-classes", type=int, default=1000)
     p.add_argument("--display-every", type=int, default=10)
     p.add_argument("--trace-steps", type=int, default=0, help="steps traced after the warm-up (tracing.py)")
+    add_data_options(p)
     add_rendezvous_options(p)
     return p.parse_args(argv)
 
@@ -416,6 +429,16 @@ def main(argv: list[str] | None = None) -> int:
     trainer = Trainer(args)
     device = trainer.device
     dtype = autocast_dtype(args.precision, device)
+    real_facts: dict[str, Any] = {}
+    if args.data is not None:  # the real pipeline's modules import Pillow: only for real data
+        if TYPE_CHECKING:
+            from clusterctl.payload.realtrain import RealData, loader_only, open_dataset
+        else:
+            from realtrain import RealData, loader_only, open_dataset
+
+        train_samples, val_samples = open_dataset(args)
+        if args.loader_only:
+            return loader_only(args, trainer, train_samples, RESULT_PREFIX, MODEL_NAME)
     compile_model, compile_note = compile_wanted(args)
     memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
     capability = torch.cuda.get_device_capability(device) if device.type == "cuda" else None
@@ -439,10 +462,17 @@ def main(argv: list[str] | None = None) -> int:
     images = images.contiguous(memory_format=memory_format)
     labels = torch.randint(0, args.num_classes, (args.batch_size,), device=device)
     autocast = torch.autocast(device.type, dtype=dtype) if dtype is not None else contextlib.nullcontext()
+    real = RealData(args, trainer, optimizer, memory_format, train_samples) if args.data is not None else None
 
-    def train_step(timer: StepTimer | None = None) -> None:
+    def train_step(timer: StepTimer | None = None) -> bool:
+        nonlocal images, labels
         begin, end = (timer.begin, timer.end) if timer else (_untimed, _untimed)
         begin()
+        if real is not None:
+            batch = real.next_batch()
+            if batch is None:  # the epoch's last batch was taken
+                return False
+            images, labels = batch
         end("input")  # synthetic data: the batch is on the device already
         optimizer.zero_grad()  # torch 2.x sets grads to None (Horovod takes no argument)
         with autocast:
@@ -454,6 +484,7 @@ def main(argv: list[str] | None = None) -> int:
         end("exposed_comm")
         trainer.step(optimizer, scaler)
         end("optimizer")
+        return True
 
     def sync() -> None:
         if device.type == "cuda":
@@ -471,6 +502,13 @@ def main(argv: list[str] | None = None) -> int:
         )
     timer = StepTimer(device)
     timer.watch(model)  # before the first backward: DDP takes a comm hook only then
+    if real is not None:
+        real_facts = real.loader_rate()
+    if real is not None and args.epochs:
+        real_facts |= real.epochs(model, val_samples, lambda: train_step(timer), sync, autocast)
+        timer.read()
+        args.steps, args.warmup_steps, elapsed = real.feeder.step, 0, real_facts["train_seconds"]
+        return _finish(args, trainer, timer, elapsed, real_facts, cpu_threads, tf32, compile_model)
     for _ in timed_windows(train_step, args.warmup_steps, args.warmup_steps or 1, sync):
         pass
     if leader:
@@ -488,10 +526,31 @@ def main(argv: list[str] | None = None) -> int:
             rate = global_batch * (step - last_step) / (elapsed - last_time)
             print(f"Step {step}/{args.steps}: {rate:.2f} img/s total", flush=True)
             last_step, last_time = step, elapsed
-    slowest = trainer.slowest(elapsed)
+    return _finish(args, trainer, timer, elapsed, real_facts, cpu_threads, tf32, compile_model)
 
-    if leader:
-        total = global_batch * args.steps / slowest
+
+def _finish(
+    args: argparse.Namespace,
+    trainer: Trainer,
+    timer: StepTimer,
+    elapsed: float,
+    real_facts: dict[str, Any],
+    cpu_threads: int,
+    tf32: bool,
+    compile_model: bool,
+) -> int:
+    """Rank 0's result line (the slowest rank's time), every rank's breakdown line; leave the communicator."""
+    slowest = trainer.slowest(elapsed)
+    device = trainer.device
+    if real_facts:
+        if TYPE_CHECKING:
+            from clusterctl.payload.realtrain import input_facts
+        else:
+            from realtrain import input_facts
+
+        real_facts |= input_facts(args, real_facts, timer.durations, slowest, trainer.world_size)
+    if trainer.rank == 0:
+        total = args.batch_size * trainer.world_size * args.steps / slowest
         result = {
             "model": MODEL_NAME,
             "framework": args.framework,
@@ -509,6 +568,8 @@ def main(argv: list[str] | None = None) -> int:
             "seconds": round(slowest, 6),
             **device_facts(device, cpu_threads),
             "horovod_version": trainer.horovod_version,
+            "data": args.data or "synthetic",
+            **real_facts,
         }
         print(RESULT_PREFIX + json.dumps(result, sort_keys=True), flush=True)
     summary = timer.summary(trainer.rank, elapsed, world_size=trainer.world_size, framework=args.framework)

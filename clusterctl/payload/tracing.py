@@ -48,7 +48,7 @@ def trace_lines(name: str, data: bytes) -> list[str]:
 
 
 def run_traced(
-    step: Callable[[], None], steps: int, sync: Callable[[], None], rank: int, hvd: Any | None
+    step: Callable[[], object], steps: int, sync: Callable[[], None], rank: int, hvd: Any | None
 ) -> list[str]:
     """Run ``steps`` training steps under the profiler (and Horovod's timeline when ``hvd`` is given);
     the trace lines of this rank: ``rank<N>.json``, and on Horovod's rank 0 ``horovod-timeline.json``."""

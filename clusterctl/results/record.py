@@ -57,6 +57,11 @@ class RunConfig(BaseModel):
     )
     model_size: str | None = Field(None, description="gpt: the model's size (tiny, 124m...); None: others.")
     seq_len: int | None = Field(None, description="gpt: tokens per sequence; None: other workloads.")
+    data: str = Field(
+        "synthetic",
+        description="What was fed: synthetic tensors, real (images read from run.data), or real-loader (the "
+        "input pipeline alone, no model); older records: synthetic.",
+    )
 
 
 class RunRecord(BaseModel):
@@ -101,6 +106,9 @@ class RunRecord(BaseModel):
         description="Each rank's per-step phases (input, forward, backward, exposed communication, "
         "optimizer: median/p10/p90/mean ms) and host, by rank; None: the output has none (another "
         "workload, an older payload, every rank crashed).",
+    )
+    cache_dropped: bool = Field(
+        False, description="Whether every node's page cache was dropped before the run (run --drop-caches)."
     )
     pop: PopMetrics | None = Field(
         None,

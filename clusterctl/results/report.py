@@ -91,6 +91,17 @@ class ReportRow(BaseModel):
         description="`clusterctl explain`'s verdict code for the row's latest valid run with a breakdown "
         "(set by clusterctl.explain, above this layer); None: no such run.",
     )
+    # Real data (issue 23): the input pipeline's own rate, whether training waited on it, time to accuracy.
+    loader_images_per_sec: float | None = Field(
+        None, description="Median over the valid runs of the input pipeline's rate alone (all ranks, img/s)."
+    )
+    input_bound: bool | None = Field(
+        None, description="Whether a valid run's training waited on its input (the input-bound finding)."
+    )
+    time_to_target_s: float | None = Field(
+        None,
+        description="Median over the valid runs that reached run.target_top1 of the wall time to it (s).",
+    )
 
 
 def build_report(records: list[RunRecord], references: list[Reference]) -> list[ReportRow]:
@@ -208,7 +219,24 @@ def _row(group: list[RunRecord]) -> ReportRow:
         algorithms=sorted(chosen, key=lambda name: -chosen[name]),
         **_pop_medians(group),
         **_utilisation(group),
+        **_input_figures(group),
     )
+
+
+def _input_figures(group: list[RunRecord]) -> dict[str, float | bool | None]:
+    """The row's real-data fields: loader rate and time to target (medians), and the input-bound verdict."""
+    valid = [r for r in group if r.valid and r.value is not None]
+
+    def median_of(name: str) -> float | None:
+        values = [r.metrics[name].value for r in valid if name in r.metrics]
+        return statistics.median(values) if values else None
+
+    trained = [r for r in valid if r.config.data == "real"]
+    return {
+        "loader_images_per_sec": median_of("loader_images_per_sec"),
+        "input_bound": any(f.code == "input-bound" for r in trained for f in r.findings) if trained else None,
+        "time_to_target_s": median_of("time_to_target_s"),
+    }
 
 
 def _pop_medians(group: list[RunRecord]) -> dict[str, float | None]:
@@ -284,6 +312,10 @@ CSV_COLUMNS = [
     "peak_source",
     "mfu",
     "verdict",
+    "data",
+    "loader_images_per_sec",
+    "input_bound",
+    "time_to_target_s",
 ]
 
 

@@ -118,6 +118,14 @@ def meaning(row: ReportRow) -> str | None:
     )
 
 
+def _input(row: ReportRow) -> str:
+    """The input pipeline's own rate, and whether training waited on it."""
+    if row.loader_images_per_sec is None:
+        return "-"
+    verdict = {True: " [input-bound]", False: " [keeps up]", None: ""}[row.input_bound]
+    return f"{row.loader_images_per_sec:,.1f} {row.unit}{verdict}"
+
+
 @dataclass(frozen=True)
 class _Column:
     """One column of the report table: its header, its cell, and whether it must be shown."""
@@ -131,6 +139,8 @@ class _Column:
     # A column only some runs can fill (predictions, counters): when no row has a value, it is left out
     # to fit the width without being named (nothing is lost).
     sparse: bool = False
+    # What a sparse column's cell says when the row has nothing for it.
+    empty: str = "-"
 
 
 _COLUMNS: tuple[_Column, ...] = (
@@ -143,6 +153,8 @@ _COLUMNS: tuple[_Column, ...] = (
     _Column("precision", lambda r: r.config.precision, 2),
     _Column("batch", lambda r: str(r.config.batch_size), 3, right=True),
     _Column("device", lambda r: r.config.device, 7),
+    # Ranked first of the optional ones: a real-data row and its loader-only twin differ only here.
+    _Column("data", lambda r: r.config.data, -1, sparse=True, empty="synthetic"),
     _Column("devices", lambda r: str(r.devices), None, right=True),
     _Column("nodes", lambda r: ",".join(map(str, r.nodes)), 1, right=True),
     _Column("runs", lambda r: f"{r.runs}" + (f" (+{r.invalid_runs} invalid)" if r.invalid_runs else ""), 4),
@@ -165,6 +177,14 @@ _COLUMNS: tuple[_Column, ...] = (
     _Column("predicted", _predicted, 10, right=True, sparse=True),
     _Column("PE=LBxCE", _pop, 13, right=True, sparse=True),
     _Column("mfu", _mfu, 14, right=True, sparse=True),
+    _Column("input", _input, 15, right=True, sparse=True),
+    _Column(
+        "time-to-target",
+        lambda r: _fmt(r.time_to_target_s, ",.1f") + (" s" if r.time_to_target_s else ""),
+        16,
+        right=True,
+        sparse=True,
+    ),
     _Column("fabric", _fabric, 11, right=True, sparse=True),
     _Column("nccl algo", lambda r: ", ".join(r.algorithms) or "-", 12, sparse=True),
     _Column("reference", lambda r: _references(r) or "-", 9),
@@ -213,7 +233,7 @@ def report_table(rows: list[ReportRow], width: int | None) -> tuple[Table, list[
     """
     if width is None:
         return _table(rows, list(_COLUMNS)), []
-    wanted = [c for c in _COLUMNS if not (c.sparse and all(c.cell(r) == "-" for r in rows))]
+    wanted = [c for c in _COLUMNS if not (c.sparse and all(c.cell(r) == c.empty for r in rows))]
     columns = [c for c in wanted if c.rank is None]
     for candidate in sorted((c for c in wanted if c.rank is not None), key=lambda c: c.rank or 0):
         if _natural_width(_table(rows, [*columns, candidate])) <= width:

@@ -66,6 +66,7 @@ def judge_run(
         image_profile=inventory.image.profile,
         device=(primary.gpus.model or "gpu") if plan.gpu else _cpu_device(primary.cpu_count),
         **workload.config_fields(s),
+        data="synthetic" if s.data == "synthetic" else "real-loader" if s.loader_only else "real",
     )
     fabric = prove_fabric(
         output,

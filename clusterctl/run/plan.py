@@ -74,7 +74,8 @@ def run_options(
         settings = RunDefaults.model_validate({**inventory.run.model_dump(), **given}, strict=False)
     except ValidationError as exc:
         problems = "; ".join(
-            f"--{str(e['loc'][0]).replace('_', '-')} {e['input']!r}: {e['msg']}" for e in exc.errors()
+            f"--{str(e['loc'][0]).replace('_', '-')} {e['input']!r}: {e['msg']}" if e["loc"] else e["msg"]
+            for e in exc.errors()
         )
         raise InputError(
             f"invalid run option {problems}. Fix: give a value the option accepts (`--help` lists them)."

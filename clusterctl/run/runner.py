@@ -11,9 +11,13 @@ of its nodes), judge (pure), write the run directory, add the history row, hand 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from clusterctl.data.caches import drop_caches, require_droppable
+from clusterctl.data.deliver import require_dataset
+from clusterctl.inventory import Inventory, Node
 from clusterctl.results.history import add_run, history_path
 from clusterctl.results.record import TIMEOUT_EXIT_CODE, RunRecord
 from clusterctl.results.report import ReportRow, report_of
@@ -39,12 +43,30 @@ def run_plans(context: RunContext) -> list[tuple[RunRecord, Path]]:
         StepError, ConnectError, RunFailed: as the launcher's ``start`` and ``follow``.
         PreflightRefused: with preflight, a collective failed or was too slow; nothing runs after it.
     """
+    check_datasets(context.inventory, context.plans)
+    for plan in context.plans:
+        if plan.options.settings.drop_caches:
+            require_droppable(context.inventory, _nodes(context.inventory, plan))
     done: list[tuple[RunRecord, Path]] = []
     for i, plan in enumerate(context.plans):
         if context.preflight is not None:
             _run_preflight(context, context.preflight.plans[i], context.preflight.workload)
         done += _run_repeats(context, plan, context.workload, context.repeats)
     return done
+
+
+def check_datasets(inventory: Inventory, plans: Sequence[LaunchPlan]) -> None:
+    """Refuse, before the first launch, a real-data plan whose dataset a node of it lacks (``require_dataset``)."""
+    for plan in plans:
+        data = plan.options.settings.data
+        if data != "synthetic":
+            require_dataset(inventory, _nodes(inventory, plan), data)
+
+
+def _nodes(inventory: Inventory, plan: LaunchPlan) -> list[Node]:
+    """The inventory's nodes that ``plan`` runs on."""
+    by_name = {node.name: node for node in inventory.nodes}
+    return [by_name[h.node] for h in plan.hosts]
 
 
 def run_sweep(context: RunContext) -> tuple[list[tuple[RunRecord, Path]], list[ReportRow], list[str]]:
@@ -87,6 +109,9 @@ def _run_repeats(
     inventory = context.inventory
     done = []
     for _ in range(repeats):
+        cold = plan.options.settings.drop_caches
+        if cold:
+            drop_caches(inventory, _nodes(inventory, plan))
         started = datetime.now(UTC)
         exit_code, got = _launch(context, plan)
         topology = got.bundles.get("topology", {})
@@ -103,6 +128,7 @@ def _run_repeats(
             snapshot=bundle_findings(inventory, topology) if "topology" in got.bundles else [],
             launcher=context.launcher.name,
         )
+        record.cache_dropped = cold
         # Each GPU's GDR and rail, judged against the NIC its channels used (warnings: validity stands).
         record.findings += chosen_nic_findings(
             inventory, topology, record.fabric.gpu_nics, record.fabric.gpu_gdr

@@ -6,11 +6,11 @@ import json
 import math
 from typing import TYPE_CHECKING, Any
 
-from clusterctl.diagnostics.model import split_tag
+from clusterctl.diagnostics.model import split_tag, tagged_lines
 from clusterctl.errors import InputError
 from clusterctl.findings import Finding
 from clusterctl.image.render import CONTAINER_PAYLOAD_DIR
-from clusterctl.workloads.base import Metric, Workload, expect, missing_result
+from clusterctl.workloads.base import Metric, Volume, Workload, expect, missing_result
 from clusterctl.workloads.breakdown import RankBreakdown, parse_breakdown
 from clusterctl.workloads.compute import ComputeFacts, parse_peak_lines
 from clusterctl.workloads.flops import resnet50_forward_macs, training_flops
@@ -21,6 +21,16 @@ if TYPE_CHECKING:
 
 RESULT_PREFIX = "CLUSTERCTL_RESULT "
 SCRIPT = f"{CONTAINER_PAYLOAD_DIR}/resnet50_bench.py"
+RATES = ("total_images_per_sec", "images_per_sec_per_device")
+# What a real-data run's result line adds (issue 23): the loader's own rate, top-1, time to target.
+REAL_DATA_FIGURES = {
+    "loader_images_per_sec": "img/s",
+    "loader_images_per_sec_per_worker": "img/s",
+    "input_share": "fraction",
+    "top1": "fraction",
+    "time_to_target_s": "s",
+    "skipped_images": "files",
+}
 # Trainable parameters of the payload's ResNet-50 at 1000 classes (torchvision's count; a test
 # counts the payload's model).
 PARAMETERS = 25_557_032
@@ -87,6 +97,44 @@ def payload_compute(precision: str, log: str, flops_per_sample: float, derivatio
 TRACE_STEPS = 3
 
 
+LOADER_PREFIX = "CLUSTERCTL_LOADER "
+
+
+def loader_rates_by_node(log: str) -> dict[str, float]:
+    """``loader_images_per_sec[<host>]``: the input pipeline's rate on each node, the sum of its ranks'
+    ``CLUSTERCTL_LOADER`` lines (every rank prints one, with its host)."""
+    rates: dict[str, float] = {}
+    for raw in tagged_lines(log):
+        _, line = split_tag(raw)
+        start = line.find(LOADER_PREFIX)
+        if start < 0:
+            continue
+        try:
+            value, _ = json.JSONDecoder().raw_decode(line, start + len(LOADER_PREFIX))
+        except json.JSONDecodeError:
+            continue
+        rate = number(value.get("images_per_sec")) if isinstance(value, dict) else None
+        host = value.get("host") if isinstance(value, dict) else None
+        if rate is not None and isinstance(host, str):
+            rates[host] = rates.get(host, 0.0) + rate
+    return {f"loader_images_per_sec[{host}]": rate for host, rate in sorted(rates.items())}
+
+
+def epoch_metrics(result: dict[str, Any]) -> dict[str, Metric]:
+    """Each epoch's val top-1 and training time (the first, cold, beside the warm ones): ``top1[epoch N]``
+    and ``train_seconds[epoch N]`` from an epochs run's result line."""
+    epochs = result.get("epochs")
+    metrics: dict[str, Metric] = {}
+    for entry in epochs if isinstance(epochs, list) else []:
+        if not isinstance(entry, dict) or not isinstance(entry.get("epoch"), int):
+            continue
+        for name, unit in (("top1", "fraction"), ("train_seconds", "s")):
+            value = number(entry.get(name))
+            if value is not None:
+                metrics[f"{name}[epoch {entry['epoch']}]"] = Metric(value=value, unit=unit)
+    return metrics
+
+
 class ResNet50(Workload):
     """ResNet-50 v1.5 on synthetic images, data parallel through Horovod or PyTorch DDP."""
 
@@ -124,6 +172,7 @@ class ResNet50(Workload):
             argv.append(f"--trace-steps={TRACE_STEPS}")
         if settings.xla:
             argv.append("--compile")
+        argv += _data_argv(settings)
         if settings.framework == "ddp":  # the rendezvous address comes from MASTER_ADDR (run/plan.py)
             argv.append(f"--bucket-cap-mb={settings.bucket_cap_mb:g}")
         elif settings.fp16_allreduce:
@@ -139,9 +188,19 @@ class ResNet50(Workload):
         half = settings.framework == "horovod" and settings.fp16_allreduce
         return PARAMETERS * (2 if half else 4)
 
-    def compute(self, settings: RunDefaults, log: str) -> ComputeFacts:
+    def allreduce_volume(self, settings: RunDefaults) -> Volume | None:
+        """The gradients of every step (``Workload``); None for ``loader_only`` (nothing is all-reduced) and
+        for ``epochs`` (the step count follows the dataset's size, unknown before the run)."""
+        if settings.loader_only or settings.epochs is not None:
+            return None
+        return super().allreduce_volume(settings)
+
+    def compute(self, settings: RunDefaults, log: str) -> ComputeFacts | None:
         """The payload's own ResNet-50 v1.5 at the run's image size, counted layer by layer (``flops``);
-        the math precision: fp32 runs as tf32 where rank 0's result line says the payload enabled TF32."""
+        the math precision: fp32 runs as tf32 where rank 0's result line says the payload enabled TF32.
+        None for ``loader_only``: no model runs, its rate is the input pipeline's."""
+        if settings.loader_only:
+            return None
         macs = resnet50_forward_macs(settings.image_size)
         return payload_compute(
             settings.precision,
@@ -156,15 +215,21 @@ class ResNet50(Workload):
         return None if versions.framework == "pytorch" else "PyTorch"
 
     def metrics(self, log: str) -> dict[str, Metric]:
-        """Total and per-device img/s from rank 0's result line; a figure that is not a number is left out
-        (sanity then finds no result, or judging finds a non-finite one)."""
+        """Total and per-device img/s from rank 0's result line (and, for real data, the loader's rate, top-1,
+        time to target; the loader's rate per node from every rank's line); a figure that is not a number
+        is left out (sanity then finds no result, or judging finds a non-finite one)."""
         result = parse_result_line(log) or {}
-        figures = {
-            name: number(result.get(name)) for name in ("total_images_per_sec", "images_per_sec_per_device")
+        units = {**dict.fromkeys(RATES, "img/s"), **REAL_DATA_FIGURES}
+        figures = {name: number(result.get(name)) for name in units}
+        metrics = {
+            name: Metric(value=value, unit=units[name])
+            for name, value in figures.items()
+            if value is not None
         }
-        return {
-            name: Metric(value=value, unit="img/s") for name, value in figures.items() if value is not None
+        metrics |= {
+            name: Metric(value=rate, unit="img/s") for name, rate in loader_rates_by_node(log).items()
         }
+        return metrics | epoch_metrics(result)
 
     def breakdown(self, log: str) -> list[RankBreakdown]:
         """Every rank's ``CLUSTERCTL_BREAKDOWN`` line (the payload's per-step phases), by rank."""
@@ -178,12 +243,60 @@ class ResNet50(Workload):
         s = plan.options.settings
         return [
             *_compile_note(s.xla, s.framework, result.get("compile")),
+            *_input_bound(result),
             *expect("wrong-model", result.get("model"), self.model, "model"),
             *expect("wrong-batch-size", result.get("batch_size"), s.batch_size, "batch size per device"),
             *expect("wrong-world-size", result.get("world_size"), plan.world_size, "world size"),
             *expect("wrong-precision", result.get("precision"), s.precision, "precision"),
             *expect("wrong-framework", result.get("framework"), s.framework, "framework"),
         ]
+
+
+def _input_bound(result: dict[str, Any]) -> list[Finding]:
+    """The payload's verdict on a real-data run: training waited on its input pipeline."""
+    if result.get("input_bound") is not True:
+        return []
+    loader, training = (
+        number(result.get("loader_images_per_sec")),
+        number(result.get("total_images_per_sec")),
+    )
+    share = number(result.get("input_share"))
+    return [
+        Finding(
+            severity="warning",
+            code="input-bound",
+            message=f"input-bound: the input pipeline alone reads {loader or 0:,.1f} img/s against training's "
+            f"{training or 0:,.1f} img/s, and {100 * (share or 0):.0f}% of each step waited for input.",
+            advice="More loader workers (run.loader_workers), more CPU cores per rank, faster storage, or "
+            "smaller JPEGs; `run --loader-only` measures the pipeline alone on every node.",
+        )
+    ]
+
+
+def _data_argv(settings: RunDefaults) -> list[str]:
+    """The payload's real-data options; none for synthetic data."""
+    if settings.data == "synthetic":
+        return []
+    argv = [
+        f"--data={settings.data}",
+        f"--base-lr={settings.base_lr:g}",
+        f"--warmup-epochs={settings.warmup_epochs:g}",
+    ]
+    if settings.loader_workers is not None:
+        argv.append(f"--loader-workers={settings.loader_workers}")
+    if settings.epochs is not None:
+        argv.append(f"--epochs={settings.epochs}")
+    if settings.target_top1 is not None:
+        argv.append(f"--target-top1={settings.target_top1:g}")
+    argv += [
+        flag
+        for flag, on in (
+            ("--skip-bad-images", settings.skip_bad_images),
+            ("--loader-only", settings.loader_only),
+        )
+        if on
+    ]
+    return argv
 
 
 def _compile_note(asked: bool, framework: str, compiled: object) -> list[Finding]:

@@ -1,0 +1,124 @@
+"""Real data on the 2-node sandbox (issue 23): `data synth` writes the dataset onto both nodes over SSH
+(skipped when there, refused over files it did not write), then resnet50 reads it through a container
+mount with real workers: the loader alone, a 1-node run, a 2-node time-to-target run, the report's data
+and time-to-target, `--drop-caches` refused on container nodes, `check topology` finding a node whose dataset differs, and a
+node without the dataset refused before anything starts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ruamel.yaml import YAML
+
+from clusterctl.cli import main
+from tests.integration.conftest import Sandbox, on_node
+from tests.strictjson import strict_loads
+
+pytestmark = pytest.mark.integration
+
+NODE_ROOT = "/srv/clusterctl-it-data"
+SYNTH = [
+    "--classes",
+    "4",
+    "--train-per-class",
+    "16",
+    "--val-per-class",
+    "4",
+    "--width",
+    "48",
+    "--height",
+    "48",
+]
+
+
+def _real_data_inventory(sandbox: Sandbox, out: Path) -> Path:
+    """The sandbox's inventory with the nodes' NODE_ROOT mounted at /data and run.data set."""
+    yaml = YAML(typ="rt")
+    document = yaml.load(sandbox.inventory_path.read_text())
+    document["container"]["mounts"] = [{"source": NODE_ROOT, "target": "/data", "read_only": True}]
+    document["run"].update(
+        {"data": "/data/synth", "image_size": 32, "batch_size": 8, "loader_workers": 1, "base_lr": 0.4,
+         "warmup_epochs": 0.0, "framework": "ddp"}
+    )  # fmt: skip
+    path = out / "real-data.yml"
+    with path.open("w") as fh:
+        yaml.dump(document, fh)
+    return path
+
+
+def _json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any, str]:
+    code = main([*args, "--json"])
+    captured = capsys.readouterr()
+    return code, strict_loads(captured.out) if captured.out.strip() else None, captured.err
+
+
+def test_data_synth_then_real_data_runs(
+    sandbox2: Sandbox, cluster: object, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    inv = ["-i", str(_real_data_inventory(sandbox2, tmp_path))]
+    runs = ["--runs-dir", str(tmp_path / "runs")]
+
+    code, made, err = _json(capsys, "data", "synth", *inv, *SYNTH)
+    assert code == 0, err[-2000:]
+    assert made["path"] == f"{NODE_ROOT}/synth" and made["files"] == 80
+    assert [n["outcome"] for n in made["nodes"]] == ["written", "written"]
+    for node in ("node1", "node2"):
+        listed = on_node(sandbox2, node, "sh", "-c", f"find {NODE_ROOT}/synth -name '*.JPEG' | wc -l")
+        assert listed.strip() == "80"
+    code, again, _ = _json(capsys, "data", "synth", *inv, *SYNTH)
+    assert code == 0 and [n["outcome"] for n in again["nodes"]] == ["skipped", "skipped"]
+    assert again["digest"] == made["digest"]  # deterministic from the seed
+
+    on_node(sandbox2, "node1", "sh", "-c", f"mkdir -p {NODE_ROOT}/theirs && echo mine > {NODE_ROOT}/theirs/a")
+    code, _, err = _json(capsys, "data", "synth", *inv, *SYNTH, "--path", f"{NODE_ROOT}/theirs")
+    assert code == 2 and f"node1:{NODE_ROOT}/theirs" in err
+    assert on_node(sandbox2, "node1", "cat", f"{NODE_ROOT}/theirs/a").strip() == "mine"
+    assert on_node(sandbox2, "node2", "ls", NODE_ROOT).split() == ["synth"]  # nothing written anywhere
+
+    assert main(["up", *inv]) == 0
+    capsys.readouterr()
+    code, loader, err = _json(
+        capsys, "run", "resnet50", *inv, *runs, "--nodes", "2", "--loader-only", "--steps", "4"
+    )
+    assert code == 0, err[-3000:]
+    (record,) = loader["runs"]
+    assert record["valid"] and record["config"]["data"] == "real-loader"
+    assert record["metrics"]["loader_images_per_sec_per_worker"]["value"] > 0
+
+    code, one, err = _json(capsys, "run", "resnet50", *inv, *runs, "--nodes", "1", "--steps", "3")
+    assert code == 0, err[-3000:]
+    (record,) = one["runs"]
+    assert record["valid"] and record["config"]["data"] == "real"
+    assert record["metrics"]["loader_images_per_sec"]["value"] > 0
+    assert record["metrics"]["total_images_per_sec"]["value"] > 0
+
+    code, trained, err = _json(
+        capsys, "run", "resnet50", *inv, *runs, "--nodes", "2", "--epochs", "12", "--target-top1", "0.5"
+    )
+    assert code == 0, err[-3000:]
+    (record,) = trained["runs"]
+    assert record["valid"], record["findings"]
+    assert record["world_size"] == 2 and record["metrics"]["top1"]["value"] >= 0.5
+    assert record["metrics"]["time_to_target_s"]["value"] > 0
+
+    code, report, _ = _json(capsys, "report", *runs)
+    assert code == 0
+    rows = {(row["config"]["data"], row["devices"]): row for row in report}
+    assert rows[("real", 2)]["time_to_target_s"] > 0 and rows[("real-loader", 2)]["loader_images_per_sec"] > 0
+
+    # The sandbox's nodes are containers: their page cache is the whole machine's, never dropped.
+    code, _, err = _json(
+        capsys, "run", "resnet50", *inv, *runs, "--nodes", "2", "--steps", "3", "--drop-caches"
+    )
+    assert code == 2 and "node1: the node is a container" in err and "nothing was started" in err
+
+    on_node(sandbox2, "node2", "rm", f"{NODE_ROOT}/synth/val/n00000001/n00000001_val_000003.JPEG")
+    code, checked, _ = _json(capsys, "check", "topology", *inv, "--bundle", str(tmp_path / "bundle"))
+    dataset = {(f["code"], f["node"]) for f in checked["cluster_findings"] if f["code"].startswith("dataset")}
+    assert code == 1 and ("dataset-differs", None) in dataset and ("dataset-read-rate", "node1") in dataset
+
+    on_node(sandbox2, "node2", "rm", "-rf", f"{NODE_ROOT}/synth")
+    code, _, err = _json(capsys, "run", "resnet50", *inv, *runs, "--nodes", "2", "--steps", "3")
+    assert code == 2 and f"node2:{NODE_ROOT}/synth is absent" in err

@@ -1,0 +1,61 @@
+"""The report keeps synthetic and real data apart (its own speedup group each) and carries a real-data
+row's loader rate, input-bound verdict and time to target, in the table and the CSV."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+from rich.console import Console
+
+from clusterctl.findings import Finding
+from clusterctl.results.record import RunRecord
+from clusterctl.results.report import build_report, report_csv
+from clusterctl.results.report_table import print_report
+from clusterctl.workloads.base import Metric
+from tests.test_report import V100, record
+
+
+def _real(run_id: str, devices: int, value: float, *, loader: float, ttt: float, bound: bool) -> RunRecord:
+    r = record(run_id, devices, value, config=V100.model_copy(update={"data": "real"}))
+    r.metrics |= {
+        "loader_images_per_sec": Metric(value=loader, unit="img/s"),
+        "time_to_target_s": Metric(value=ttt, unit="s"),
+    }
+    if bound:
+        r.findings.append(Finding(severity="warning", code="input-bound", message="input-bound"))
+    return r
+
+
+def test_real_and_synthetic_runs_are_separate_speedup_groups() -> None:
+    runs = [
+        record("s1", 1, 600.0), record("s4", 4, 2400.0),
+        _real("r1", 1, 300.0, loader=900.0, ttt=50.0, bound=False),
+        _real("r4", 4, 900.0, loader=1000.0, ttt=20.0, bound=True),
+    ]  # fmt: skip
+    rows = {(row.config.data, row.devices): row for row in build_report(runs, [])}
+    assert rows[("synthetic", 4)].speedup == 4.0  # against the synthetic 1-device median only
+    assert rows[("real", 4)].speedup == 3.0  # against the real 1-device median only
+    assert rows[("real", 4)].input_bound is True and rows[("real", 1)].input_bound is False
+    assert rows[("synthetic", 4)].input_bound is None
+    assert rows[("real", 4)].time_to_target_s == 20.0 and rows[("real", 4)].loader_images_per_sec == 1000.0
+
+    out = io.StringIO()
+    print_report(list(rows.values()), Console(file=out, width=200), wide=True)
+    text = out.getvalue()
+    assert "[input-bound]" in text and "[keeps up]" in text and "20.0 s" in text and "real" in text
+    table = list(csv.DictReader(io.StringIO(report_csv(list(rows.values())))))
+    assert {row["data"] for row in table} == {"synthetic", "real"}
+    assert any(row["time_to_target_s"] == "20.0" and row["input_bound"] == "True" for row in table)
+
+
+def test_the_data_column_is_shown_first_where_a_row_is_real_and_only_then() -> None:
+    synthetic = build_report([record("s1", 1, 600.0), record("s4", 4, 2400.0)], [])
+    mixed = build_report(
+        [record("s1", 1, 600.0), _real("r1", 1, 300.0, loader=900.0, ttt=50.0, bound=False)], []
+    )
+    for rows, shown in ((synthetic, False), (mixed, True)):
+        out = io.StringIO()
+        print_report(rows, Console(file=out, width=100))
+        header = out.getvalue().splitlines()[1]
+        assert (" data " in header) is shown
