@@ -23,6 +23,7 @@ from clusterctl.cli import check as check_cli
 from clusterctl.cli import image as image_cli
 from clusterctl.cli import inventory as inventory_cli
 from clusterctl.cli import lifecycle as lifecycle_cli
+from clusterctl.cli import pairs as pairs_cli
 from clusterctl.cli import provision as provision_cli
 from clusterctl.cli import render as render_cli
 from clusterctl.cli import run as run_cli
@@ -74,6 +75,7 @@ app.add_typer(inventory_cli.app, name="inventory")
 app.add_typer(image_cli.app, name="image")
 lifecycle_cli.register(app)
 app.command("inspect")(inspect_command)
+check_cli.app.command("pairs")(pairs_cli.pairs)
 app.add_typer(check_cli.app, name="check")
 app.command("collect")(check_cli.collect_command)
 app.command("provision")(provision_cli.command)

@@ -1,5 +1,6 @@
 """The pure half of pairwise isolation (`check pairs`, issue 27): which groups to measure and which node
-the measurements condemn. The effectful half (running the collective on each group) is not built yet.
+the measurements condemn. The effectful half (running the collective on each group) is
+``clusterctl.run.pairs``.
 
 - ``judge`` turns repeated samples of one group into a verdict: the median of the repeats against a
   floor, so one noisy sample does not condemn a group.
@@ -7,13 +8,21 @@ the measurements condemn. The effectful half (running the collective on each gro
 - ``halving_search`` finds one bad node in a large cluster the way ClusterKit does: measure halves,
   keep the half that is slow, until one node is left (a pair is the smallest group a collective has,
   so the last step pairs each of the two suspects with a node already cleared).
+- ``judge_all_pairs`` gives every node its verdict from all pairs measured: a node's figure is the
+  median of its pairs, compared with the baseline or, without one, with the median of its peers'
+  figures; a slow pair of two nodes that are not slow is a slow link.
 """
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from itertools import combinations
+from typing import Literal
+
+Verdict = Literal["ok", "slow", "fail"]
+Pair = tuple[str, str]
 
 
 def judge(samples: Sequence[float], floor: float) -> bool:
@@ -60,3 +69,60 @@ def halving_search(nodes: Sequence[str], healthy: Callable[[Sequence[str]], bool
         return None
     first, second = suspects
     return second if healthy([first, cleared[0]]) else first
+
+
+@dataclass(frozen=True)
+class NodeVerdict:
+    """One node's verdict: its figure (GB/s; 0 when its runs failed; None when it was only cleared as
+    part of a healthy group) against the reference it was judged by, and what that reference is."""
+
+    node: str
+    verdict: Verdict
+    busbw: float | None
+    reference: float
+    basis: str
+
+
+@dataclass(frozen=True)
+class SlowLink:
+    """A pair below the floor whose two nodes are not slow: the link (cable, port, switch) between them."""
+
+    pair: Pair
+    busbw: float
+    reference: float
+
+
+def judge_all_pairs(
+    medians: dict[Pair, float], tolerance: float, baseline: float | None = None
+) -> tuple[list[NodeVerdict], list[SlowLink]]:
+    """Every node's verdict, and the slow links, from the median bus bandwidth of every pair.
+
+    A node's figure is the median of its pairs, so its one bad link does not condemn it. It is slow
+    below ``reference x (1 - tolerance)``, the reference being ``baseline`` or, without one, the median
+    of the other nodes' figures (one slow node moves that median little: each of its peers has only
+    one pair with it). A figure of 0 (its runs failed) is ``fail``. A pair below the floor whose
+    nodes are both healthy is a slow link, judged against the baseline or the median of the pairs
+    of healthy nodes.
+    """
+    nodes = sorted({node for pair in medians for node in pair})
+    figure = {n: statistics.median(v for pair, v in medians.items() if n in pair) for n in nodes}
+    verdicts = []
+    for node in nodes:
+        peers = [figure[n] for n in nodes if n != node]
+        reference = baseline if baseline is not None else statistics.median(peers)
+        basis = "the baseline" if baseline is not None else "median of its peers"
+        verdict: Verdict = "ok" if figure[node] >= reference * (1 - tolerance) else "slow"
+        if figure[node] == 0:
+            verdict = "fail"
+        verdicts.append(NodeVerdict(node, verdict, figure[node], reference, basis))
+    bad = {v.node for v in verdicts if v.verdict != "ok"}
+    healthy = [v for pair, v in medians.items() if not bad & set(pair)]
+    if baseline is None and not healthy:
+        return verdicts, []
+    reference = baseline if baseline is not None else statistics.median(healthy)
+    links = [
+        SlowLink(pair, v, reference)
+        for pair, v in medians.items()
+        if not bad & set(pair) and v < reference * (1 - tolerance)
+    ]
+    return verdicts, links

@@ -1,0 +1,78 @@
+"""`clusterctl check pairs` on a 4-node sandbox (CPU allreduce over Horovod): the healthy cluster
+exits 0 with four OK verdicts; with one node's benchmark container held to a small CPU quota (set on
+the inner container through that node's own engine: a limit on the node container would not reach
+it), that node is named, and only it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from clusterctl.cli import main
+from clusterctl.containers import lifecycle
+from clusterctl.containers.plan import container_name
+from clusterctl.image.build import build_image
+from clusterctl.image.distribute import distribute
+from clusterctl.image.record import effective_image_ref
+from clusterctl.inventory import load_inventory
+from clusterctl.sandbox.scratch import scratch_sandbox
+from tests.integration.conftest import Sandbox, on_node
+from tests.strictjson import strict_loads
+
+pytestmark = pytest.mark.integration
+
+# One run per pair keeps the test's cost to six runs per case; the repeats' median is unit-tested.
+FAST = ["--repeats", "1", "--timeout", "120", "--json"]
+
+
+@pytest.fixture(scope="module")
+def sandbox4(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
+    """A 4-node sandbox (no Slurm) with the image delivered and the benchmark containers up."""
+    state = tmp_path_factory.mktemp("sandbox4-state")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CLUSTERCTL_STATE_DIR", str(state))
+        mp.delenv("CLUSTERCTL_INVENTORY", raising=False)
+        with scratch_sandbox("it4", 4) as result:
+            assert result.name is not None
+            path = result.files.inventory
+            inventory = load_inventory(path)
+            build_image(inventory)
+            distribute(inventory)
+            lifecycle.up(inventory, effective_image_ref(inventory), ready_timeout_s=60)
+            try:
+                yield Sandbox(name=result.name, state_dir=state, inventory_path=path, inventory=inventory)
+            finally:
+                lifecycle.down(inventory)
+
+
+def _check_pairs(sandbox: Sandbox, runs: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict]:
+    code = main(["check", "pairs", "-i", str(sandbox.inventory_path), "--runs-dir", str(runs), *FAST])
+    return code, strict_loads(capsys.readouterr().out)
+
+
+def test_healthy_then_one_slowed_node_is_named_and_only_it(
+    sandbox4: Sandbox, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    inventory = sandbox4.inventory
+    code, healthy = _check_pairs(sandbox4, tmp_path / "healthy", capsys)
+    assert healthy["schema"] == "clusterctl.check-pairs/1"
+    assert healthy["search"] == "all" and len(healthy["groups"]) == 6
+    assert code == 0, healthy
+    assert [n["verdict"] for n in healthy["nodes"]] == ["ok"] * 4, healthy
+    assert all(g["median_gb_s"] > 0 for g in healthy["groups"]), healthy
+
+    slowed = inventory.nodes[2]
+    inner = container_name(inventory, slowed)
+    on_node(sandbox4, slowed.name, "docker", "update", "--cpus", "0.2", inner)
+    try:
+        code, slow = _check_pairs(sandbox4, tmp_path / "slow", capsys)
+    finally:
+        on_node(sandbox4, slowed.name, "docker", "update", "--cpus", "0", inner)
+    verdicts = {n["node"]: n["verdict"] for n in slow["nodes"]}
+    assert code == 1, slow
+    assert [name for name, v in verdicts.items() if v != "ok"] == [slowed.name], slow
+    assert slow["links"] == [], slow
+    mine = next(n for n in slow["nodes"] if n["node"] == slowed.name)
+    assert mine["busbw_gb_s"] < mine["reference_gb_s"] / 2, mine
