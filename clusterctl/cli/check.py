@@ -19,6 +19,7 @@ from clusterctl.cli.common import (
     markup_safe,
     print_json,
 )
+from clusterctl.cli.junit import JunitOption, checked_junit, health_cases, topology_cases, write_junit
 from clusterctl.errors import InputError
 from clusterctl.terminal import safe_text
 
@@ -72,6 +73,7 @@ def topology(
         callback=finite_seconds,
         help=f"Seconds each node gets for the whole collection. Default: {DEFAULT_TIMEOUT_S:g}.",
     ),
+    junit: Path | None = JunitOption,
 ) -> int:
     """Collect GPU, IB, OFED, address and module facts on every node, judge them, show the findings."""
     from clusterctl.diagnostics.check import check_topology
@@ -84,11 +86,13 @@ def topology(
             "writes none. Fix: drop --bundle/--timeout to re-judge the saved bundle, or drop --from to "
             "collect a new one."
         )
+    junit = checked_junit(junit)
     inventory = load(inventory_path)
     directory = source or bundle or default_bundle_dir()
     report = check_topology(
         inventory, directory, saved=source is not None, timeout_s=timeout or DEFAULT_TIMEOUT_S
     )
+    write_junit(junit, "check topology", topology_cases(report, strict=strict))
     if as_json:
         print_json(
             {
@@ -147,6 +151,7 @@ def health(
     slurm_resume: list[str] = typer.Option(
         [], "--slurm-resume", help="Resume this drained node in Slurm after the check (repeatable)."
     ),
+    junit: Path | None = JunitOption,
 ) -> int:
     """Passive health checks of every node: Xid/SXid events, GPU memory errors and remapped rows, clock
     slowdowns, IB port errors and flaps, PCIe links; one verdict per node, an action per finding."""
@@ -160,6 +165,7 @@ def health(
             f"--from {source} and {given} together: --from judges a saved bundle, collects nothing and "
             "writes none. Fix: drop --bundle/--timeout, or drop --from to collect a new one."
         )
+    junit = checked_junit(junit)
     inventory = load(inventory_path)
     names = {n.name for n in inventory.nodes}
     strangers = [n for n in slurm_resume if n not in names]
@@ -187,6 +193,7 @@ def health(
         if slurm_drain and h.verdict == "fail"
     ] + [SlurmAction(name, "resume", "") for name in slurm_resume]
     done = apply_actions(inventory, actions) if actions else []
+    write_junit(junit, "check health", health_cases(report))
     if as_json:
         slurm = [
             {"node": a.node, "state": a.state, "reason": a.reason, "ok": a.ok, "detail": a.detail}

@@ -19,6 +19,7 @@ from clusterctl.cli.common import (
     markup_safe,
     print_json,
 )
+from clusterctl.cli.junit import JunitOption, checked_junit, write_junit
 from clusterctl.errors import InputError
 
 if TYPE_CHECKING:
@@ -59,6 +60,7 @@ def pairs(
     as_json: bool = typer.Option(
         False, "--json", help="Print the report as JSON (schema clusterctl.check-pairs/1, see docs/check.md)."
     ),
+    junit: Path | None = JunitOption,
 ) -> int:
     """Run the collective (nccl-tests on GPUs, the CPU allreduce otherwise) on node pairs and name the
     slow node: one verdict per node, exit 1 when a node or link is named. Needs `clusterctl up`."""
@@ -66,6 +68,7 @@ def pairs(
 
     if search not in ("auto", "all", "halving"):
         raise InputError(f"--search {search!r}: use auto, all or halving.")
+    junit = checked_junit(junit)
     inventory = load(inventory_path)
     if len(inventory.nodes) < 2:
         raise InputError(
@@ -90,6 +93,7 @@ def pairs(
         tolerance=tolerance,
         baseline=default_baseline(inventory),
     )
+    write_junit(junit, "check pairs", report.junit_cases())
     if as_json:
         print_json(report.to_json())
     else:
@@ -101,18 +105,13 @@ def _show(report: PairsReport) -> None:
     """Verdict lines (one per node, 80 columns), then the slow links, then the failures."""
     width = max(len(v.node) for v in report.nodes)
     for v in report.nodes:
-        figure = "not measured alone" if v.busbw is None else f"busbw {v.busbw:.3g} GB/s"
         console.print(
             f"{markup_safe(v.node.ljust(width))}  [{_STYLE[v.verdict]}]{v.verdict.upper():<4}[/]  "
-            f"{figure} vs {v.reference:.3g} GB/s {v.basis}",
+            f"{markup_safe(v.summary())}",
             highlight=False,
         )
     for link in report.links:
-        console.print(
-            f"[bold red]SLOW LINK[/] {markup_safe(' - '.join(link.pair))}: busbw {link.busbw:.3g} GB/s vs "
-            f"{link.reference:.3g} GB/s",
-            highlight=False,
-        )
+        console.print(f"[bold red]SLOW LINK[/] {markup_safe(link.summary())}", highlight=False)
     for group in report.groups:
         for failure in group.failures:
             console.print(markup_safe(f"failed run on {'+'.join(group.nodes)}: {failure}"), highlight=False)

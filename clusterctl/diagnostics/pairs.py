@@ -82,6 +82,11 @@ class NodeVerdict:
     reference: float
     basis: str
 
+    def summary(self) -> str:
+        """``busbw 0.8 GB/s vs 2.1 GB/s median of its peers``: the verdict line after the verdict."""
+        figure = "not measured alone" if self.busbw is None else f"busbw {self.busbw:.3g} GB/s"
+        return f"{figure} vs {self.reference:.3g} GB/s {self.basis}"
+
 
 @dataclass(frozen=True)
 class SlowLink:
@@ -90,6 +95,10 @@ class SlowLink:
     pair: Pair
     busbw: float
     reference: float
+
+    def summary(self) -> str:
+        """``node1 - node2: busbw 0.5 GB/s vs 2 GB/s``."""
+        return f"{' - '.join(self.pair)}: busbw {self.busbw:.3g} GB/s vs {self.reference:.3g} GB/s"
 
 
 def judge_all_pairs(

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from clusterctl.diagnostics.junit import Case, check_cases
 from clusterctl.diagnostics.pairs import (
     NodeVerdict,
     SlowLink,
@@ -82,6 +83,17 @@ class PairsReport:
     def named(self) -> list[str]:
         """The nodes and links named: what makes the command fail."""
         return [v.node for v in self.nodes if v.verdict != "ok"] + ["-".join(s.pair) for s in self.links]
+
+    def junit_cases(self) -> list[Case]:
+        """The JUnit testcases: one per node (failed when named), one failed per slow link."""
+        failed = {
+            v.node: None if v.verdict == "ok" else f"{v.verdict.upper()} {v.summary()}" for v in self.nodes
+        }
+        links = [
+            Case(f"link {' - '.join(s.pair)}", "clusterctl.check-pairs", f"SLOW LINK {s.summary()}")
+            for s in self.links
+        ]
+        return check_cases("check-pairs", failed, []) + links
 
     def to_json(self) -> dict[str, Any]:
         """The documented JSON form (``schema`` names its version; bandwidths in GB/s)."""
