@@ -28,6 +28,7 @@ from clusterctl.cli import provision as provision_cli
 from clusterctl.cli import render as render_cli
 from clusterctl.cli import run as run_cli
 from clusterctl.cli import sandbox as sandbox_cli
+from clusterctl.cli import slurm_hc as slurm_hc_cli
 from clusterctl.cli.common import err_console, markup_safe
 from clusterctl.cli.inspect import inspect as inspect_command
 from clusterctl.errors import ClusterctlError
@@ -76,6 +77,7 @@ app.add_typer(image_cli.app, name="image")
 lifecycle_cli.register(app)
 app.command("inspect")(inspect_command)
 check_cli.app.command("pairs")(pairs_cli.pairs)
+check_cli.app.command("slurm-hc")(slurm_hc_cli.slurm_hc)
 app.add_typer(check_cli.app, name="check")
 app.command("collect")(check_cli.collect_command)
 app.command("provision")(provision_cli.command)
