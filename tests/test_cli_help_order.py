@@ -27,6 +27,7 @@ EXPECTED_ORDER = [
     "report",
     "sweep",
     "check",
+    "baseline",
     "inspect",
     "collect",
     "render",

@@ -19,6 +19,7 @@ import typer.core
 import typer.models
 
 from clusterctl import __version__
+from clusterctl.cli import baseline as baseline_cli
 from clusterctl.cli import check as check_cli
 from clusterctl.cli import image as image_cli
 from clusterctl.cli import inventory as inventory_cli
@@ -49,7 +50,7 @@ HELP_PANELS: dict[str, tuple[str, ...]] = {
     "Try it on this machine": ("sandbox",),
     "Set up the cluster": ("inventory", "provision", "image", "up", "status", "down"),
     "Benchmark": ("run", "report", "sweep"),
-    "Diagnose": ("check", "inspect", "collect"),
+    "Diagnose": ("check", "baseline", "inspect", "collect"),
     "Tools": ("render",),
 }
 WORKFLOW_ORDER: tuple[str, ...] = tuple(name for names in HELP_PANELS.values() for name in names)
@@ -79,6 +80,7 @@ app.command("inspect")(inspect_command)
 check_cli.app.command("pairs")(pairs_cli.pairs)
 check_cli.app.command("slurm-hc")(slurm_hc_cli.slurm_hc)
 app.add_typer(check_cli.app, name="check")
+app.add_typer(baseline_cli.app, name="baseline")
 app.command("collect")(check_cli.collect_command)
 app.command("provision")(provision_cli.command)
 app.add_typer(render_cli.app, name="render")

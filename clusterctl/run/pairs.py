@@ -32,7 +32,7 @@ from clusterctl.diagnostics.pairs import (
     judge_all_pairs,
 )
 from clusterctl.inventory import Inventory
-from clusterctl.results.baselines import Baseline, find_baseline, load_baselines
+from clusterctl.results.baselines import BUSBW_METRIC, Baseline, baselines_for, find_baseline, hardware_config
 from clusterctl.results.record import RunRecord
 from clusterctl.run.context import RunContext
 from clusterctl.run.plan import build_plan, run_options
@@ -44,7 +44,6 @@ Search = Literal["auto", "all", "halving"]
 SCHEMA = "clusterctl.check-pairs/1"
 # Up to this many nodes `auto` measures all pairs (28 groups); above it, the halving search.
 ALL_PAIRS_UP_TO = 8
-BASELINE_METRIC = "nccl_allreduce_busbw_peak"
 # The CPU allreduce stops at 4 MiB (of 64): a pair's run is mostly start-up, and a slow node shows at
 # every size; nccl-tests keeps its sizes, the baselines being figures at the large ones.
 CPU_MAX_BYTES = 1 << 22
@@ -136,17 +135,7 @@ Measure = Callable[[Sequence[str]], Group]
 
 def pairs_baseline(inventory: Inventory, baselines: list[Baseline]) -> Baseline | None:
     """The baseline of a 2-node collective on this inventory's hardware, if the data has one."""
-    node = inventory.primary
-    config: dict[str, str | int] = {
-        "nodes": 2,
-        "gpus_per_node": node.gpus.count,
-        "fabric": node.fabric.kind,
-    }
-    if node.gpus.model:
-        config["gpu"] = node.gpus.model
-    if node.fabric.rate_gbps:
-        config["hca_rate_gbps"] = int(node.fabric.rate_gbps)
-    return find_baseline(BASELINE_METRIC, config, baselines)
+    return find_baseline(BUSBW_METRIC, hardware_config(inventory, 2), baselines)
 
 
 def check_pairs(
@@ -268,5 +257,5 @@ def _failure(record: RunRecord) -> str | None:
 
 
 def default_baseline(inventory: Inventory) -> Baseline | None:
-    """``pairs_baseline`` from the shipped baselines."""
-    return pairs_baseline(inventory, load_baselines())
+    """``pairs_baseline`` from the site's baselines and the shipped ones."""
+    return pairs_baseline(inventory, baselines_for(inventory))
