@@ -16,9 +16,7 @@ from clusterctl.containers.plan import container_name
 from clusterctl.image.build import build_image
 from clusterctl.image.distribute import distribute
 from clusterctl.image.record import effective_image_ref
-from clusterctl.inventory import load_inventory
-from clusterctl.sandbox.scratch import scratch_sandbox
-from tests.integration.conftest import Sandbox, on_node
+from tests.integration.conftest import Sandbox, on_node, private_sandbox
 from tests.strictjson import strict_loads
 
 pytestmark = pytest.mark.integration
@@ -30,21 +28,14 @@ FAST = ["--repeats", "1", "--timeout", "120", "--json"]
 @pytest.fixture(scope="module")
 def sandbox4(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
     """A 4-node sandbox (no Slurm) with the image delivered and the benchmark containers up."""
-    state = tmp_path_factory.mktemp("sandbox4-state")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("CLUSTERCTL_STATE_DIR", str(state))
-        mp.delenv("CLUSTERCTL_INVENTORY", raising=False)
-        with scratch_sandbox("it4", 4) as result:
-            assert result.name is not None
-            path = result.files.inventory
-            inventory = load_inventory(path)
-            build_image(inventory)
-            distribute(inventory)
-            lifecycle.up(inventory, effective_image_ref(inventory), ready_timeout_s=60)
-            try:
-                yield Sandbox(name=result.name, state_dir=state, inventory_path=path, inventory=inventory)
-            finally:
-                lifecycle.down(inventory)
+    with private_sandbox(tmp_path_factory, "it4", 4) as sandbox:
+        build_image(sandbox.inventory)
+        distribute(sandbox.inventory)
+        lifecycle.up(sandbox.inventory, effective_image_ref(sandbox.inventory), ready_timeout_s=60)
+        try:
+            yield sandbox
+        finally:
+            lifecycle.down(sandbox.inventory)
 
 
 def _check_pairs(sandbox: Sandbox, runs: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict]:
