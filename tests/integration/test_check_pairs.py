@@ -40,7 +40,9 @@ def sandbox4(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
 
 def _check_pairs(sandbox: Sandbox, runs: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict]:
     code = main(["check", "pairs", "-i", str(sandbox.inventory_path), "--runs-dir", str(runs), *FAST])
-    return code, strict_loads(capsys.readouterr().out)
+    out, err = capsys.readouterr()
+    assert out.strip(), f"exit {code}, nothing on stdout; stderr: {err}"
+    return code, strict_loads(out)
 
 
 def test_healthy_then_one_slowed_node_is_named_and_only_it(
