@@ -127,3 +127,29 @@ def test_the_cpu_collective_of_a_pair_is_kept_small() -> None:
     assert small.allreduce_volume(inventory.run).bytes == (1 + 2 + 4) * (1 << 20) * 6
     with pytest.raises(ValueError, match="not one of the payload's sizes"):
         Allreduce(max_bytes=3 << 20)
+
+
+def test_the_verdict_lines_come_first_within_80_columns(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The runs are the sandbox test's; here the simulated cluster answers for them.
+    monkeypatch.setattr("clusterctl.run.pairs.conductor_measure", lambda *a, **k: Cluster(slow="n03"))
+    path = tmp_path / "four.yml"
+    document = load_yaml(SANDBOX)
+    document["nodes"] = [
+        {"name": f"n{i:02d}", "address": f"10.213.0.{10 + i}", **({"role": "primary"} if i == 1 else {})}
+        for i in range(1, 5)
+    ]
+    path.write_text(json.dumps(document))
+    junit = tmp_path / "pairs.xml"
+    assert main(["check", "pairs", "-i", str(path), "--junit", str(junit)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[:2] for line in lines[:4]] == [
+        ["n01", "OK"],
+        ["n02", "OK"],
+        ["n03", "SLOW"],
+        ["n04", "OK"],
+    ]
+    assert lines[2].split(None, 2)[2] == "busbw 0.3 GB/s vs 2 GB/s median of its peers"
+    assert all(len(line) <= 80 for line in lines)
+    assert "SLOW busbw 0.3 GB/s" in junit.read_text()
