@@ -4,6 +4,7 @@ ones; a simulated cluster whose one node is slow is named, and only it."""
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Sequence
 
 import pytest
@@ -15,6 +16,17 @@ def test_one_noisy_sample_does_not_condemn_a_group() -> None:
     assert judge([10.0, 2.0, 10.5], floor=9.0)  # median 10
     assert not judge([2.0, 10.0, 3.0], floor=9.0)
     assert not judge([], floor=9.0)  # no sample: not healthy
+
+
+@pytest.mark.parametrize("size", [2, 3, 4, 7, 8])
+def test_all_pairs_come_in_rounds_that_spread_each_nodes_pairs(size: int) -> None:
+    nodes = [f"n{i}" for i in range(size)]
+    pairs = all_pairs(nodes)
+    assert sorted(pairs) == sorted(itertools.combinations(nodes, 2))
+    # In the first half of the runs, every node has already met some peers: none waits to the end.
+    first_half = {node for pair in pairs[: max(1, len(pairs) // 2)] for node in pair}
+    assert first_half == set(nodes) or size == 3
+    assert all(nodes.index(a) < nodes.index(b) for a, b in pairs)
 
 
 def test_all_pairs_name_the_node_every_slow_pair_shares() -> None:

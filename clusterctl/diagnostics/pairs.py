@@ -18,7 +18,6 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from itertools import combinations
 from typing import Literal
 
 Verdict = Literal["ok", "slow", "fail"]
@@ -31,8 +30,21 @@ def judge(samples: Sequence[float], floor: float) -> bool:
 
 
 def all_pairs(nodes: Sequence[str]) -> list[tuple[str, str]]:
-    """Every pair of ``nodes`` (n(n-1)/2 runs: for small clusters)."""
-    return list(combinations(nodes, 2))
+    """Every pair of ``nodes`` (n(n-1)/2 runs: for small clusters), in rounds of disjoint pairs.
+
+    The rounds (the circle method of a round-robin tournament) spread each node's pairs over the whole
+    measurement: measured one after the other, a node's pairs would all meet the same passing load of
+    the machine and the node would be judged by it. Within a pair the nodes keep their order in ``nodes``.
+    """
+    slots: list[str | None] = [*nodes, None] if len(nodes) % 2 else list(nodes)
+    order = {node: i for i, node in enumerate(nodes)}
+    pairs = []
+    for _ in range(len(slots) - 1):
+        for a, b in zip(slots[: len(slots) // 2], reversed(slots[len(slots) // 2 :]), strict=True):
+            if a is not None and b is not None:
+                pairs.append((a, b) if order[a] < order[b] else (b, a))
+        slots = [slots[0], slots[-1], *slots[1:-1]]
+    return pairs
 
 
 def slow_nodes(healthy: dict[tuple[str, str], bool]) -> list[str]:

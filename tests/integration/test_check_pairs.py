@@ -1,7 +1,6 @@
 """`clusterctl check pairs` on a 4-node sandbox (CPU allreduce over Horovod): the healthy cluster
-exits 0 with four OK verdicts; with one node's benchmark container held to a small CPU quota (set on
-the inner container through that node's own engine: a limit on the node container would not reach
-it), that node is named, and only it."""
+exits 0 with four OK verdicts; with one node's benchmark container slowed (its sends held to 24 Mbit/s,
+a node whose link runs at a fraction of its rate), that node is named, and only it."""
 
 from __future__ import annotations
 
@@ -12,7 +11,6 @@ import pytest
 
 from clusterctl.cli import main
 from clusterctl.containers import lifecycle
-from clusterctl.containers.plan import container_name
 from clusterctl.image.build import build_image
 from clusterctl.image.distribute import distribute
 from clusterctl.image.record import effective_image_ref
@@ -21,8 +19,10 @@ from tests.strictjson import strict_loads
 
 pytestmark = pytest.mark.integration
 
-# One run per pair keeps the test's cost to six runs per case; the repeats' median is unit-tested.
-FAST = ["--repeats", "1", "--timeout", "120", "--json"]
+# One run per pair keeps the test's cost to six runs per case (the repeats' median is unit-tested). A node
+# is named below 30% of its peers: the slowed node is ten times slower, while the healthy pairs of a
+# loaded 2-core machine differed by 3.4x, and node figures by 2.3x (other work comes and goes).
+FAST = ["--repeats", "1", "--timeout", "120", "--tolerance", "0.7", "--json"]
 
 
 @pytest.fixture(scope="module")
@@ -56,13 +56,18 @@ def test_healthy_then_one_slowed_node_is_named_and_only_it(
     assert [n["verdict"] for n in healthy["nodes"]] == ["ok"] * 4, healthy
     assert all(g["median_gb_s"] > 0 for g in healthy["groups"]), healthy
 
+    # The third node's benchmark container sends at 24 Mbit/s: its engine's host network is the node
+    # container's, so a token bucket on the node's fabric interface holds it, however loaded the CPUs are
+    # (a CPU quota of 0.2 on the inner container did not slow it on a 2-core machine at load 20-50, where
+    # no container gets 0.2 CPUs anyway).
     slowed = inventory.nodes[2]
-    inner = container_name(inventory, slowed)
-    on_node(sandbox4, slowed.name, "docker", "update", "--cpus", "0.2", inner)
+    device = slowed.fabric.interface
+    on_node(sandbox4, slowed.name, "tc", "qdisc", "add", "dev", device, "root", "tbf", "rate", "24mbit",
+            "burst", "32kbit", "latency", "400ms")  # fmt: skip
     try:
         code, slow = _check_pairs(sandbox4, tmp_path / "slow", capsys)
     finally:
-        on_node(sandbox4, slowed.name, "docker", "update", "--cpus", "0", inner)
+        on_node(sandbox4, slowed.name, "tc", "qdisc", "del", "dev", device, "root")
     verdicts = {n["node"]: n["verdict"] for n in slow["nodes"]}
     assert code == 1, slow
     assert [name for name, v in verdicts.items() if v != "ok"] == [slowed.name], slow
