@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from clusterctl.cli import main
+from clusterctl.cli.slurm_hc import slurm_hc
 from clusterctl.inventory import Inventory, validate_document
 from clusterctl.run.slurm.drain import MAX_REASON, REASON_PREFIX
 from clusterctl.run.slurm.healthcheck import BOUND_S, SLURM_HEALTH_CHECK_KILL_S, render_healthcheck
@@ -57,6 +58,8 @@ def test_the_script_passes_shellcheck_and_every_command_is_bounded(path: Path, t
             assert re.search(rf"timeout -k 2 \d+ {command} ", line), line
     assert ("nvidia-smi -q" in text) == (path == MODERN)
     assert BOUND_S <= SLURM_HEALTH_CHECK_KILL_S * 2 / 3
+    assert f"within {BOUND_S} s" in " ".join((slurm_hc.__doc__ or "").split())  # --help states the bound
+    assert f"within {BOUND_S} s" in text
 
 
 def _run(tmp_path: Path, dmesg: str, smi: str, ports: dict[str, tuple[str, str]]) -> tuple[int, str | None]:

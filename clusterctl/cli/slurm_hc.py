@@ -25,7 +25,9 @@ def slurm_hc(
         output.write_text(script)
         output.chmod(0o755)
     console.print(
-        safe_text(f"wrote {output}: in slurm.conf, HealthCheckProgram={output.resolve()} (copy it to every node)"),
+        safe_text(
+            f"wrote {output}: in slurm.conf, HealthCheckProgram={output.resolve()} (copy it to every node)"
+        ),
         markup=False,
         highlight=False,
     )
