@@ -29,6 +29,7 @@ EXPECTED_ORDER = [
     "explain",
     "sweep",
     "check",
+    "baseline",
     "inspect",
     "collect",
     "render",

@@ -4,17 +4,29 @@ ones; a simulated cluster whose one node is slow is named, and only it."""
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Sequence
 
 import pytest
 
-from clusterctl.diagnostics.pairs import all_pairs, halving_search, judge, slow_nodes
+from clusterctl.diagnostics.pairs import all_pairs, halving_search, judge, judge_all_pairs, slow_nodes
 
 
 def test_one_noisy_sample_does_not_condemn_a_group() -> None:
     assert judge([10.0, 2.0, 10.5], floor=9.0)  # median 10
     assert not judge([2.0, 10.0, 3.0], floor=9.0)
     assert not judge([], floor=9.0)  # no sample: not healthy
+
+
+@pytest.mark.parametrize("size", [2, 3, 4, 7, 8])
+def test_all_pairs_come_in_rounds_that_spread_each_nodes_pairs(size: int) -> None:
+    nodes = [f"n{i}" for i in range(size)]
+    pairs = all_pairs(nodes)
+    assert sorted(pairs) == sorted(itertools.combinations(nodes, 2))
+    # In the first half of the runs, every node has already met some peers: none waits to the end.
+    first_half = {node for pair in pairs[: max(1, len(pairs) // 2)] for node in pair}
+    assert first_half == set(nodes) or size == 3
+    assert all(nodes.index(a) < nodes.index(b) for a, b in pairs)
 
 
 def test_all_pairs_name_the_node_every_slow_pair_shares() -> None:
@@ -53,3 +65,38 @@ def _without(bad: str, group: Sequence[str]) -> bool:
 
 def test_two_nodes_cannot_be_told_apart() -> None:
     assert halving_search(["a", "b"], lambda group: False) is None
+
+
+def _medians(nodes: Sequence[str], of: dict[str, float], link: tuple[str, str] | None = None) -> dict:
+    """Every pair's median: the slower node's figure (``of``, default 2.0); ``link`` at 0.5."""
+    return {p: 0.5 if p == link else min(of.get(p[0], 2.0), of.get(p[1], 2.0)) for p in all_pairs(nodes)}
+
+
+def test_all_pairs_judge_names_the_slow_node_against_its_peers() -> None:
+    nodes = ["n1", "n2", "n3", "n4"]
+    verdicts, links = judge_all_pairs(_medians(nodes, {"n3": 0.4}), tolerance=0.5)
+    assert [(v.node, v.verdict) for v in verdicts] == [
+        ("n1", "ok"),
+        ("n2", "ok"),
+        ("n3", "slow"),
+        ("n4", "ok"),
+    ]
+    n3 = verdicts[2]
+    assert (n3.busbw, n3.reference, n3.basis) == (0.4, 2.0, "median of its peers")
+    assert links == []
+
+
+def test_all_pairs_judge_a_failed_node_and_a_slow_link() -> None:
+    nodes = ["a", "b", "c", "d", "e"]
+    verdicts, links = judge_all_pairs(_medians(nodes, {"e": 0.0}, link=("a", "b")), tolerance=0.5)
+    assert {v.node: v.verdict for v in verdicts} == {"a": "ok", "b": "ok", "c": "ok", "d": "ok", "e": "fail"}
+    assert [(s.pair, s.busbw, s.reference) for s in links] == [(("a", "b"), 0.5, 2.0)]
+
+
+def test_all_pairs_judge_against_a_baseline_condemns_every_node_below_it() -> None:
+    nodes = ["n1", "n2", "n3"]
+    verdicts, links = judge_all_pairs(_medians(nodes, {}), tolerance=0.15, baseline=10.0)
+    assert {v.verdict for v in verdicts} == {"slow"} and {v.basis for v in verdicts} == {"the baseline"}
+    assert links == []  # every pair's node is slow: the nodes are named, not the links
+    healthy, _ = judge_all_pairs(_medians(nodes, {}), tolerance=0.15, baseline=2.2)
+    assert {v.verdict for v in healthy} == {"ok"}

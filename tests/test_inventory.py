@@ -376,6 +376,7 @@ def test_schema_lists_every_top_level_key(capsys: pytest.CaptureFixture[str]) ->
         "provision",
         "preflight",
         "slurm",
+        "baselines",
         "delivery",
         "state",
     }

@@ -19,16 +19,19 @@ import typer.core
 import typer.models
 
 from clusterctl import __version__
+from clusterctl.cli import baseline as baseline_cli
 from clusterctl.cli import check as check_cli
 from clusterctl.cli import data as data_cli
 from clusterctl.cli import explain as explain_cli
 from clusterctl.cli import image as image_cli
 from clusterctl.cli import inventory as inventory_cli
 from clusterctl.cli import lifecycle as lifecycle_cli
+from clusterctl.cli import pairs as pairs_cli
 from clusterctl.cli import provision as provision_cli
 from clusterctl.cli import render as render_cli
 from clusterctl.cli import run as run_cli
 from clusterctl.cli import sandbox as sandbox_cli
+from clusterctl.cli import slurm_hc as slurm_hc_cli
 from clusterctl.cli.common import err_console, markup_safe
 from clusterctl.cli.inspect import inspect as inspect_command
 from clusterctl.errors import ClusterctlError
@@ -49,7 +52,7 @@ HELP_PANELS: dict[str, tuple[str, ...]] = {
     "Try it on this machine": ("sandbox",),
     "Set up the cluster": ("inventory", "provision", "image", "up", "status", "down"),
     "Benchmark": ("data", "run", "report", "explain", "sweep"),
-    "Diagnose": ("check", "inspect", "collect"),
+    "Diagnose": ("check", "baseline", "inspect", "collect"),
     "Tools": ("render",),
 }
 WORKFLOW_ORDER: tuple[str, ...] = tuple(name for names in HELP_PANELS.values() for name in names)
@@ -76,8 +79,11 @@ app.add_typer(inventory_cli.app, name="inventory")
 app.add_typer(image_cli.app, name="image")
 lifecycle_cli.register(app)
 app.command("inspect")(inspect_command)
+check_cli.app.command("pairs")(pairs_cli.pairs)
+check_cli.app.command("slurm-hc")(slurm_hc_cli.slurm_hc)
 app.add_typer(check_cli.app, name="check")
 app.add_typer(data_cli.app, name="data")
+app.add_typer(baseline_cli.app, name="baseline")
 app.command("collect")(check_cli.collect_command)
 app.command("provision")(provision_cli.command)
 app.add_typer(render_cli.app, name="render")

@@ -19,6 +19,7 @@ from clusterctl.cli.common import (
     markup_safe,
     print_json,
 )
+from clusterctl.cli.junit import JunitOption, checked_junit, health_cases, topology_cases, write_junit
 from clusterctl.errors import InputError
 from clusterctl.terminal import safe_text
 
@@ -79,6 +80,7 @@ def topology(
         help="Also the fact tables (tools, IB ports, GPU to NIC, versions, addressing) and every finding, "
         "info included.",
     ),
+    junit: Path | None = JunitOption,
 ) -> int:
     """Collect GPU, IB, OFED, address and module facts on every node, judge them: a verdict per node,
     then the errors and warnings."""
@@ -92,6 +94,7 @@ def topology(
             "writes none. Fix: drop --bundle/--timeout to re-judge the saved bundle, or drop --from to "
             "collect a new one."
         )
+    junit = checked_junit(junit)
     inventory = load(inventory_path)
     directory = source or bundle or default_bundle_dir()
     report = check_topology(
@@ -101,6 +104,7 @@ def topology(
         from clusterctl.data.storage import storage_findings
 
         report.cluster.extend(storage_findings(inventory))
+    write_junit(junit, "check topology", topology_cases(report, strict=strict))
     if as_json:
         print_json(
             {
@@ -159,6 +163,7 @@ def health(
     slurm_resume: list[str] = typer.Option(
         [], "--slurm-resume", help="Resume this drained node in Slurm after the check (repeatable)."
     ),
+    junit: Path | None = JunitOption,
 ) -> int:
     """Passive health checks of every node: Xid/SXid events, GPU memory errors and remapped rows, clock
     slowdowns, IB port errors and flaps, PCIe links; one verdict per node, an action per finding."""
@@ -172,6 +177,7 @@ def health(
             f"--from {source} and {given} together: --from judges a saved bundle, collects nothing and "
             "writes none. Fix: drop --bundle/--timeout, or drop --from to collect a new one."
         )
+    junit = checked_junit(junit)
     inventory = load(inventory_path)
     names = {n.name for n in inventory.nodes}
     strangers = [n for n in slurm_resume if n not in names]
@@ -199,6 +205,7 @@ def health(
         if slurm_drain and h.verdict == "fail"
     ] + [SlurmAction(name, "resume", "") for name in slurm_resume]
     done = apply_actions(inventory, actions) if actions else []
+    write_junit(junit, "check health", health_cases(report))
     if as_json:
         slurm = [
             {"node": a.node, "state": a.state, "reason": a.reason, "ok": a.ok, "detail": a.detail}

@@ -691,8 +691,23 @@ class Inventory(Strict):
     )
     delivery: DeliverySpec = Field(default_factory=DeliverySpec)
     state: StateSpec = Field(default_factory=StateSpec)
+    baselines: Annotated[Path, TextOnly, Field(strict=False)] | None = Field(
+        None,
+        description="This site's own baselines (a file `clusterctl baseline save` writes, in the shipped "
+        "baselines.yml's format): an entry matching the hardware wins over the shipped figures for `check "
+        "pairs` and `run --preflight`'s default minimum. Relative: to the inventory file's directory; it "
+        "need not exist yet.",
+    )
 
     _source: Path | None = PrivateAttr(None)
+
+    @field_validator("baselines")
+    @classmethod
+    def _baselines_beside_the_inventory(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        """Resolve the path against the inventory's directory (``context["inventory_dir"]``)."""
+        if value is None:
+            return None
+        return Path((info.context or {}).get("inventory_dir") or ".") / value.expanduser()
 
     @model_validator(mode="before")
     @classmethod

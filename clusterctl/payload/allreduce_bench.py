@@ -96,8 +96,10 @@ def main(argv: list[str] | None = None) -> int:
         algbw, busbw = bus_bandwidth(size, seconds, n)
         busbws.append(busbw)
         if rank == 0:
-            print(f"{size:12d}  {count:12d}     float     sum      -1  {seconds * 1e6:7.1f}  {algbw:6.2f}  "
-                  f"{busbw:6.2f}  {wrong:5d}", flush=True)  # fmt: skip
+            # Four decimals, not nccl-tests' two: a CPU fabric's figures are well under 1 GB/s, where
+            # two decimals would keep one significant digit (check pairs compares them).
+            print(f"{size:12d}  {count:12d}     float     sum      -1  {seconds * 1e6:7.1f}  {algbw:6.4f}  "
+                  f"{busbw:6.4f}  {wrong:5d}", flush=True)  # fmt: skip
     if rank == 0:
         print(f"# Out of bounds values : {wrong_total} {'OK' if wrong_total == 0 else 'FAILED'}", flush=True)
         print(f"# Avg bus bandwidth    : {sum(busbws) / max(len(busbws), 1):.4f}", flush=True)

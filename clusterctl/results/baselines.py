@@ -1,5 +1,6 @@
 """Expected figures per hardware type (``baselines.yml``), each with its public source, and the one
-pure lookup that finds the baseline of a configuration.
+pure lookup that finds the baseline of a configuration; a site's own figures (the inventory's
+``baselines`` file, written by `clusterctl baseline save`) come first.
 
 A baseline matches a configuration when every key of its ``match`` equals the configuration's value
 (a GPU model matches by substring: "H100" matches "NVIDIA H100 80GB HBM3"). ``floor`` is the lowest
@@ -10,12 +11,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from clusterctl.errors import InputError
 from clusterctl.yamlio import load_yaml
 
+if TYPE_CHECKING:
+    from clusterctl.inventory import Inventory
+
 DEFAULT_BASELINES = Path(__file__).with_name("baselines.yml")
+# The collective's figure: nccl-tests' (or the CPU allreduce's) bus bandwidth at the large sizes.
+BUSBW_METRIC = "nccl_allreduce_busbw_peak"
 
 
 class Baseline(BaseModel):
@@ -66,3 +74,60 @@ def find_baseline(metric: str, config: Mapping[str, str | int], baselines: list[
     """The baseline of ``metric`` for ``config``: the one matching the most keys, or None."""
     candidates = [b for b in baselines if b.metric == metric and b.matches(config)]
     return max(candidates, key=lambda b: len(b.match), default=None)
+
+
+def hardware_config(inventory: Inventory, nodes: int) -> dict[str, str | int]:
+    """What a baseline's ``match`` is compared with: a run of ``nodes`` nodes of ``inventory``'s hardware
+    (its primary's: the inventory keeps the nodes alike)."""
+    node = inventory.primary
+    config: dict[str, str | int] = {
+        "nodes": nodes,
+        "gpus_per_node": node.gpus.count,
+        "fabric": node.fabric.kind,
+    }
+    if node.gpus.model:
+        config["gpu"] = node.gpus.model
+    if node.fabric.rate_gbps:
+        config["hca_rate_gbps"] = int(node.fabric.rate_gbps)
+    return config
+
+
+def site_baselines(path: Path | None) -> list[Baseline]:
+    """The site's baselines in ``path`` (None, or no such file yet: none).
+
+    Raises:
+        InputError: the file is not a baselines file.
+    """
+    if path is None or not path.exists():
+        return []
+    try:
+        return load_baselines(path)
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        where = ".".join(str(part) for part in problem["loc"])
+        raise InputError(
+            f"baselines file {path} (the inventory's baselines): {where}: {problem['msg']}. Fix: correct the "
+            "entry (the shipped clusterctl/results/baselines.yml shows the format), or write it again with "
+            "`clusterctl baseline save`."
+        ) from None
+
+
+def baselines_for(inventory: Inventory) -> list[Baseline]:
+    """The site's baselines first (they win a tie), then the shipped ones."""
+    return site_baselines(inventory.baselines) + load_baselines()
+
+
+def save_baseline(path: Path, baseline: Baseline) -> None:
+    """Add ``baseline`` to the site's file ``path`` (created when missing), replacing an entry of its name.
+
+    Raises:
+        InputError: ``path`` holds something that is not a baselines file.
+    """
+    import yaml  # on use: only saving writes YAML
+
+    kept = [b for b in site_baselines(path) if b.name != baseline.name]
+    document = {"baselines": [b.model_dump() for b in [*kept, baseline]]}
+    header = (
+        "# This site's own baselines, written by `clusterctl baseline save` (the inventory's `baselines`).\n"
+    )
+    path.write_text(header + yaml.safe_dump(document, sort_keys=False))

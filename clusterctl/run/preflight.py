@@ -5,7 +5,9 @@ The collective is the one the run's gradients go through: ``nccl-tests`` (all_re
 the payload's ``allreduce`` benchmark (Horovod over MPI/Gloo, or torch's Gloo) on CPUs. It runs with the
 model run's own options (nodes, ranks per node, framework), is recorded in the same history (so
 `report` can predict from it) and is judged by ``refusal`` (pure): an invalid collective run, or a
-bus bandwidth below ``preflight.min_bus_bandwidth_gb_s``, refuses the model run with the reason.
+bus bandwidth below the minimum, refuses the model run with the reason. The minimum is
+``preflight.min_bus_bandwidth_gb_s``, else the floor of the baseline matching the run's hardware and
+node count (the site's own first, `clusterctl baseline save`), else none (``preflight_minimum``).
 This module is the pure half (the collective's plan, the verdict); the conductor runs it
 (``clusterctl.run.runner``).
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 from clusterctl.errors import RunFailed
 from clusterctl.inventory import Inventory
+from clusterctl.results.baselines import BUSBW_METRIC, Baseline, find_baseline, hardware_config
 from clusterctl.results.record import RunRecord
 from clusterctl.run.plan import LaunchPlan, build_plan
 from clusterctl.workloads import get_workload
@@ -34,8 +37,28 @@ def preflight_plan(inventory: Inventory, plan: LaunchPlan) -> LaunchPlan:
     return build_plan(inventory, plan.options.model_copy(update={"workload": name}), get_workload(name))
 
 
-def refusal(record: RunRecord, minimum_gb_s: float | None) -> str | None:
-    """Why the model run must not start after the collective run ``record``; None: it may. Pure."""
+INVENTORY_MINIMUM = "preflight.min_bus_bandwidth_gb_s"
+
+
+def preflight_minimum(
+    inventory: Inventory, nodes: int, baselines: list[Baseline]
+) -> tuple[float | None, str]:
+    """The least bus bandwidth a collective on ``nodes`` nodes must reach, and where it comes from: the
+    inventory's ``preflight.min_bus_bandwidth_gb_s``, else the matching baseline's floor (None: no minimum)."""
+    if inventory.preflight.min_bus_bandwidth_gb_s is not None:
+        return inventory.preflight.min_bus_bandwidth_gb_s, INVENTORY_MINIMUM
+    baseline = find_baseline(BUSBW_METRIC, hardware_config(inventory, nodes), baselines)
+    if baseline is None:
+        return None, ""
+    return (
+        baseline.floor,
+        f"the floor of baseline {baseline.name} ({baseline.value:g} GB/s less {baseline.tolerance:.0%})",
+    )
+
+
+def refusal(record: RunRecord, minimum_gb_s: float | None, source: str = INVENTORY_MINIMUM) -> str | None:
+    """Why the model run must not start after the collective run ``record``; None: it may. ``source``
+    says where the minimum comes from. Pure."""
     where = f"preflight {record.config.workload} on {record.nodes} node(s), {record.world_size} ranks"
     if not record.valid:
         problems = "; ".join(f.message for f in record.findings if f.severity == "error") or "invalid run"
@@ -47,7 +70,7 @@ def refusal(record: RunRecord, minimum_gb_s: float | None) -> str | None:
         return f"{where} printed no bus bandwidth (run directory {record.run_id})"
     if busbw.value < minimum_gb_s:
         return (
-            f"{where}: bus bandwidth {busbw.value:.3g} GB/s is below preflight.min_bus_bandwidth_gb_s "
+            f"{where}: bus bandwidth {busbw.value:.3g} GB/s is below {source} "
             f"{minimum_gb_s:g} GB/s; the model run was not started. `clusterctl check` probes the fabric"
         )
     return None

@@ -18,6 +18,7 @@ from pathlib import Path
 from clusterctl.data.caches import drop_caches, require_droppable
 from clusterctl.data.deliver import require_dataset
 from clusterctl.inventory import Inventory, Node
+from clusterctl.results.baselines import baselines_for
 from clusterctl.results.history import add_run, history_path
 from clusterctl.results.record import TIMEOUT_EXIT_CODE, RunRecord
 from clusterctl.results.report import ReportRow, report_of
@@ -27,7 +28,7 @@ from clusterctl.run.context import RunContext
 from clusterctl.run.judge import judge_run
 from clusterctl.run.launchers import Collected
 from clusterctl.run.plan import LaunchPlan
-from clusterctl.run.preflight import PreflightRefused, refusal
+from clusterctl.run.preflight import PreflightRefused, preflight_minimum, refusal
 from clusterctl.run.rundir import new_run_id, write_run_dir
 from clusterctl.workloads.base import Workload
 
@@ -85,10 +86,12 @@ def _run_preflight(context: RunContext, plan: LaunchPlan, workload: Workload) ->
     """Run the collective ``plan`` once, record it, and refuse when ``refusal`` says so.
 
     Raises:
-        PreflightRefused: the collective failed or its bus bandwidth is below the inventory's minimum.
+        PreflightRefused: the collective failed or its bus bandwidth is below the minimum
+            (``preflight_minimum``: the inventory's, else the matching baseline's floor).
     """
     [(record, _)] = _run_repeats(context, plan, workload, 1)
-    reason = refusal(record, context.inventory.preflight.min_bus_bandwidth_gb_s)
+    minimum, source = preflight_minimum(context.inventory, len(plan.hosts), baselines_for(context.inventory))
+    reason = refusal(record, minimum, source)
     if reason:
         raise PreflightRefused(reason)
     return record

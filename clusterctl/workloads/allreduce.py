@@ -26,14 +26,21 @@ REPEATS = 1 + 5
 
 
 class Allreduce(NcclTests):
-    """Float32 sum allreduce from 1 MiB to 64 MiB on CPU ranks, over the run's framework."""
+    """Float32 sum allreduce from 1 MiB to ``max_bytes`` (default 64 MiB) on CPU ranks, over the run's
+    framework."""
 
     name = "allreduce"
     model = "allreduce"
     description = "clusterctl's CPU allreduce bandwidth benchmark (Horovod or Gloo, as the payload trains)"
 
+    def __init__(self, max_bytes: int = SIZES[-1]) -> None:
+        """``max_bytes``: the largest size (one of ``SIZES``); smaller keeps the run short (check pairs)."""
+        if max_bytes not in SIZES:
+            raise ValueError(f"max_bytes {max_bytes} is not one of the payload's sizes {SIZES}")
+        self.max_bytes = max_bytes
+
     def argv(self, settings: RunDefaults, *, gpu: bool) -> list[str]:
-        """``python allreduce_bench.py`` over the settings' framework.
+        """``python allreduce_bench.py`` over the settings' framework (and ``--max-bytes`` when smaller).
 
         Raises:
             InputError: the run has GPUs (nccl-tests measures those).
@@ -42,12 +49,13 @@ class Allreduce(NcclTests):
             raise InputError("allreduce measures CPU ranks; on GPUs run nccl-tests.")
         # FSDP's collectives go through torch.distributed's backend, as DDP's do.
         framework = "ddp" if settings.framework == "fsdp" else settings.framework
-        return ["python", SCRIPT, f"--framework={framework}"]
+        smaller = [f"--max-bytes={self.max_bytes}"] if self.max_bytes != SIZES[-1] else []
+        return ["python", SCRIPT, f"--framework={framework}", *smaller]
 
     def allreduce_volume(self, settings: RunDefaults) -> Volume:
         """Every size, warm-up and timed: sum(sizes) x (warm-up + iterations)."""
         del settings
-        total = sum(SIZES)
+        total = sum(size for size in SIZES if size <= self.max_bytes)
         return Volume(bytes=total * REPEATS, derivation=f"{total:,} B of sizes x {REPEATS} allreduces")
 
     def image_lacks(self, versions: ImageVersions) -> str | None:

@@ -74,19 +74,31 @@ class Sandbox:
     inventory: Inventory
 
 
-@pytest.fixture(scope="session")
-def sandbox2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
-    """A 2-node sandbox with Slurm, up for the whole session; CLUSTERCTL_STATE_DIR points at its state."""
-    state = tmp_path_factory.mktemp("sandbox2-state")
+@contextlib.contextmanager
+def private_sandbox(
+    tmp_path_factory: pytest.TempPathFactory, prefix: str, nodes: int, *, slurm: bool = False
+) -> Iterator[Sandbox]:
+    """A scratch sandbox of ``nodes`` nodes with its own state directory (CLUSTERCTL_STATE_DIR points
+    there while it is up); removed on the way out."""
+    state = tmp_path_factory.mktemp(f"{prefix}-state")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("CLUSTERCTL_STATE_DIR", str(state))
         mp.delenv("CLUSTERCTL_INVENTORY", raising=False)
-        # With Slurm (munge, slurmctld, slurmd: a few MB each), so the slurm launcher's tests share
-        # this sandbox and its delivered image; its inventory keeps ssh as the default launcher.
-        with scratch_sandbox("it2", 2, slurm=True) as result:
+        with scratch_sandbox(prefix, nodes, slurm=slurm) as result:
             assert result.name is not None
             path = result.files.inventory
-            yield Sandbox(name=result.name, state_dir=state, inventory_path=path, inventory=load_inventory(path))
+            yield Sandbox(
+                name=result.name, state_dir=state, inventory_path=path, inventory=load_inventory(path)
+            )
+
+
+@pytest.fixture(scope="session")
+def sandbox2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
+    """A 2-node sandbox with Slurm, up for the whole session; CLUSTERCTL_STATE_DIR points at its state."""
+    # With Slurm (munge, slurmctld, slurmd: a few MB each), so the slurm launcher's tests share
+    # this sandbox and its delivered image; its inventory keeps ssh as the default launcher.
+    with private_sandbox(tmp_path_factory, "it2", 2, slurm=True) as sandbox:
+        yield sandbox
 
 
 @pytest.fixture

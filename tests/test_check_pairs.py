@@ -1,0 +1,155 @@
+"""`check pairs` without hosts: the search chosen by size, the groups measured, the reference (the
+baseline of the hardware, else the cluster's own median), the JSON schema, the verdict lines and the
+bad input refused before anything runs. The runs themselves are measured on the 4-node sandbox
+(tests/integration/test_check_pairs.py); here a simulated cluster answers with one slow node."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from clusterctl.cli import main
+from clusterctl.inventory import Inventory, validate_document
+from clusterctl.results.baselines import load_baselines
+from clusterctl.run.pairs import CPU_MAX_BYTES, Group, check_pairs, pairs_baseline, sub_inventory
+from clusterctl.workloads.allreduce import Allreduce
+from clusterctl.yamlio import load_yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SANDBOX = ROOT / "inventories" / "sandbox-example.yml"
+MODERN = ROOT / "inventories" / "modern-h100.yml"
+
+
+def _inventory(count: int) -> Inventory:
+    document = load_yaml(SANDBOX)
+    document["nodes"] = [
+        {"name": f"n{i:02d}", "address": f"10.213.0.{10 + i}", **({"role": "primary"} if i == 1 else {})}
+        for i in range(1, count + 1)
+    ]
+    return validate_document(document, SANDBOX)
+
+
+class Cluster:
+    """A simulated cluster: a group's bus bandwidth is 2 GB/s, 0.3 with ``slow`` in it."""
+
+    def __init__(self, slow: str | None) -> None:
+        self.slow = slow
+        self.measured: list[tuple[str, ...]] = []
+
+    def __call__(self, group: Sequence[str]) -> Group:
+        self.measured.append(tuple(group))
+        # Three repeats, one of them noisy: the median decides.
+        figure = 0.3 if self.slow in group else 2.0
+        return Group(tuple(group), (figure, figure * 0.2, figure * 1.1), (), ())
+
+
+def test_small_cluster_measures_all_pairs_and_names_the_slow_node() -> None:
+    cluster = Cluster(slow="n03")
+    report = check_pairs(_inventory(4), cluster)
+    assert report.search == "all" and len(cluster.measured) == 6
+    assert report.named == ["n03"]
+    slow = next(v for v in report.nodes if v.node == "n03")
+    assert (slow.busbw, slow.reference, slow.basis) == (0.3, 2.0, "median of its peers")
+
+
+def test_large_cluster_halves_against_disjoint_pairs_without_a_baseline() -> None:
+    cluster = Cluster(slow="n11")
+    report = check_pairs(_inventory(16), cluster)
+    assert report.search == "halving"
+    assert cluster.measured[:8] == [(f"n{i:02d}", f"n{i + 1:02d}") for i in range(1, 17, 2)]
+    assert len(cluster.measured) <= 8 + 2 * 4 + 2  # far fewer than the 120 pairs
+    assert report.named == ["n11"]
+    verdicts = {v.node: v for v in report.nodes}
+    assert verdicts["n11"].verdict == "slow" and verdicts["n11"].busbw == 0.3
+    assert verdicts["n01"].verdict == "ok" and verdicts["n01"].basis == "median of disjoint pairs"
+
+
+def test_halving_on_a_healthy_cluster_names_nothing() -> None:
+    report = check_pairs(_inventory(10), Cluster(slow=None), search="halving")
+    assert report.named == [] and {v.verdict for v in report.nodes} == {"ok"}
+
+
+def test_the_baseline_of_the_hardware_is_the_reference() -> None:
+    baselines = load_baselines()
+    document = load_yaml(MODERN)  # as 2 x DGX A100 on HDR: the deepops figure
+    document["cluster"]["defaults"]["gpus"]["model"] = "A100-SXM4-80GB"
+    document["cluster"]["defaults"]["fabric"]["rate_gbps"] = 200
+    found = pairs_baseline(validate_document(document, MODERN), baselines)
+    assert found is not None and found.name == "nccl-allreduce-2x8xa100-hdr-ib"
+    assert (
+        pairs_baseline(validate_document(load_yaml(MODERN), MODERN), baselines) is None
+    )  # no NDR figure yet
+    assert pairs_baseline(_inventory(4), baselines) is None  # CPU nodes: no published figure
+    report = check_pairs(_inventory(4), Cluster(slow=None), baseline=found)
+    assert {v.verdict for v in report.nodes} == {"slow"}  # 2 GB/s is no A100 pair
+    assert report.to_json()["baseline"]["name"] == found.name
+
+
+def test_json_has_the_schema_version_and_every_group() -> None:
+    report = check_pairs(_inventory(3), Cluster(slow=None), search="all").to_json()
+    assert report["schema"] == "clusterctl.check-pairs/1"
+    assert [g["nodes"] for g in report["groups"]] == [["n02", "n03"], ["n01", "n03"], ["n01", "n02"]]
+    assert (
+        report["groups"][0]["samples_gb_s"] == [2.0, 0.4, 2.2] and report["groups"][0]["median_gb_s"] == 2.0
+    )
+    assert {n["verdict"] for n in report["nodes"]} == {"ok"}
+
+
+def test_a_group_runs_as_its_own_inventory_with_its_first_node_primary() -> None:
+    sub = sub_inventory(_inventory(4), ["n03", "n01"])
+    assert [n.name for n in sub.nodes] == ["n03", "n01"]
+    assert sub.primary.name == "n03" and [n.name for n in sub.secondaries] == ["n01"]
+
+
+def test_bad_input_is_refused_before_anything_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["check", "pairs", "-i", str(SANDBOX), "--search", "thirds"]) == 2
+    assert "--search 'thirds': use auto, all or halving" in capsys.readouterr().err
+    one = tmp_path / "one.yml"
+    document = load_yaml(SANDBOX)
+    document["nodes"] = document["nodes"][:1]
+    one.write_text(json.dumps(document))  # JSON is YAML
+    assert main(["check", "pairs", "-i", str(one)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "needs at least 2 nodes" in err and "Fix:" in err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_the_cpu_collective_of_a_pair_is_kept_small() -> None:
+    inventory = _inventory(2)
+    small = Allreduce(max_bytes=CPU_MAX_BYTES)
+    assert small.argv(inventory.run, gpu=False)[-1] == "--max-bytes=4194304"
+    assert Allreduce().argv(inventory.run, gpu=False)[-1] == "--framework=horovod"  # `run`'s own sizes
+    assert small.allreduce_volume(inventory.run).bytes == (1 + 2 + 4) * (1 << 20) * 6
+    with pytest.raises(ValueError, match="not one of the payload's sizes"):
+        Allreduce(max_bytes=3 << 20)
+
+
+def test_the_verdict_lines_come_first_within_80_columns(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The runs are the sandbox test's; here the simulated cluster answers for them.
+    monkeypatch.setattr("clusterctl.run.pairs.conductor_measure", lambda *a, **k: Cluster(slow="n03"))
+    path = tmp_path / "four.yml"
+    document = load_yaml(SANDBOX)
+    document["nodes"] = [
+        {"name": f"n{i:02d}", "address": f"10.213.0.{10 + i}", **({"role": "primary"} if i == 1 else {})}
+        for i in range(1, 5)
+    ]
+    path.write_text(json.dumps(document))
+    junit = tmp_path / "pairs.xml"
+    assert main(["check", "pairs", "-i", str(path), "--junit", str(junit)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[:2] for line in lines[:4]] == [
+        ["n01", "OK"],
+        ["n02", "OK"],
+        ["n03", "SLOW"],
+        ["n04", "OK"],
+    ]
+    assert lines[2].split(None, 2)[2] == "busbw 0.3 GB/s vs 2 GB/s median of its peers"
+    assert all(len(line) <= 80 for line in lines)
+    assert "SLOW busbw 0.3 GB/s" in junit.read_text()
