@@ -1,7 +1,7 @@
 """`check pairs` without hosts: the search chosen by size, the groups measured, the reference (the
 baseline of the hardware, else the cluster's own median), the JSON schema, the verdict lines and the
 bad input refused before anything runs. The runs themselves are measured on the 4-node sandbox
-(tests/integration/test_check_pairs.py); here a simulated cluster answers with one slow node."""
+(tests/integration/test_check_pairs_sandbox.py); here a simulated cluster answers with one slow node."""
 
 from __future__ import annotations
 
