@@ -20,9 +20,11 @@ from tests.strictjson import strict_loads
 pytestmark = pytest.mark.integration
 
 # One run per pair keeps the test's cost to six runs per case (the repeats' median is unit-tested). A node
-# is named below 30% of its peers: the slowed node is ten times slower, while the healthy pairs of a
-# loaded 2-core machine differed by 3.4x, and node figures by 2.3x (other work comes and goes).
-FAST = ["--repeats", "1", "--timeout", "120", "--tolerance", "0.7", "--json"]
+# is named below 10% of its peers: the slowed node's egress (24 Mbit/s, 0.003 GB/s) puts its pairs at 1-4%
+# of the others', while one run per pair on a 2-core machine shared with other work swings: a fresh-clone
+# CI run measured healthy pairs from 0.078 to 0.43 GB/s (5.5x), which named a healthy node at the 30%
+# line this test first used.
+FAST = ["--repeats", "1", "--timeout", "120", "--tolerance", "0.9", "--json"]
 
 
 @pytest.fixture(scope="module")

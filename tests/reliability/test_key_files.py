@@ -52,6 +52,7 @@ def test_every_writer_caller_is_a_node_upload() -> None:
     )
     assert callers == [
         "containers/lifecycle.py",
+        "data/deliver.py",
         "image/registry_node.py",
         "provision/executor.py",
         "run/launchers/slurm.py",
