@@ -81,6 +81,12 @@ def topology(
         "info included.",
     ),
     junit: Path | None = JunitOption,
+    runs_dir: Path = typer.Option(
+        Path("runs"),
+        "--runs-dir",
+        help="Where recorded runs are read: with run.data, each node's read rate is compared with the best "
+        "training rate recorded there for this inventory's device.",
+    ),
 ) -> int:
     """Collect GPU, IB, OFED, address and module facts on every node, judge them: a verdict per node,
     then the errors and warnings."""
@@ -102,8 +108,11 @@ def topology(
     )
     if source is None:  # the dataset under run.data is read on the nodes, never from a saved bundle
         from clusterctl.data.storage import storage_findings
+        from clusterctl.results.history import load_runs
+        from clusterctl.results.input_need import input_need
 
-        report.cluster.extend(storage_findings(inventory))
+        need = None if inventory.run.data == "synthetic" else input_need(inventory, load_runs(runs_dir).runs)
+        report.cluster.extend(storage_findings(inventory, need))
     write_junit(junit, "check topology", topology_cases(report, strict=strict))
     if as_json:
         print_json(

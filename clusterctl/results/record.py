@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field
 
@@ -32,6 +32,9 @@ from clusterctl.results.pop import PopMetrics
 from clusterctl.workloads.base import Metric
 from clusterctl.workloads.breakdown import RankBreakdown
 
+if TYPE_CHECKING:
+    from clusterctl.inventory import Inventory
+
 RESULT_FILE = "result.json"
 
 LauncherName = Literal["ssh", "slurm"]
@@ -39,6 +42,15 @@ LauncherName = Literal["ssh", "slurm"]
 LAUNCHERS: tuple[LauncherName, ...] = ("ssh", "slurm")
 # Exit code recorded for a run killed at its timeout (what coreutils' timeout uses).
 TIMEOUT_EXIT_CODE = 124
+
+
+def run_device(inventory: Inventory) -> str:
+    """``RunConfig.device`` for a run on ``inventory``'s nodes: the GPU model, or ``cpu`` with the nodes'
+    cpuset size when set (the inventory keeps the nodes alike: its primary's)."""
+    primary = inventory.primary
+    if primary.gpus.count > 0:
+        return primary.gpus.model or "gpu"
+    return "cpu" if primary.cpu_count is None else f"cpu ({primary.cpu_count}-core nodes)"
 
 
 class RunConfig(BaseModel):

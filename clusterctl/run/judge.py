@@ -24,13 +24,9 @@ from clusterctl.results.mfu import ModelFlops, model_flops
 from clusterctl.results.nccl_log_proof import fabric_findings, prove_fabric, settle_snapshot
 from clusterctl.results.peaks import load_peaks
 from clusterctl.results.pop import run_pop
-from clusterctl.results.record import LauncherName, RunConfig, RunRecord
+from clusterctl.results.record import LauncherName, RunConfig, RunRecord, run_device
 from clusterctl.run.plan import LaunchPlan
 from clusterctl.workloads.base import Metric, Workload
-
-
-def _cpu_device(cores: int | None) -> str:
-    return "cpu" if cores is None else f"cpu ({cores}-core nodes)"
 
 
 def judge_run(
@@ -64,7 +60,7 @@ def judge_run(
         batch_size=s.batch_size,
         image_size=s.image_size,
         image_profile=inventory.image.profile,
-        device=(primary.gpus.model or "gpu") if plan.gpu else _cpu_device(primary.cpu_count),
+        device=run_device(inventory),
         **workload.config_fields(s),
         data="synthetic" if s.data == "synthetic" else "real-loader" if s.loader_only else "real",
     )

@@ -115,9 +115,14 @@ def test_data_synth_then_real_data_runs(
     assert code == 2 and "node1: the node is a container" in err and "nothing was started" in err
 
     on_node(sandbox2, "node2", "rm", f"{NODE_ROOT}/synth/val/n00000001/n00000001_val_000003.JPEG")
-    code, checked, _ = _json(capsys, "check", "topology", *inv, "--bundle", str(tmp_path / "bundle"))
+    code, checked, _ = _json(capsys, "check", "topology", *inv, *runs, "--bundle", str(tmp_path / "bundle"))
     dataset = {(f["code"], f["node"]) for f in checked["cluster_findings"] if f["code"].startswith("dataset")}
     assert code == 1 and ("dataset-differs", None) in dataset and ("dataset-read-rate", "node1") in dataset
+    # The need: the best training rate recorded above (a real-data run; the loader-only one is no need).
+    (rate,) = [
+        f for f in checked["cluster_findings"] if (f["code"], f["node"]) == ("dataset-read-rate", "node1")
+    ]
+    assert "the run needs" in rate["message"] and "real data" in rate["message"]
 
     on_node(sandbox2, "node2", "rm", "-rf", f"{NODE_ROOT}/synth")
     code, _, err = _json(capsys, "run", "resnet50", *inv, *runs, "--nodes", "2", "--steps", "3")
