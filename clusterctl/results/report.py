@@ -102,6 +102,17 @@ class ReportRow(BaseModel):
         None,
         description="Median over the valid runs that reached run.target_top1 of the wall time to it (s).",
     )
+    cold_images_per_sec: float | None = Field(
+        None, description="Median over the valid epochs runs of the first (cold) epoch's training img/s."
+    )
+    warm_images_per_sec: float | None = Field(
+        None, description="Median over the valid epochs runs of their later (warm) epochs' median img/s."
+    )
+    cache_dropped: bool | None = Field(
+        None,
+        description="Whether every valid run dropped the nodes' page cache first (run --drop-caches): only "
+        "then is the first epoch read from storage; None: no valid run.",
+    )
 
 
 def build_report(records: list[RunRecord], references: list[Reference]) -> list[ReportRow]:
@@ -224,7 +235,8 @@ def _row(group: list[RunRecord]) -> ReportRow:
 
 
 def _input_figures(group: list[RunRecord]) -> dict[str, float | bool | None]:
-    """The row's real-data fields: loader rate and time to target (medians), and the input-bound verdict."""
+    """The row's real-data fields: loader rate, time to target and the cold and warm epochs' rates
+    (medians), the input-bound verdict, and whether the page cache was dropped."""
     valid = [r for r in group if r.valid and r.value is not None]
 
     def median_of(name: str) -> float | None:
@@ -236,6 +248,9 @@ def _input_figures(group: list[RunRecord]) -> dict[str, float | bool | None]:
         "loader_images_per_sec": median_of("loader_images_per_sec"),
         "input_bound": any(f.code == "input-bound" for r in trained for f in r.findings) if trained else None,
         "time_to_target_s": median_of("time_to_target_s"),
+        "cold_images_per_sec": median_of("cold_images_per_sec"),
+        "warm_images_per_sec": median_of("warm_images_per_sec"),
+        "cache_dropped": all(r.cache_dropped for r in valid) if valid else None,
     }
 
 
@@ -316,6 +331,9 @@ CSV_COLUMNS = [
     "loader_images_per_sec",
     "input_bound",
     "time_to_target_s",
+    "cold_images_per_sec",
+    "warm_images_per_sec",
+    "cache_dropped",
 ]
 
 

@@ -126,6 +126,14 @@ def _input(row: ReportRow) -> str:
     return f"{row.loader_images_per_sec:,.1f} {row.unit}{verdict}"
 
 
+def _cold_warm(row: ReportRow) -> str:
+    """The first epoch's rate beside the later epochs' median, and whether the first read from storage."""
+    if row.cold_images_per_sec is None:
+        return "-"
+    warm = _fmt(row.warm_images_per_sec, ",.1f")
+    return f"{row.cold_images_per_sec:,.1f}/{warm}" + (" [dropped]" if row.cache_dropped else "")
+
+
 @dataclass(frozen=True)
 class _Column:
     """One column of the report table: its header, its cell, and whether it must be shown."""
@@ -185,6 +193,7 @@ _COLUMNS: tuple[_Column, ...] = (
         right=True,
         sparse=True,
     ),
+    _Column("cold/warm", _cold_warm, 17, right=True, sparse=True),
     _Column("fabric", _fabric, 11, right=True, sparse=True),
     _Column("nccl algo", lambda r: ", ".join(r.algorithms) or "-", 12, sparse=True),
     _Column("reference", lambda r: _references(r) or "-", 9),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from typing import TYPE_CHECKING, Any
 
 from clusterctl.diagnostics.model import split_tag, tagged_lines
@@ -121,10 +122,14 @@ def loader_rates_by_node(log: str) -> dict[str, float]:
 
 
 def epoch_metrics(result: dict[str, Any]) -> dict[str, Metric]:
-    """Each epoch's val top-1 and training time (the first, cold, beside the warm ones): ``top1[epoch N]``
-    and ``train_seconds[epoch N]`` from an epochs run's result line."""
+    """Each epoch's val top-1, training time and rate from an epochs run's result line: ``top1[epoch N]``,
+    ``train_seconds[epoch N]``, ``images_per_sec[epoch N]`` (its steps x batch x world size over its
+    training time), and the cold/warm view: ``cold_images_per_sec`` (the first epoch) and
+    ``warm_images_per_sec`` (the median of the later ones; only with two epochs or more)."""
     epochs = result.get("epochs")
     metrics: dict[str, Metric] = {}
+    images_per_step = _images_per_step(result)
+    rates: list[float] = []
     for entry in epochs if isinstance(epochs, list) else []:
         if not isinstance(entry, dict) or not isinstance(entry.get("epoch"), int):
             continue
@@ -132,7 +137,21 @@ def epoch_metrics(result: dict[str, Any]) -> dict[str, Metric]:
             value = number(entry.get(name))
             if value is not None:
                 metrics[f"{name}[epoch {entry['epoch']}]"] = Metric(value=value, unit=unit)
+        steps, seconds = number(entry.get("steps")), number(entry.get("train_seconds"))
+        if images_per_step and steps and seconds and seconds > 0:
+            rates.append(steps * images_per_step / seconds)
+            metrics[f"images_per_sec[epoch {entry['epoch']}]"] = Metric(value=rates[-1], unit="img/s")
+    if rates:
+        metrics["cold_images_per_sec"] = Metric(value=rates[0], unit="img/s")
+    if len(rates) > 1:
+        metrics["warm_images_per_sec"] = Metric(value=statistics.median(rates[1:]), unit="img/s")
     return metrics
+
+
+def _images_per_step(result: dict[str, Any]) -> float | None:
+    """Images one training step takes, all ranks together: the result line's batch x world size."""
+    batch, world = number(result.get("batch_size")), number(result.get("world_size"))
+    return batch * world if batch and world else None
 
 
 class ResNet50(Workload):

@@ -107,6 +107,7 @@ def test_data_synth_then_real_data_runs(
     assert code == 0
     rows = {(row["config"]["data"], row["devices"]): row for row in report}
     assert rows[("real", 2)]["time_to_target_s"] > 0 and rows[("real-loader", 2)]["loader_images_per_sec"] > 0
+    assert rows[("real", 2)]["cold_images_per_sec"] > 0 and rows[("real", 2)]["cache_dropped"] is False
 
     # The sandbox's nodes are containers: their page cache is the whole machine's, never dropped.
     code, _, err = _json(
