@@ -64,12 +64,21 @@ def synth(
     ),
     quality: int = typer.Option(93, "--quality", min=10, max=100, help="JPEG quality."),
     seed: int = typer.Option(0, "--seed", min=0, max=2**32 - 1, help="The same seed makes the same files."),
+    tfrecords: int = typer.Option(
+        0,
+        "--tfrecords",
+        min=0,
+        max=1024,
+        help="Also write N training TFRecord shards of the same images (and N/8 validation ones, at least 1) "
+        "under tfrecords/, for tf_cnn_benchmarks (--data_dir); 0: none.",
+    ),
     shared: bool = typer.Option(
         False, "--shared", help="The directory is shared storage: write once (through the first node)."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the manifest summary and each node's outcome."),
 ) -> int:
-    """Write N classes x M JPEGs (train/<class>/*.JPEG, val/<class>/*.JPEG) onto every node.
+    """Write N classes x M JPEGs (train/<class>/*.JPEG, val/<class>/*.JPEG) onto every node, and with
+    --tfrecords their TFRecord shards (tfrecords/train-00000-of-0000N, validation-...).
 
     Deterministic from --seed; a node holding the same manifest is skipped; files it did not write are
     never replaced (a directory holding them is refused, exit 2).
@@ -79,7 +88,7 @@ def synth(
 
     inv = load(inventory_path)
     directory = dataset_path(inv, path)
-    spec = SynthSpec(classes, train, val, width, height, quality, seed)
+    spec = SynthSpec(classes, train, val, width, height, quality, seed, tfrecords)
     with _ImageProgress(quiet=as_json) as progress:
         result = synth_on_nodes(inv, list(inv.nodes), directory, spec, shared=shared, progress=progress)
     if as_json:

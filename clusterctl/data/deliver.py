@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Literal
 
 from clusterctl.data.probe import NodeDataset, host_path, parse_probe, probe_command
+from clusterctl.data.shards import ShardWriter
 from clusterctl.data.synth import (
     LISTING_NAME,
     MANIFEST_NAME,
@@ -70,20 +71,24 @@ class SynthResult:
 def render_archive(
     spec: SynthSpec, into: Path, progress: Callable[[int, int], None]
 ) -> tuple[Manifest, list[str]]:
-    """Render every image of ``spec`` into the tar archive ``into``; the manifest of what it holds, and its paths.
+    """Render every image of ``spec`` into the tar archive ``into`` (and, where the spec asks, its TFRecord
+    shards, built beside ``into``); the manifest of what it holds, and its paths.
 
     ``progress(done, total)`` is called after each image. The archive's entries are 0644, owned by root,
     dated 0: the same spec gives the same archive.
     """
     total = spec.count()
     lines = []
+    shards = ShardWriter(spec, into.parent / "shards")
     with tarfile.open(into, "w") as tar:
         for done, (file, data) in enumerate(render_all(spec), start=1):
             info = tarfile.TarInfo(file.path)
             info.size, info.mode, info.mtime = len(data), 0o644, 0
             tar.addfile(info, io.BytesIO(data))
             lines.append(listing_line(file.path, data))
+            shards.add(file, data)
             progress(done, total)
+        lines += shards.close_into(tar)
     return make_manifest(spec, lines), [line.split("\t")[0] for line in lines]
 
 

@@ -43,6 +43,8 @@ class SynthSpec:
     height: int = 350
     quality: int = 93
     seed: int = 0
+    tfrecord_shards: int = 0
+    """Training TFRecord shards of the same images for tf_cnn_benchmarks (validation: an eighth); 0: none."""
 
     def class_name(self, index: int) -> str:
         """ImageNet-style synset name of class ``index`` (``n00000000``, ``n00000001``, ...)."""
@@ -51,6 +53,10 @@ class SynthSpec:
     def count(self) -> int:
         """How many images the spec makes (both splits)."""
         return self.classes * (self.train_per_class + self.val_per_class)
+
+    def per_class(self, split: str) -> int:
+        """Images per class in ``split``."""
+        return self.train_per_class if split == "train" else self.val_per_class
 
 
 @dataclass(frozen=True)
@@ -67,7 +73,7 @@ def plan_files(spec: SynthSpec) -> list[SynthFile]:
     """Every image of ``spec``, train then val, class by class, in the order they are written."""
     files = []
     for split in SPLITS:
-        per_class = spec.train_per_class if split == "train" else spec.val_per_class
+        per_class = spec.per_class(split)
         for label in range(spec.classes):
             name = spec.class_name(label)
             files += [
@@ -135,7 +141,12 @@ class Manifest:
 
 def listing_line(path: str, data: bytes) -> str:
     """One line of a manifest's listing: path, size and SHA-256 of the file's bytes, tab separated."""
-    return f"{path}\t{len(data)}\t{hashlib.sha256(data).hexdigest()}"
+    return listing_entry(path, len(data), hashlib.sha256(data).hexdigest())
+
+
+def listing_entry(path: str, size: int, sha256: str) -> str:
+    """A listing line from a file's size and SHA-256 (a file written piece by piece, as a TFRecord shard)."""
+    return f"{path}\t{size}\t{sha256}"
 
 
 def make_manifest(spec: SynthSpec, lines: list[str]) -> Manifest:

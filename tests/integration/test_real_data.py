@@ -30,6 +30,8 @@ SYNTH = [
     "48",
     "--height",
     "48",
+    "--tfrecords",
+    "2",
 ]
 
 
@@ -62,11 +64,13 @@ def test_data_synth_then_real_data_runs(
 
     code, made, err = _json(capsys, "data", "synth", *inv, *SYNTH)
     assert code == 0, err[-2000:]
-    assert made["path"] == f"{NODE_ROOT}/synth" and made["files"] == 80
+    assert made["path"] == f"{NODE_ROOT}/synth" and made["files"] == 80 + 3  # 2 train + 1 validation shards
     assert [n["outcome"] for n in made["nodes"]] == ["written", "written"]
     for node in ("node1", "node2"):
         listed = on_node(sandbox2, node, "sh", "-c", f"find {NODE_ROOT}/synth -name '*.JPEG' | wc -l")
         assert listed.strip() == "80"
+    shards = on_node(sandbox2, "node1", "ls", f"{NODE_ROOT}/synth/tfrecords").split()
+    assert shards == ["train-00000-of-00002", "train-00001-of-00002", "validation-00000-of-00001"]
     code, again, _ = _json(capsys, "data", "synth", *inv, *SYNTH)
     assert code == 0 and [n["outcome"] for n in again["nodes"]] == ["skipped", "skipped"]
     assert again["digest"] == made["digest"]  # deterministic from the seed
