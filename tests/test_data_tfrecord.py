@@ -1,20 +1,26 @@
 """`data synth --tfrecords`: CRC-32C and TFRecord's mask against published vectors, the hand-written
-``tf.train.Example`` against bytes TensorFlow itself serialized, and the shards of a rendered archive
-read back record by record (framing, CRCs, the JPEG and the 1-based label of every image)."""
+``tf.train.Example`` against bytes TensorFlow itself serialized, the shards of a rendered archive read
+back record by record (framing, CRCs, the JPEG and the 1-based label of every image), the probe that
+finds them on a node (a real shell), and tf_cnn_benchmarks reading them through run.data."""
 
 from __future__ import annotations
 
 import ast
 import fnmatch
 import struct
+import subprocess
 import tarfile
 from pathlib import Path
 
 import pytest
 
 from clusterctl.data.deliver import render_archive
+from clusterctl.data.probe import parse_probe, probe_command
 from clusterctl.data.synth import SynthSpec, plan_files
 from clusterctl.data.tfrecord import crc32c, example, frame, masked_crc32c
+from clusterctl.inventory import RunDefaults
+from clusterctl.workloads.resnet50 import ResNet50
+from clusterctl.workloads.tf_cnn_benchmarks import TfCnnBenchmarks
 
 FIXTURES = Path(__file__).parent / "fixtures" / "tfrecord"
 
@@ -141,3 +147,28 @@ def test_a_frame_is_length_crc_data_crc() -> None:
     framed = frame(b"abc")
     assert framed[:8] == struct.pack("<Q", 3) and framed[12:15] == b"abc" and len(framed) == 19
     assert _records(framed) == [b"abc"]
+
+
+def test_the_probe_tells_a_dataset_with_shards_from_one_without(tmp_path: Path) -> None:
+    spec = SynthSpec(classes=2, train_per_class=2, val_per_class=1, width=32, height=32, tfrecord_shards=1)
+    render_archive(spec, tmp_path / "a.tar", lambda done, total: None)
+    for name, wanted in (("with", True), ("without", False)):
+        with tarfile.open(tmp_path / "a.tar") as tar:
+            members = [m for m in tar.getmembers() if wanted or not m.name.startswith("tfrecords/")]
+            tar.extractall(tmp_path / name, members=members, filter="data")
+        done = subprocess.run(
+            ["sh", "-c", probe_command(str(tmp_path / name))], capture_output=True, text=True, timeout=60
+        )
+        answer = parse_probe("node1", str(tmp_path / name), done.stdout)
+        assert answer is not None and answer.usable and answer.tfrecords is wanted
+
+
+def test_tf_cnn_benchmarks_reads_run_datas_shards_unless_data_dir_names_others() -> None:
+    argv = TfCnnBenchmarks().argv
+    synthetic = argv(RunDefaults(), gpu=True)
+    assert not any(a.startswith("--data_dir") for a in synthetic)
+    real = argv(RunDefaults.model_validate({"data": "/data/imagenet"}), gpu=True)
+    assert "--data_dir=/data/imagenet/tfrecords" in real and "--data_name=imagenet" in real
+    both = RunDefaults.model_validate({"data": "/data/imagenet", "data_dir": "/data/tf"})
+    assert "--data_dir=/data/tf" in argv(both, gpu=True)  # an older inventory's data_dir still wins
+    assert TfCnnBenchmarks.reads_tfrecords and not ResNet50.reads_tfrecords

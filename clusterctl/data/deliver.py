@@ -33,6 +33,7 @@ from clusterctl.data.synth import (
     make_manifest,
     render_all,
 )
+from clusterctl.data.tfrecord import SHARDS_DIR
 from clusterctl.errors import ConnectError, InputError, StepError
 from clusterctl.hosts.command import CommandResult
 from clusterctl.hosts.sftp import write_file
@@ -240,9 +241,12 @@ def _check_shared(
         )
 
 
-def require_dataset(inventory: Inventory, nodes: list[Node], container_path: str) -> None:
+def require_dataset(
+    inventory: Inventory, nodes: list[Node], container_path: str, *, tfrecords: bool = False
+) -> None:
     """Refuse a run whose dataset (``run.data``, seen through ``container.mounts``) is missing or empty
-    on a node, before anything starts.
+    on a node, before anything starts; with ``tfrecords`` (tf_cnn_benchmarks reading
+    ``<run.data>/tfrecords``), one without training shards there too.
 
     Raises:
         InputError: no mount holds ``container_path``, or a node lacks the dataset (each named, with the
@@ -251,14 +255,20 @@ def require_dataset(inventory: Inventory, nodes: list[Node], container_path: str
     """
     path = host_path(inventory, container_path)
     answers = probe_nodes(inventory, nodes, path)
-    lacking = [a for a in answers.values() if not a.usable]
+    lacking = [a for a in answers.values() if not a.usable or (tfrecords and not a.tfrecords)]
     if lacking:
-        where = "; ".join(
-            f"{a.node}:{a.path} is {a.state if a.state in ('absent', 'empty') else 'without train/ and val/'}"
-            for a in lacking
-        )
+        where = "; ".join(f"{a.node}:{a.path} is {_lacks(a)}" for a in lacking)
         raise InputError(
             f"run.data {container_path}: the dataset is missing on {len(lacking)} node(s) ({where}); nothing was "
-            "started. Fix: make it there (`clusterctl data synth`, or copy your ImageNet-layout directory), or "
-            "run with --data synthetic."
+            "started. Fix: make it there (`clusterctl data synth`, with --tfrecords N for tf_cnn_benchmarks, or "
+            "copy your ImageNet-layout directory), or run with --data synthetic."
         )
+
+
+def _lacks(answer: NodeDataset) -> str:
+    """What a node's dataset lacks, in words."""
+    if answer.state in ("absent", "empty"):
+        return answer.state
+    if not answer.layout:
+        return "without train/ and val/"
+    return f"without {SHARDS_DIR}/train-*-of-* (TFRecord shards)"

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from clusterctl.data.synth import MANIFEST_NAME, Manifest, read_manifest
+from clusterctl.data.tfrecord import SHARDS_DIR
 from clusterctl.errors import InputError
 from clusterctl.inventory import Inventory
 
@@ -35,6 +36,8 @@ class NodeDataset:
     state: DatasetState
     manifest: Manifest | None = None
     layout: bool = False
+    tfrecords: bool = False
+    """Whether ``tfrecords/`` holds training shards (``train-*-of-*``) for tf_cnn_benchmarks."""
 
     @property
     def usable(self) -> bool:
@@ -50,8 +53,9 @@ def probe_command(path: str) -> str:
         f"if [ ! -d {p} ]; then echo '{_STATE_PREFIX}absent'; "
         f"elif [ -z \"$(ls -A {p})\" ]; then echo '{_STATE_PREFIX}empty'; "
         f"else layout=0; [ -d {p}/train ] && [ -d {p}/val ] && layout=1; "
-        f'if [ -f {m} ]; then echo "{_STATE_PREFIX}manifest $layout"; head -c 16777216 {m}; '
-        f'else echo "{_STATE_PREFIX}foreign $layout"; fi; fi'
+        f'shards=0; for f in {p}/{SHARDS_DIR}/train-*-of-*; do [ -f "$f" ] && shards=1; break; done; '
+        f'if [ -f {m} ]; then echo "{_STATE_PREFIX}manifest $layout $shards"; head -c 16777216 {m}; '
+        f'else echo "{_STATE_PREFIX}foreign $layout $shards"; fi; fi'
     )
 
 
@@ -63,14 +67,15 @@ def parse_probe(node: str, path: str, stdout: str) -> NodeDataset | None:
     words = first[len(_STATE_PREFIX) :].split()
     state = words[0] if words else ""
     layout = len(words) > 1 and words[1] == "1"
+    shards = len(words) > 2 and words[2] == "1"
     if state in ("absent", "empty"):
         return NodeDataset(node, path, state)  # type: ignore[arg-type]  # checked just above
     if state == "foreign":
-        return NodeDataset(node, path, "foreign", layout=layout)
+        return NodeDataset(node, path, "foreign", layout=layout, tfrecords=shards)
     if state == "manifest":
         manifest = read_manifest(rest)
         # A manifest that does not read is no proof that `data synth` wrote the files: someone else's.
-        return NodeDataset(node, path, "manifest" if manifest else "foreign", manifest, layout)
+        return NodeDataset(node, path, "manifest" if manifest else "foreign", manifest, layout, shards)
     return None
 
 

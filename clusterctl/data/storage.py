@@ -63,7 +63,7 @@ def storage_command(path: str) -> str:
     return (
         f"if [ ! -d {p} ] || [ -z \"$(ls -A {p})\" ]; then echo '{_PREFIX}0'; exit 0; fi; cd {p} || exit 1; "
         f"counts=$({listing} | awk -F '\\t' '{{n++; b+=$2}} $1 ~ /[.]JPEG$/ {{j++; jb+=$2}} "
-        f"END {{printf \"%d %d %d %d\", n, b, j, jb}}'); set -- $counts; "
+        f'END {{printf "%d %d %d %d", n, b, j, jb}}\'); set -- $counts; '
         f"digest=$({listing} | sha256sum | cut -d' ' -f1); "
         f"t0=$(date +%s.%N); got=$(find . -type f -name '*.JPEG' -print0 | head -z -n {SAMPLE_FILES} | xargs -0 -r cat | wc -c); "
         't1=$(date +%s.%N); secs=$(awk -v a="$t0" -v b="$t1" \'BEGIN {print b - a}\'); '

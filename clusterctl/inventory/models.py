@@ -322,7 +322,8 @@ class RunDefaults(Strict):
     """Defaults for `clusterctl run`; command-line options override them."""
 
     framework: Literal["horovod", "ddp", "fsdp"] = Field(
-        "horovod", description="Data-parallel library; fsdp (PyTorch's fully_shard) for the gpt workload only."
+        "horovod",
+        description="Data-parallel library; fsdp (PyTorch's fully_shard) for the gpt workload only.",
     )
     batch_size: int = Field(64, ge=1, le=4096, description="Batch size per device.")
     precision: Literal["fp32", "fp16", "bf16"] = Field("fp32", description="Training precision.")
@@ -342,12 +343,15 @@ class RunDefaults(Strict):
         None, ge=0, le=5, description="NCCL_NET_GDR_LEVEL for GPUDirect RDMA; None: NCCL's default."
     )
     data_dir: SafePath | None = Field(
-        None, description="Data set path in the container; None: synthetic data."
+        None,
+        description="tf_cnn_benchmarks only: a TFRecord directory in the container (train-*-of-*); None: "
+        "data's tfrecords/ (what data synth --tfrecords writes) when data is set, else synthetic data.",
     )
     data: Literal["synthetic"] | ListPath = Field(
         "synthetic",
-        description="resnet50's input: synthetic tensors, or an ImageNet-layout directory in the container "
-        "(train/<class>/*.JPEG, val/<class>/*.JPEG; under a container.mounts target) read by a real pipeline.",
+        description="The input: synthetic tensors, or an ImageNet-layout directory in the container "
+        "(train/<class>/*.JPEG, val/<class>/*.JPEG; under a container.mounts target) read by resnet50's real "
+        "pipeline; tf_cnn_benchmarks reads its tfrecords/ shards.",
     )
     loader_workers: int | None = Field(
         None,

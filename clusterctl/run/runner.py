@@ -44,7 +44,7 @@ def run_plans(context: RunContext) -> list[tuple[RunRecord, Path]]:
         StepError, ConnectError, RunFailed: as the launcher's ``start`` and ``follow``.
         PreflightRefused: with preflight, a collective failed or was too slow; nothing runs after it.
     """
-    check_datasets(context.inventory, context.plans)
+    check_datasets(context.inventory, context.plans, tfrecords=context.workload.reads_tfrecords)
     for plan in context.plans:
         if plan.options.settings.drop_caches:
             require_droppable(context.inventory, _nodes(context.inventory, plan))
@@ -56,12 +56,15 @@ def run_plans(context: RunContext) -> list[tuple[RunRecord, Path]]:
     return done
 
 
-def check_datasets(inventory: Inventory, plans: Sequence[LaunchPlan]) -> None:
-    """Refuse, before the first launch, a real-data plan whose dataset a node of it lacks (``require_dataset``)."""
+def check_datasets(inventory: Inventory, plans: Sequence[LaunchPlan], *, tfrecords: bool = False) -> None:
+    """Refuse, before the first launch, a real-data plan whose dataset a node of it lacks (``require_dataset``;
+    ``tfrecords``: the workload reads run.data's TFRecord shards, unless the plan names run.data_dir)."""
     for plan in plans:
-        data = plan.options.settings.data
-        if data != "synthetic":
-            require_dataset(inventory, _nodes(inventory, plan), data)
+        s = plan.options.settings
+        if s.data != "synthetic":
+            require_dataset(
+                inventory, _nodes(inventory, plan), s.data, tfrecords=tfrecords and not s.data_dir
+            )
 
 
 def _nodes(inventory: Inventory, plan: LaunchPlan) -> list[Node]:

@@ -48,6 +48,8 @@ class Workload(ABC):
     model: ClassVar[str]
     primary_metric: ClassVar[str]
     description: ClassVar[str]
+    # Reads run.data's TFRecord shards (<run.data>/tfrecords) rather than its JPEGs, unless run.data_dir.
+    reads_tfrecords: ClassVar[bool] = False
 
     @abstractmethod
     def argv(self, settings: RunDefaults, *, gpu: bool) -> list[str]:

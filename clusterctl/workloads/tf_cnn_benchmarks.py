@@ -7,8 +7,10 @@ are the whitepaper's multi-node command's, derived from the run settings; the to
 
 from __future__ import annotations
 
+import posixpath
 from typing import TYPE_CHECKING
 
+from clusterctl.data.tfrecord import SHARDS_DIR
 from clusterctl.diagnostics.parsers.tf_cnn_benchmarks import parse_tf_cnn_benchmarks
 from clusterctl.errors import InputError
 from clusterctl.findings import Finding
@@ -33,6 +35,16 @@ IMAGE_SIZE = 224
 CLASSES = 1001
 
 
+def tfrecord_dir(settings: RunDefaults) -> str | None:
+    """The TFRecord directory ``--data_dir`` names: ``run.data_dir`` when set, else run.data's
+    ``tfrecords/`` (what `data synth --tfrecords` writes beside the JPEGs); None: synthetic data."""
+    if settings.data_dir:
+        return str(settings.data_dir)
+    if settings.data != "synthetic":
+        return posixpath.join(settings.data, SHARDS_DIR)
+    return None
+
+
 class TfCnnBenchmarks(Workload):
     """tf_cnn_benchmarks ResNet-50 with --variable_update=horovod, as in the whitepaper."""
 
@@ -40,6 +52,7 @@ class TfCnnBenchmarks(Workload):
     model = MODEL
     primary_metric = "total_images_per_sec"
     description = "tensorflow/benchmarks tf_cnn_benchmarks.py (the whitepaper's script; paper-2020 image)"
+    reads_tfrecords = True
 
     def argv(self, settings: RunDefaults, *, gpu: bool) -> list[str]:
         """The whitepaper's tf_cnn_benchmarks flags for these settings.
@@ -67,8 +80,8 @@ class TfCnnBenchmarks(Workload):
             f"--horovod_device={device}",
             "--datasets_num_private_threads=4",
         ]
-        if settings.data_dir:
-            argv += [f"--data_dir={settings.data_dir}", "--data_name=imagenet"]
+        if data_dir := tfrecord_dir(settings):
+            argv += [f"--data_dir={data_dir}", "--data_name=imagenet"]
         argv += [
             f"--display_every={settings.display_every}",
             f"--model={MODEL}",
