@@ -12,14 +12,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+import torch
 
 from clusterctl.data.synth import SynthSpec, render_all
+from clusterctl.workloads.resnet50 import ResNet50
 from tests.test_payload_model import bench
+from tests.test_workloads import plan_on
 
 assert bench.__file__  # puts the payload's directory on sys.path, as the image's layout has it
 if TYPE_CHECKING:  # the checker reads the payload as the package; the siblings import each other top-level
-    from clusterctl.payload import imagedata, realtrain
+    from clusterctl.payload import dalidata, imagedata, realtrain
 else:
+    import dalidata
     import imagedata
     import realtrain
 
@@ -138,3 +142,21 @@ def test_loader_only_runs_the_pipeline_alone_and_reports_per_worker(dataset: Pat
         loader["images_per_sec"], rel=1e-3
     )
     assert "clusterctl-peak" not in done.stdout  # no model, no GEMM peak
+    assert loader["decoder"] == result["decoder"] == "pillow"  # a CPU rank: DALI is for GPUs
+    (note,) = [
+        f
+        for f in ResNet50().sanity(done.stdout, plan_on("sandbox-example.yml", "resnet50", nodes=1))
+        if f.code == "input-decoder"
+    ]
+    assert note.severity == "info" and "Pillow in DataLoader worker processes" in note.message
+
+
+def test_dali_is_chosen_only_on_a_gpu_where_it_imports_and_bad_images_need_not_be_skipped(
+    dataset: Path,
+) -> None:
+    args = _args(dataset)
+    assert imagedata.decoder(args, gpu=False) == "pillow"
+    # DALI is not installed here (no GPU image): a GPU rank falls back to Pillow, as on any image without it.
+    assert not dalidata.dali_importable() and imagedata.decoder(args, gpu=True) == "pillow"
+    loader = imagedata.make_loader([], args, 0, 1, train=True, pin=True)
+    assert isinstance(loader, torch.utils.data.DataLoader)

@@ -269,6 +269,11 @@ class ImageVersions(Strict):
         None, description="nccl-tests git tag built with MPI; None: not built."
     )
     tf_benchmarks_branch: Version | None = Field(None, description="tensorflow/benchmarks branch.")
+    dali: Version | None = Field(
+        None,
+        description="NVIDIA DALI version (PyPI's nvidia-dali-cuda<CUDA major>0) for resnet50's GPU input "
+        "pipeline (modern profile); None: no DALI, Pillow decodes.",
+    )
 
 
 class ImageSpec(Strict):

@@ -11,6 +11,9 @@ workers as uint8 (a quarter of float32's bytes through shared and pinned memory)
 the device. Each rank reads its own shard of every epoch (``DistributedSampler``'s order for training,
 a strided shard without padding for validation, so every image is counted once).
 
+On a GPU where NVIDIA DALI imports (the modern image), ``dalidata.DaliLoader`` reads instead: the same
+shards, crops and batches, decoded on the GPU; ``decoder`` says which ran, and the result line carries it.
+
 A file that does not decode stops the run with its path, or, with ``--skip-bad-images``, is left out
 and counted. ``--loader-only`` runs the pipeline alone and prints, per rank:
 
@@ -26,12 +29,17 @@ import os
 import socket
 import time
 from collections.abc import Iterator
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import torch
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset, Sampler
 from torch.utils.data.distributed import DistributedSampler
+
+if TYPE_CHECKING:  # the checker reads the payload as the package module; the image ships it top-level
+    from clusterctl.payload.dalidata import DaliLoader, dali_importable
+else:
+    from dalidata import DaliLoader, dali_importable
 
 LOADER_PREFIX = "CLUSTERCTL_LOADER "
 EXTENSIONS = (".jpeg", ".jpg", ".png")
@@ -140,6 +148,22 @@ class Batch(NamedTuple):
     bad: list[Bad]
 
 
+class Decoded(Protocol):
+    """What the training loop takes from either pipeline: a ``Batch``, or DALI's (``dalidata.DaliBatch``)."""
+
+    @property
+    def images(self) -> torch.Tensor:
+        """uint8 NCHW images."""
+
+    @property
+    def labels(self) -> torch.Tensor:
+        """Their labels."""
+
+    @property
+    def bad(self) -> list[Bad]:
+        """The files of the batch that did not decode."""
+
+
 def collate(items: list[tuple[torch.Tensor, int] | Bad]) -> Batch:
     """Stack the decoded items; keep the undecodable ones aside."""
     good = [item for item in items if not isinstance(item, Bad)]
@@ -162,10 +186,19 @@ class Shard(Sampler[int]):
         return len(self.indices)
 
 
+def decoder(args: argparse.Namespace, *, gpu: bool) -> str:
+    """Which pipeline reads the images: ``dali`` on a GPU where DALI imports (not with
+    ``--skip-bad-images``, which only the Pillow workers can do), else ``pillow``."""
+    return "dali" if gpu and not args.skip_bad_images and dali_importable() else "pillow"
+
+
 def make_loader(
     samples: list[Sample], args: argparse.Namespace, rank: int, world: int, *, train: bool, pin: bool
-) -> DataLoader[Any]:
-    """The DataLoader of one split for one rank: its shard, ``args.loader_workers`` workers, prefetching."""
+) -> DataLoader[Any] | DaliLoader:
+    """The loader of one split for one rank: its shard, ``args.loader_workers`` workers, prefetching;
+    DALI's where ``decoder`` says so (``pin``: the rank runs on a GPU), else Pillow in DataLoader workers."""
+    if decoder(args, gpu=pin) == "dali":
+        return DaliLoader(args.data, "train" if train else "val", args, rank, world, train=train)
     dataset = ImageFolder(samples, args.image_size, train=train)
     sampler: Sampler[int] = (
         DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=0, drop_last=True)
@@ -186,7 +219,7 @@ def make_loader(
     )
 
 
-def check_bad(batch: Batch, skip: bool) -> int:
+def check_bad(batch: Decoded, skip: bool) -> int:
     """How many files of ``batch`` did not decode; SystemExit naming the first unless ``skip``."""
     if batch.bad and not skip:
         first = batch.bad[0]
@@ -198,7 +231,7 @@ def check_bad(batch: Batch, skip: bool) -> int:
 
 
 def to_device(
-    batch: Batch, device: torch.device, memory_format: torch.memory_format
+    batch: Decoded, device: torch.device, memory_format: torch.memory_format
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The batch on ``device``: images normalised to float32 with ImageNet's mean and deviation."""
     images = batch.images.to(device, non_blocking=True).float().div_(255.0)
@@ -208,7 +241,7 @@ def to_device(
     return images, batch.labels.to(device, non_blocking=True)
 
 
-def measure_loader(loader: DataLoader[Any], batches: int, skip: bool) -> tuple[int, float, int]:
+def measure_loader(loader: DataLoader[Any] | DaliLoader, batches: int, skip: bool) -> tuple[int, float, int]:
     """Read up to ``batches`` batches (the loader's epoch at most): (images, seconds, bad files).
 
     The clock starts at the first batch, so the workers' start-up is not counted against the rate.
@@ -223,10 +256,13 @@ def measure_loader(loader: DataLoader[Any], batches: int, skip: bool) -> tuple[i
     return images, time.perf_counter() - start, bad
 
 
-def loader_line(rank: int, workers: int, images: int, seconds: float, bad: int) -> str:
-    """The line a rank prints after measuring its loader alone."""
+def loader_line(
+    rank: int, workers: int, images: int, seconds: float, bad: int, pipeline: str = "pillow"
+) -> str:
+    """The line a rank prints after measuring its loader alone (``pipeline``: ``decoder``'s answer)."""
     rate = images / seconds if seconds > 0 else 0.0
     facts = {
+        "decoder": pipeline,
         "rank": rank,
         "host": socket.gethostname(),
         "workers": workers,

@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # the checker reads the payload as the package module; the im
     from clusterctl.payload.dataopts import default_workers
     from clusterctl.payload.imagedata import (
         check_bad,
+        decoder,
         loader_line,
         make_loader,
         measure_loader,
@@ -32,7 +33,15 @@ if TYPE_CHECKING:  # the checker reads the payload as the package module; the im
     )
 else:
     from dataopts import default_workers
-    from imagedata import check_bad, loader_line, make_loader, measure_loader, scan_dataset, to_device
+    from imagedata import (
+        check_bad,
+        decoder,
+        loader_line,
+        make_loader,
+        measure_loader,
+        scan_dataset,
+        to_device,
+    )
 
 
 def learning_rate(step: int, steps_per_epoch: int, args: argparse.Namespace, world: int) -> float:
@@ -64,7 +73,7 @@ class Feeder:
         self._iterator = self._start(0)
 
     def _start(self, epoch: int) -> Any:
-        self.loader.sampler.set_epoch(epoch)  # type: ignore[attr-defined]  # a DistributedSampler
+        self.loader.sampler.set_epoch(epoch)  # type: ignore[union-attr]  # DistributedSampler or DALI's
         return iter(self.loader)
 
     def next_epoch(self) -> None:
@@ -197,9 +206,11 @@ def loader_rate(samples: list[Any], args: argparse.Namespace, trainer: Any, batc
         )
     trainer.barrier()
     images, seconds, bad = measure_loader(loader, max(2, min(batches, len(loader))), args.skip_bad_images)
-    print(loader_line(trainer.rank, args.loader_workers, images, seconds, bad), flush=True)
+    pipeline = decoder(args, gpu=trainer.device.type == "cuda")
+    print(loader_line(trainer.rank, args.loader_workers, images, seconds, bad, pipeline), flush=True)
     rate, skipped = trainer.sum_all([images / seconds if seconds > 0 else 0.0, float(bad)])
     return {
+        "decoder": pipeline,
         "loader_images_per_sec": round(rate, 3),
         "loader_images_per_sec_per_worker": round(rate / max(1, args.loader_workers * trainer.world_size), 3),
         "loader_workers": args.loader_workers,

@@ -262,6 +262,7 @@ class ResNet50(Workload):
         s = plan.options.settings
         return [
             *_compile_note(s.xla, s.framework, result.get("compile")),
+            *_decoder_note(result),
             *_input_bound(result),
             *expect("wrong-model", result.get("model"), self.model, "model"),
             *expect("wrong-batch-size", result.get("batch_size"), s.batch_size, "batch size per device"),
@@ -316,6 +317,28 @@ def _data_argv(settings: RunDefaults) -> list[str]:
         if on
     ]
     return argv
+
+
+_DECODERS = {
+    "dali": "NVIDIA DALI on the GPU (file reader, nvJPEG decoder, random resized crop)",
+    "pillow": "Pillow in DataLoader worker processes",
+}
+
+
+def _decoder_note(result: dict[str, Any]) -> list[Finding]:
+    """A real-data run's record says which pipeline decoded its images (the payload's ``decoder``)."""
+    decoder = result.get("decoder")
+    if decoder not in _DECODERS:
+        return []
+    return [
+        Finding(
+            severity="info",
+            code="input-decoder",
+            message=f"The images were decoded by {_DECODERS[str(decoder)]}.",
+            advice="DALI is used on GPUs where the image has it (the modern profile), except with "
+            "--skip-bad-images; Pillow otherwise.",
+        )
+    ]
 
 
 def _compile_note(asked: bool, framework: str, compiled: object) -> list[Finding]:
