@@ -78,6 +78,7 @@ def test_judged_real_log_is_valid_with_its_metric() -> None:
     assert record.valid, record.findings
     assert record.value == pytest.approx(208.72)
     assert record.config.device == "V100-SXM2-16GB"
+    assert record.config.data == "real"  # the paper inventory's run.data_dir: ImageNet TFRecords
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ from datetime import datetime
 
 from clusterctl.diagnostics.parsers.mpi_error import parse_mpi_error
 from clusterctl.findings import Finding
-from clusterctl.inventory import Inventory
+from clusterctl.inventory import Inventory, RunDefaults
 from clusterctl.results.counters import (
     CounterReadings,
     counter_findings,
@@ -27,6 +27,12 @@ from clusterctl.results.pop import run_pop
 from clusterctl.results.record import LauncherName, RunConfig, RunRecord, run_device
 from clusterctl.run.plan import LaunchPlan
 from clusterctl.workloads.base import Metric, Workload
+
+
+def _data_kind(workload: Workload, s: RunDefaults) -> str:
+    """``RunConfig.data``: real when the run read files (run.data, or tf_cnn_benchmarks' run.data_dir)."""
+    real = s.data != "synthetic" or (workload.reads_tfrecords and s.data_dir is not None)
+    return "synthetic" if not real else "real-loader" if s.loader_only else "real"
 
 
 def judge_run(
@@ -62,7 +68,7 @@ def judge_run(
         image_profile=inventory.image.profile,
         device=run_device(inventory),
         **workload.config_fields(s),
-        data="synthetic" if s.data == "synthetic" else "real-loader" if s.loader_only else "real",
+        data=_data_kind(workload, s),
     )
     fabric = prove_fabric(
         output,
