@@ -21,27 +21,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 if TYPE_CHECKING:  # the checker reads the payload as the package module; the image ships it top-level
+    from clusterctl.payload import imagedata
     from clusterctl.payload.dataopts import default_workers
-    from clusterctl.payload.imagedata import (
-        check_bad,
-        decoder,
-        loader_line,
-        make_loader,
-        measure_loader,
-        scan_dataset,
-        to_device,
-    )
 else:
+    import imagedata
     from dataopts import default_workers
-    from imagedata import (
-        check_bad,
-        decoder,
-        loader_line,
-        make_loader,
-        measure_loader,
-        scan_dataset,
-        to_device,
-    )
 
 
 def learning_rate(step: int, steps_per_epoch: int, args: argparse.Namespace, world: int) -> float:
@@ -60,7 +44,7 @@ class Feeder:
     def __init__(
         self, samples: list[Any], args: argparse.Namespace, trainer: Any, optimizer: Any, memory_format: Any
     ):
-        self.loader = make_loader(
+        self.loader = imagedata.make_loader(
             samples, args, trainer.rank, trainer.world_size, train=True, pin=trainer.device.type == "cuda"
         )
         if len(self.loader) == 0:
@@ -86,12 +70,12 @@ class Feeder:
         batch = next(self._iterator, None)
         if batch is None:
             return None
-        self.skipped += check_bad(batch, self.args.skip_bad_images)
+        self.skipped += imagedata.check_bad(batch, self.args.skip_bad_images)
         lr = learning_rate(self.step, len(self.loader), self.args, self.trainer.world_size)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.step += 1
-        return to_device(batch, self.trainer.device, self.memory_format)
+        return imagedata.to_device(batch, self.trainer.device, self.memory_format)
 
     def endless(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The next batch, starting a new epoch where one ends (step-count runs)."""
@@ -111,10 +95,10 @@ def evaluate(
     correct = total = skipped = 0
     with torch.no_grad():
         for batch in loader:
-            skipped += check_bad(batch, args.skip_bad_images)
+            skipped += imagedata.check_bad(batch, args.skip_bad_images)
             if len(batch.labels) == 0:
                 continue
-            images, labels = to_device(batch, trainer.device, memory_format)
+            images, labels = imagedata.to_device(batch, trainer.device, memory_format)
             with autocast:
                 predicted = model(images).argmax(dim=1)
             correct += int((predicted == labels).sum())
@@ -142,7 +126,7 @@ def train_epochs(
     takes the same number of steps (``DistributedSampler`` drops the remainder), so no rank waits
     on an allreduce another never joins.
     """
-    loader = make_loader(
+    loader = imagedata.make_loader(
         val, args, trainer.rank, trainer.world_size, train=False, pin=trainer.device.type == "cuda"
     )
     history, reached, train_seconds, images = [], None, 0.0, 0
@@ -186,7 +170,7 @@ def train_epochs(
 
 def open_dataset(args: argparse.Namespace) -> tuple[list[Any], list[Any]]:
     """The train and val samples of ``args.data``; sets the class count and the workers' default."""
-    train, val, classes = scan_dataset(args.data)
+    train, val, classes = imagedata.scan_dataset(args.data)
     args.num_classes = len(classes)
     if args.loader_workers is None:
         args.loader_workers = default_workers()
@@ -196,7 +180,7 @@ def open_dataset(args: argparse.Namespace) -> tuple[list[Any], list[Any]]:
 def loader_rate(samples: list[Any], args: argparse.Namespace, trainer: Any, batches: int) -> dict[str, Any]:
     """The input pipeline alone on every rank (no model): this rank's ``CLUSTERCTL_LOADER`` line printed,
     the sum over ranks returned (images/s, and per worker)."""
-    loader = make_loader(
+    loader = imagedata.make_loader(
         samples, args, trainer.rank, trainer.world_size, train=True, pin=trainer.device.type == "cuda"
     )
     if len(loader) == 0:
@@ -205,9 +189,13 @@ def loader_rate(samples: list[Any], args: argparse.Namespace, trainer: Any, batc
             f"({args.batch_size} x {trainer.world_size}). Fix: a larger dataset or a smaller --batch-size."
         )
     trainer.barrier()
-    images, seconds, bad = measure_loader(loader, max(2, min(batches, len(loader))), args.skip_bad_images)
-    pipeline = decoder(args, gpu=trainer.device.type == "cuda")
-    print(loader_line(trainer.rank, args.loader_workers, images, seconds, bad, pipeline), flush=True)
+    images, seconds, bad = imagedata.measure_loader(
+        loader, max(2, min(batches, len(loader))), args.skip_bad_images
+    )
+    pipeline = imagedata.decoder(args, gpu=trainer.device.type == "cuda")
+    print(
+        imagedata.loader_line(trainer.rank, args.loader_workers, images, seconds, bad, pipeline), flush=True
+    )
     rate, skipped = trainer.sum_all([images / seconds if seconds > 0 else 0.0, float(bad)])
     return {
         "decoder": pipeline,
