@@ -75,6 +75,22 @@ def unknown(code: str, why: str, **evidence: float | int | str | None) -> Diagno
     )
 
 
+def decided(
+    found: bool, code: str, *, message: str, evidence: Evidence, advice: str = "", node: str | None = None
+) -> Diagnosis:
+    """A rule's answer when its evidence decides: found (a warning, with ``advice``) or clear (info,
+    no advice)."""
+    return Diagnosis(
+        status="found" if found else "clear",
+        severity="warning" if found else "info",
+        code=code,
+        message=message,
+        advice=advice if found else "",
+        node=node,
+        evidence=evidence,
+    )
+
+
 def share(part: float, whole: float) -> float | None:
     """``part / whole``, None for no whole."""
     return part / whole if whole > 0 else None

@@ -13,7 +13,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 
-from clusterctl.explain.model import Diagnosis, Evidence, RunFacts, mean_or_none, share, unknown
+from clusterctl.explain.model import Diagnosis, Evidence, RunFacts, decided, mean_or_none, share, unknown
 from clusterctl.results.telemetry import Sample
 from clusterctl.workloads.breakdown import PhaseStats, RankBreakdown
 
@@ -63,15 +63,12 @@ def input_bound(facts: RunFacts) -> Diagnosis:
     if value is None:
         return unknown(code, "no input phase in the breakdown")
     found = value >= INPUT_SHARE
-    return Diagnosis(
-        status="found" if found else "clear",
-        severity="warning" if found else "info",
-        code=code,
+    return decided(
+        found,
+        code,
         message=f"{100 * value:.0f}% of each step waits for its input batch",
         advice="more data-loader workers (and pinned memory), the data set on node-local storage or "
-        "cached in memory, a larger prefetch"
-        if found
-        else "",
+        "cached in memory, a larger prefetch",
         evidence={"input_share": round(value, 4), "threshold": INPUT_SHARE},
     )
 
@@ -128,12 +125,11 @@ def communication_bound(facts: RunFacts) -> Diagnosis:
             if preflight
             else "exposed (no preflight bus bandwidth to compare: `run --preflight`)"
         )
-    return Diagnosis(
-        status="found" if found else "clear",
-        severity="warning" if found else "info",
-        code=code,
+    return decided(
+        found,
+        code,
         message=f"{100 * value:.0f}% of each step waits on allreduce ({exposed_ms:.0f} ms exposed){against}",
-        advice=_communication_advice(facts, at_least, at_most) if found else "",
+        advice=_communication_advice(facts, at_least, at_most),
         evidence=evidence,
     )
 
@@ -177,17 +173,14 @@ def straggler(facts: RunFacts) -> Diagnosis:
     found = ratio >= STRAGGLER
     node = facts.node_of(slow) if unit == "node" else None
     seen, evidence = _node_health(facts, node)
-    return Diagnosis(
-        status="found" if found else "clear",
-        severity="warning" if found else "info",
-        code=code,
+    return decided(
+        found,
+        code,
         node=node,
         message=f"{slow} computes {ratio:.1f}x slower than {fast} "
         f"({compute[slow]:.0f} vs {compute[fast]:.0f} ms per step){seen}",
         advice=f"look at {slow}: rank-to-CPU binding (mpirun --bind-to core/socket), other load on it, "
-        "its GPU clocks and cooling; or leave it out of the run (--nodes, the inventory)"
-        if found
-        else "",
+        "its GPU clocks and cooling; or leave it out of the run (--nodes, the inventory)",
         evidence={
             "slowest": slow,
             "fastest": fast,
@@ -246,13 +239,12 @@ def compute_scaling(facts: RunFacts) -> Diagnosis:
     pe = facts.record.pop.parallel_efficiency if facts.record.pop else None
     product = "" if ge is None or pe is None else f"; global efficiency {ge:.2f} = {pe:.2f} PE x {cs:.2f} CS"
     found = cs < COMPUTE_SCALING
-    return Diagnosis(
-        status="found" if found else "clear",
-        severity="warning" if found else "info",
-        code=code,
+    return decided(
+        found,
+        code,
         message=f"computation scalability {cs:.2f}: each rank computes {1 / cs:.1f}x as long per step as on "
         f"{devices} ({scaling.compute_ms:.0f} vs {ref.compute_ms:.0f} ms{whole}){product}{seen}",
-        advice=_compute_advice(facts) if found else "",
+        advice=_compute_advice(facts),
         evidence={
             "computation_scalability": round(cs, 4),
             "global_efficiency": _rounded(ge),
@@ -378,15 +370,12 @@ def gpu_idle(facts: RunFacts) -> Diagnosis:
             for name, utils in series.items() if (w := _busy_window(utils))}  # fmt: skip
     worst = max(idle, key=idle.__getitem__)
     found = idle[worst] >= GPU_IDLE_SHARE
-    return Diagnosis(
-        status="found" if found else "clear",
-        severity="warning" if found else "info",
-        code=code,
+    return decided(
+        found,
+        code,
         node=worst.split("/")[0] if found else None,
         message=f"{worst} idle {100 * idle[worst]:.0f}% of its busy time",
-        advice="feed the GPUs: more data-loader workers, preprocessing on the GPU (DALI), a larger batch"
-        if found
-        else "",
+        advice="feed the GPUs: more data-loader workers, preprocessing on the GPU (DALI), a larger batch",
         evidence={f"idle_share.{name}": round(v, 3) for name, v in sorted(idle.items())},
     )
 
@@ -410,13 +399,12 @@ def not_overlapped(facts: RunFacts) -> Diagnosis:
         knob = "smaller DDP buckets (inventory run.bucket_cap_mb) so the first ones go out during backward"
     else:
         knob = "a shorter Horovod cycle time (HOROVOD_CYCLE_TIME) and fusion threshold so allreduces start during backward"
-    return Diagnosis(
-        status="found" if found else "clear",
-        severity="warning" if found else "info",
-        code=code,
+    return decided(
+        found,
+        code,
         message=f"{100 * hidden:.0f}% of the allreduce hidden behind backward "
         f"({1e3 * exposed_s:.0f} ms exposed of {1e3 * facts.allreduce_s:.0f} ms at the preflight bandwidth)",
-        advice=knob if found else "",
+        advice=knob,
         evidence={
             "exposed_ms": round(1e3 * exposed_s, 3),
             "allreduce_ms": round(1e3 * facts.allreduce_s, 3),
