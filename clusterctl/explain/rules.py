@@ -220,13 +220,14 @@ def compute_scaling(facts: RunFacts) -> Diagnosis:
     smallest run's (the same work per rank: weak scaling), with global efficiency = PE x CS; what its
     slowest node's telemetry shows."""
     code = COMPUTE_SCALING_CODE
-    ref = facts.reference
-    if ref is None:
-        return unknown(code, "no run of this configuration on fewer devices in the runs directory to compare "
-                       "its compute with (run it on 1 node with the same settings)")  # fmt: skip
-    if ref.devices >= facts.record.world_size:
-        return unknown(code, f"the run is at the configuration's smallest size ({ref.devices} devices): "
-                       "the reference itself", reference_devices=ref.devices)  # fmt: skip
+    ref, n = facts.reference, facts.record.world_size
+    if n == 1:
+        return unknown(
+            code, "a 1-device run is its own reference: nothing smaller to compare its compute with"
+        )
+    if ref is None or ref.devices >= n:
+        return unknown(code, f"no run of this configuration on fewer than its {n} devices in the runs "
+                       "directory to compare its compute with (run it on 1 node with the same settings)")  # fmt: skip
     scaling = facts.scaling
     if scaling is None:
         return unknown(code, "a rank without a useful-compute figure", reference_devices=ref.devices)
