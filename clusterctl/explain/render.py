@@ -85,7 +85,7 @@ def print_explanation(e: Explanation, out: Console) -> None:
     say(_scaling_line(e))
     say(_mfu_line(e))
     if e.bus_bandwidth_gb_s is not None:
-        say(f"preflight bus bandwidth: {e.bus_bandwidth_gb_s:.2f} GB/s")
+        say(f"preflight bus bandwidth: {e.bus_bandwidth_gb_s:.3g} GB/s")  # the sandbox's 0.0149, never 0.01
     telemetry = ", ".join(e.telemetry_nodes) or "none recorded"
     say(f"telemetry: {telemetry}")
     for d in (d for d in e.diagnoses if d.status == "found"):
