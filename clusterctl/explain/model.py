@@ -1,5 +1,6 @@
 """What the diagnosis reads (``RunFacts``: one run's record, its nodes' telemetry, the preflight's
-allreduce figures, the useful compute of its configuration's smallest run) and what it says (``Diagnosis``: one rule's answer). Pure."""
+allreduce figures, the useful compute of its configuration's smallest run) and what it says
+(``Diagnosis``: one rule's answer). Pure."""
 
 from __future__ import annotations
 

@@ -165,7 +165,7 @@ def _scaling_reference(row: ReportRow, rows: list[ReportRow]) -> ScalingReferenc
     if not any(r.compute_ms is not None for r in same):
         return None
     smallest = min([r for r in same if r.launcher == row.launcher] or same, key=lambda r: r.devices)
-    if smallest.compute_ms is not None:
+    if smallest.compute_ms:  # a figure above zero (``mean_useful_ms`` of measured phases: never below)
         return ScalingReference(devices=smallest.devices, compute_ms=smallest.compute_ms, source="breakdown")
     per_device = (smallest.median or 0.0) / smallest.devices  # above zero: it is in ``same``
     work = smallest.config.batch_size * (smallest.config.seq_len or 1)  # gpt: tokens, as its tokens/s
