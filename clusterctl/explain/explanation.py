@@ -12,7 +12,7 @@ from clusterctl.explain.model import Diagnosis, RunFacts
 from clusterctl.explain.rules import diagnose
 from clusterctl.explain.verdict import Verdict, verdict
 from clusterctl.results.mfu import ModelFlops
-from clusterctl.results.pop import PopMetrics
+from clusterctl.results.pop import PopMetrics, Scaling
 from clusterctl.workloads.breakdown import RankBreakdown
 
 PHASES = ("input", "forward", "backward", "exposed_comm", "optimizer")
@@ -41,6 +41,10 @@ class Explanation(BaseModel):
     verdict: Verdict
     phases: list[NodePhases] = Field(description="Per host, in the order of its first rank.")
     pop: PopMetrics | None
+    scaling: Scaling | None = Field(
+        description="Computation scalability and global efficiency against the configuration's smallest "
+        "run in the runs directory; None: no smaller run with a figure."
+    )
     flops: ModelFlops | None
     bus_bandwidth_gb_s: float | None = Field(description="The preflight's bus bandwidth; None: no preflight.")
     telemetry_nodes: list[str] = Field(description="Nodes with telemetry recorded.")
@@ -87,6 +91,7 @@ def explain(facts: RunFacts) -> Explanation:
         verdict=verdict(facts, diagnoses),
         phases=node_phases(facts.breakdown),
         pop=record.pop,
+        scaling=facts.scaling,
         flops=record.flops,
         bus_bandwidth_gb_s=facts.bus_bandwidth_gb_s,
         telemetry_nodes=sorted(name for name, samples in facts.telemetry.items() if samples),

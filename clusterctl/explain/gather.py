@@ -68,7 +68,8 @@ def _row(rows: list[ReportRow], record: RunRecord) -> ReportRow | None:
 
 
 def facts_of(record: RunRecord, run_dir: Path, rows: list[ReportRow]) -> RunFacts:
-    """``record``'s facts: its telemetry in ``run_dir`` and the preflight figures of its row in ``rows``."""
+    """``record``'s facts: its telemetry in ``run_dir``, and the preflight figures and the computation
+    scalability's reference of its row in ``rows``."""
     row = _row(rows, record)
     predicted = row.predicted if row else None
     return RunFacts(
@@ -76,6 +77,7 @@ def facts_of(record: RunRecord, run_dir: Path, rows: list[ReportRow]) -> RunFact
         telemetry=load_telemetry(run_dir),
         bus_bandwidth_gb_s=predicted.bus_bandwidth_gb_s if predicted else None,
         allreduce_s=predicted.allreduce_s if predicted else None,
+        reference=row.scaling_reference if row else None,
     )
 
 

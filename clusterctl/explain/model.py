@@ -1,5 +1,6 @@
 """What the diagnosis reads (``RunFacts``: one run's record, its nodes' telemetry, the preflight's
-allreduce figures) and what it says (``Diagnosis``: one rule's answer). Pure."""
+allreduce figures, the useful compute of its configuration's smallest run) and what it says
+(``Diagnosis``: one rule's answer). Pure."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Literal
 from pydantic import Field
 
 from clusterctl.findings import Finding
+from clusterctl.results.pop import Scaling, ScalingReference, mean_useful_ms, scaling_of
 from clusterctl.results.record import RunRecord
 from clusterctl.results.telemetry import Sample
 from clusterctl.workloads.breakdown import RankBreakdown
@@ -39,11 +41,24 @@ class RunFacts:
     allreduce_s: float | None = None
     """The whole gradient allreduce of one step at the preflight's bus bandwidth (the prediction's
     ``allreduce_s``); None without a matching collective run."""
+    reference: ScalingReference | None = None
+    """The useful compute per step of the smallest report row of the run's configuration (its report
+    row's ``scaling_reference``); None without one."""
 
     @property
     def breakdown(self) -> list[RankBreakdown]:
         """The run's per-rank breakdown (empty: none recorded)."""
         return list(self.record.breakdown or [])
+
+    @property
+    def scaling(self) -> Scaling | None:
+        """The run's computation scalability and global efficiency against ``reference``; None without
+        a reference smaller than the run (a run at the reference's size is compared with nothing)."""
+        ref = self.reference
+        if ref is None or ref.devices >= self.record.world_size:
+            return None
+        pe = self.record.pop.parallel_efficiency if self.record.pop else None
+        return scaling_of(ref, mean_useful_ms(self.breakdown), pe)
 
     def node_of(self, host: str) -> str:
         """The telemetry's node name for a rank's host name: the same name, or its first label; the host
@@ -58,6 +73,22 @@ def unknown(code: str, why: str, **evidence: float | int | str | None) -> Diagno
     """A rule's answer when its evidence is missing: ``why`` says which."""
     return Diagnosis(
         status="unknown", severity="info", code=code, message=f"unknown: {why}", evidence=evidence
+    )
+
+
+def decided(
+    found: bool, code: str, *, message: str, evidence: Evidence, advice: str = "", node: str | None = None
+) -> Diagnosis:
+    """A rule's answer when its evidence decides: found (a warning, with ``advice``) or clear (info,
+    no advice)."""
+    return Diagnosis(
+        status="found" if found else "clear",
+        severity="warning" if found else "info",
+        code=code,
+        message=message,
+        advice=advice if found else "",
+        node=node,
+        evidence=evidence,
     )
 
 

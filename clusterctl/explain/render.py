@@ -48,6 +48,17 @@ def _pop_line(e: Explanation) -> str:
             f"x comm. efficiency {p.communication_efficiency:.2f}")  # fmt: skip
 
 
+def _scaling_line(e: Explanation) -> str:
+    s = e.scaling
+    if s is None:
+        return "computation scalability: unknown (no run of this configuration on fewer devices)"
+    ref = s.reference
+    devices = f"{ref.devices} device{'s' if ref.devices > 1 else ''}"
+    ge = "" if s.global_efficiency is None else f"; global efficiency {s.global_efficiency:.2f}"
+    return (f"computation scalability {s.computation_scalability:.2f} ({ref.compute_ms:,.0f} ms of compute "
+            f"per step on {devices}, {s.compute_ms:,.0f} here){ge}")  # fmt: skip
+
+
 def _mfu_line(e: Explanation) -> str:
     f = e.flops
     if f is None:
@@ -71,9 +82,10 @@ def print_explanation(e: Explanation, out: Console) -> None:
     if e.phases:
         out.print(_phase_table(e.phases))
     say(_pop_line(e))
+    say(_scaling_line(e))
     say(_mfu_line(e))
     if e.bus_bandwidth_gb_s is not None:
-        say(f"preflight bus bandwidth: {e.bus_bandwidth_gb_s:.2f} GB/s")
+        say(f"preflight bus bandwidth: {e.bus_bandwidth_gb_s:.3g} GB/s")  # the sandbox's 0.0149, never 0.01
     telemetry = ", ".join(e.telemetry_nodes) or "none recorded"
     say(f"telemetry: {telemetry}")
     for d in (d for d in e.diagnoses if d.status == "found"):

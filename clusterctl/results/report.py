@@ -20,6 +20,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from clusterctl.results.history import load_runs
+from clusterctl.results.pop import ScalingReference, mean_useful_ms, scaling_of
 from clusterctl.results.predict import Prediction, bus_bandwidth_at, fused_bytes, predict_throughput
 from clusterctl.results.record import RunConfig, RunRecord
 from clusterctl.results.references import Comparison, Reference, compare, load_references
@@ -76,6 +77,21 @@ class ReportRow(BaseModel):
     )
     parallel_efficiency: float | None = Field(
         None, description="Median over the valid runs of the POP parallel efficiency (load balance x comm.)."
+    )
+    # POP across the configuration's rows (weak scaling): clusterctl.results.pop.
+    compute_ms: float | None = Field(
+        None, description="Median over the valid runs of the useful compute per step (mean over ranks), ms."
+    )
+    scaling_reference: ScalingReference | None = Field(
+        None,
+        description="The configuration's smallest row (through this launcher when it has one) that "
+        "computation scalability divides by; None: no row of the configuration recorded a breakdown.",
+    )
+    computation_scalability: float | None = Field(
+        None, description="POP computation scalability: the reference's useful compute / compute_ms."
+    )
+    global_efficiency: float | None = Field(
+        None, description="POP global efficiency: parallel_efficiency x computation_scalability."
     )
     # Model FLOPs utilisation (result.json's `flops`), medians over the valid runs that have them.
     achieved_tflops: float | None = Field(None, description="Median achieved TFLOP/s, all devices together.")
@@ -137,7 +153,35 @@ def build_report(records: list[RunRecord], references: list[Reference]) -> list[
             if row.predicted and row.median is not None:
                 row.prediction_verdict = row.predicted.verdict(row.median)
         row.comparisons = _compare(row, references)
+    _add_scaling(rows)
     return rows
+
+
+def _add_scaling(rows: list[ReportRow]) -> None:
+    """Set each row's reference, computation scalability and global efficiency (``scaling_of``)."""
+    for row in rows:
+        row.scaling_reference = _scaling_reference(row, rows)
+        scaling = scaling_of(row.scaling_reference, row.compute_ms, row.parallel_efficiency)
+        if scaling is not None:
+            row.computation_scalability = scaling.computation_scalability
+            row.global_efficiency = scaling.global_efficiency
+
+
+def _scaling_reference(row: ReportRow, rows: list[ReportRow]) -> ScalingReference | None:
+    """The smallest row of ``row``'s configuration with a median (through ``row``'s launcher when there
+    is one, else any) as a reference: its useful compute per step, or, when it recorded no breakdown,
+    its whole step (batch per device / per-device rate). None when no row of the configuration
+    recorded a breakdown (a collective: its rate is no step of a batch)."""
+    same = [r for r in rows if r.config == row.config and (r.median or 0) > 0]
+    if not any(r.compute_ms is not None for r in same):
+        return None
+    smallest = min([r for r in same if r.launcher == row.launcher] or same, key=lambda r: r.devices)
+    if smallest.compute_ms:  # a figure above zero (``mean_useful_ms`` of measured phases: never below)
+        return ScalingReference(devices=smallest.devices, compute_ms=smallest.compute_ms, source="breakdown")
+    per_device = (smallest.median or 0.0) / smallest.devices  # above zero: it is in ``same``
+    work = smallest.config.batch_size * (smallest.config.seq_len or 1)  # gpt: tokens, as its tokens/s
+    step_ms = 1e3 * work / per_device
+    return ScalingReference(devices=smallest.devices, compute_ms=step_ms, source="rate")
 
 
 def _order(key: tuple[str, int, str]) -> tuple[str, int, bool, str]:
@@ -255,10 +299,16 @@ def _input_figures(group: list[RunRecord]) -> dict[str, float | bool | None]:
 
 
 def _pop_medians(group: list[RunRecord]) -> dict[str, float | None]:
-    """The row's POP metrics: each the median over its valid runs with a number and POP metrics."""
-    pops = [r.pop for r in group if r.valid and r.value is not None and r.pop]
+    """The row's POP metrics and useful compute per step: each the median over its valid runs with a
+    number and that figure."""
+    valid = [r for r in group if r.valid and r.value is not None]
+    pops = [r.pop for r in valid if r.pop]
     names = ("load_balance", "communication_efficiency", "parallel_efficiency")
-    return {name: statistics.median(getattr(p, name) for p in pops) if pops else None for name in names}
+    computes = [c for r in valid if (c := mean_useful_ms(r.breakdown or [])) is not None]
+    return {
+        **{name: statistics.median(getattr(p, name) for p in pops) if pops else None for name in names},
+        "compute_ms": statistics.median(computes) if computes else None,
+    }
 
 
 def _utilisation(group: list[RunRecord]) -> dict[str, float | str | None]:
@@ -322,6 +372,10 @@ CSV_COLUMNS = [
     "load_balance",
     "communication_efficiency",
     "parallel_efficiency",
+    "compute_ms",
+    "reference_compute_ms",
+    "computation_scalability",
+    "global_efficiency",
     "achieved_tflops",
     "peak_tflops",
     "peak_source",
@@ -345,8 +399,9 @@ def report_csv(rows: list[ReportRow]) -> str:
     for row in rows:
         flat = {
             **row.config.model_dump(),
-            **row.model_dump(exclude={"config", "comparisons", "nodes", "predicted"}),
+            **row.model_dump(exclude={"config", "comparisons", "nodes", "predicted", "scaling_reference"}),
         }
+        flat["reference_compute_ms"] = row.scaling_reference.compute_ms if row.scaling_reference else None
         flat["predicted_no_overlap"] = row.predicted.no_overlap if row.predicted else None
         flat["predicted_full_overlap"] = row.predicted.full_overlap if row.predicted else None
         flat["algorithms"] = " ".join(row.algorithms)

@@ -69,6 +69,13 @@ def _pop(row: ReportRow) -> str:
     return f"{row.parallel_efficiency:.2f}={row.load_balance:.2f}x{row.communication_efficiency:.2f}"
 
 
+def _global(row: ReportRow) -> str:
+    """POP global efficiency = parallel efficiency x computation scalability (against the configuration's
+    smallest row)."""
+    ge, pe, cs = row.global_efficiency, row.parallel_efficiency, row.computation_scalability
+    return "-" if ge is None or pe is None or cs is None else f"{ge:.2f}={pe:.2f}x{cs:.2f}"
+
+
 def _mfu(row: ReportRow) -> str:
     """Achieved TFLOP/s and, where the peak is known, the model FLOPs utilisation (MFU)."""
     if row.achieved_tflops is None:
@@ -84,15 +91,20 @@ def amount(value: float) -> str:
 
 
 def meaning(row: ReportRow) -> str | None:
-    """What a multi-device row means in one sentence: its speedup and efficiency, and where the median
+    """What a multi-device row means in one sentence: its speedup and efficiency (with POP's parallel
+    efficiency and computation scalability where they are known), and where the median
     lands against the range the measured collective predicts, with what that says about this machine.
     None for a 1-device row or one without a speedup."""
     if row.devices < 2 or row.speedup is None or row.efficiency is None or row.median is None:
         return None
     via = "" if row.launcher == "ssh" else f" via {row.launcher}"
+    pop = ""
+    ge, pe, cs = row.global_efficiency, row.parallel_efficiency, row.computation_scalability
+    if ge is not None and pe is not None and cs is not None:
+        pop = f" (POP: parallel {pe:.2f} x computation scalability {cs:.2f} = {ge:.2f})"
     head = (
         f"{row.config.workload}{via} on {row.devices} devices: {row.speedup:.2f}x, "
-        f"{100 * row.efficiency:.0f}% efficiency"
+        f"{100 * row.efficiency:.0f}% efficiency{pop}"
     )
     p = row.predicted
     if p is None:
@@ -184,6 +196,7 @@ _COLUMNS: tuple[_Column, ...] = (
     _Column("meas/pred", _vs_predicted, 0, right=True, sparse=True),
     _Column("predicted", _predicted, 10, right=True, sparse=True),
     _Column("PE=LBxCE", _pop, 13, right=True, sparse=True),
+    _Column("GE=PExCS", _global, 13, right=True, sparse=True),
     _Column("mfu", _mfu, 14, right=True, sparse=True),
     _Column("input", _input, 15, right=True, sparse=True),
     _Column(
