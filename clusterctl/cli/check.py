@@ -143,6 +143,7 @@ def health(
         None,
         "--timeout",
         min=1,
+        callback=finite_seconds,
         help=f"Seconds each node gets for the whole collection (each command 30 s at most). "
         f"Default: {DEFAULT_TIMEOUT_S:g}.",
     ),
