@@ -37,7 +37,7 @@ from clusterctl.results.record import RunRecord
 from clusterctl.run.context import RunContext
 from clusterctl.run.plan import build_plan, run_options
 from clusterctl.workloads import get_workload
-from clusterctl.workloads.allreduce import Allreduce
+from clusterctl.workloads.allreduce import SIZES, Allreduce
 from clusterctl.workloads.nccl_tests import LARGE_BUSBW
 
 Search = Literal["auto", "all", "halving"]
@@ -208,9 +208,13 @@ def conductor_measure(
     timeout_s: float,
     runs_dir: Path,
     on_group: Callable[[Group], None] | None = None,
+    ranks_per_node: int | None = None,
+    all_sizes: bool = False,
 ) -> Measure:
     """A ``Measure`` that runs the collective on a group through the conductor (ssh launcher, no
-    snapshot), each run bounded by ``timeout_s`` and recorded under ``runs_dir``.
+    snapshot), each run bounded by ``timeout_s`` and recorded under ``runs_dir``. ``ranks_per_node``
+    (None: the node's GPUs, or its ranks) and ``all_sizes`` (the CPU allreduce up to 64 MiB, not 4 MiB)
+    serve `check health`'s single-node collective.
 
     Raises (when called):
         InputError: the image cannot run the collective.
@@ -221,12 +225,15 @@ def conductor_measure(
     from clusterctl.run.runner import run_plans
 
     gpu = inventory.primary.gpus.count > 0
-    workload = get_workload("nccl-tests") if gpu else Allreduce(max_bytes=CPU_MAX_BYTES)
+    workload = (
+        get_workload("nccl-tests") if gpu else Allreduce(max_bytes=SIZES[-1] if all_sizes else CPU_MAX_BYTES)
+    )
     launcher = SshLauncher(take_snapshot=lambda inv, nodes: {})
 
     def measure(group: Sequence[str]) -> Group:
         sub = sub_inventory(inventory, group)
-        plan = build_plan(sub, run_options(sub, workload.name, nodes=len(group)), workload)
+        options = run_options(sub, workload.name, nodes=len(group), ranks_per_node=ranks_per_node)
+        plan = build_plan(sub, options, workload)
         context = RunContext(sub, (plan,), workload, launcher, runs_dir, timeout_s, repeats=repeats)
         done = run_plans(context)
         result = Group(
