@@ -145,13 +145,14 @@ def test_from_a_saved_bundle_the_collectives_are_judged_again(
         [
             NodeCollective("hgx-01", (480.0,), (), ("runs/a",)),
             NodeCollective("hgx-02", (), ("container not running",), (), started=False),
+            NodeCollective("not-in-inventory", (1.0,), (), ("runs/c",)),  # an edited file: ignored
         ],
     )
     assert json.loads((tmp_path / COLLECTIVES_FILE).read_text())[1]["started"] is False
     assert main(["check", "health", "-i", str(INVENTORY), "--from", str(tmp_path), "--json"]) == 1
     out = strict_loads(capsys.readouterr().out)
     assert out["schema"] == "clusterctl.check-health/2"
-    assert [c["busbw_gb_s"] for c in out["collectives"]] == [480.0, 0.0]
+    assert [(c["node"], c["busbw_gb_s"]) for c in out["collectives"]] == [("hgx-01", 480.0), ("hgx-02", 0.0)]
     assert out["nodes"]["hgx-02"]["verdict"] == "unknown"
     assert out["nodes"]["hgx-02"]["active"]["collective"]["status"] == "unknown"
     assert out["nodes"]["hgx-01"]["active"]["collective"]["status"] in ("ok", "warn")

@@ -138,14 +138,12 @@ class HealthReport:
 
     def add_collectives(self, results: list[NodeCollective], reference: float | None, basis: str) -> None:
         """Join the single-node collectives: each node's finding, its ``collective`` check and verdict."""
-        self.collectives = results
-        started = {r.node: r.started for r in results}
-        for finding in collective_findings(results, reference, basis):
+        self.collectives = [r for r in results if r.node in self.nodes]  # a saved file may name others
+        started = {r.node: r.started for r in self.collectives}
+        for finding in collective_findings(self.collectives, reference, basis):
             health = self.nodes[finding.node or ""]
             health.findings.append(finding)
-            status: Verdict = (
-                "fail" if finding.severity == "error" else "warn" if finding.severity == "warning" else "ok"
-            )
+            status = _verdict([finding], [])
             if not started[health.node]:
                 status = "unknown"
                 health.unknown.append("collective")
