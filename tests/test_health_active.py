@@ -24,7 +24,8 @@ from clusterctl.diagnostics.health import health_collectors, judge_health
 from clusterctl.diagnostics.parsers.dcgmi_diag import parse_dcgmi_diag
 from clusterctl.diagnostics.parsers.nvbandwidth import parse_nvbandwidth
 from clusterctl.inventory import load_inventory
-from clusterctl.run.health_collective import COLLECTIVES_FILE, save_collectives
+from clusterctl.run.health_collective import COLLECTIVES_FILE, node_ranks, save_collectives
+from clusterctl.run.pairs import collective_workload, group_plan
 from tests.fixtures import fixture_text
 from tests.strictjson import strict_loads
 from tests.test_health_checks import HEALTHY, INVENTORY
@@ -181,3 +182,24 @@ def test_each_tier_is_bounded_and_help_states_the_bounds(capsys: pytest.CaptureF
 def test_an_unknown_level_is_refused_before_anything_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check", "health", "-i", str(INVENTORY), "--level", "deep", "--from", "nowhere"]) == 2
     assert "--level 'deep'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("level", "max_bytes"), [("standard", "--max-bytes=4194304"), ("burn-in", None)])
+def test_the_single_node_collective_on_cpus_is_the_allreduce_on_two_ranks_of_one_node(
+    level: str, max_bytes: str | None
+) -> None:
+    inventory = load_inventory(CPU_INVENTORY)
+    node = inventory.nodes[1].name
+    workload = collective_workload(inventory, all_sizes=TIERS[level].all_sizes)  # type: ignore[index]
+    plan = group_plan(inventory, [node], workload, node_ranks(inventory))
+    assert [(h.node, h.slots) for h in plan.hosts] == [(node, 2)] and plan.world_size == 2
+    assert workload.name == "allreduce" and not plan.gpu
+    assert [a for a in plan.rank_argv if a.startswith("--max-bytes")] == ([max_bytes] if max_bytes else [])
+
+
+def test_the_single_node_collective_on_gpus_is_nccl_tests_over_every_gpu_of_the_node() -> None:
+    inventory = load_inventory(INVENTORY)
+    node = inventory.nodes[1]
+    plan = group_plan(inventory, [node.name], collective_workload(inventory), node_ranks(inventory))
+    assert plan.gpu and plan.world_size == node.gpus.count == 8
+    assert any("all_reduce_perf" in a for a in plan.rank_argv)

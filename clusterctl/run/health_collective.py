@@ -38,13 +38,12 @@ def run_collectives(
         InputError: the image cannot run the collective.
     """
     tier = TIERS[level]
-    gpu = inventory.primary.gpus.count > 0
     measure = conductor_measure(
         inventory,
         repeats=tier.collective_runs,
         timeout_s=tier.collective_s,
         runs_dir=runs_dir,
-        ranks_per_node=None if gpu else CPU_RANKS,
+        ranks_per_node=node_ranks(inventory),
         all_sizes=tier.all_sizes,
     )
     results = []
@@ -59,6 +58,11 @@ def run_collectives(
             on_node(result)
         results.append(result)
     return results
+
+
+def node_ranks(inventory: Inventory) -> int | None:
+    """Ranks of the single-node collective: None (one per GPU) on GPU nodes, else ``CPU_RANKS``."""
+    return None if inventory.primary.gpus.count > 0 else CPU_RANKS
 
 
 def reference(inventory: Inventory) -> tuple[float | None, str]:

@@ -1,13 +1,12 @@
-"""`clusterctl check health` on the 2-node sandbox (CPU, ethernet): healthy nodes exit 0 at `--level
-standard` (the CPU allreduce run on each node); a node whose kernel log holds a real Xid line (a dmesg
-stand-in on that node, since the machine has no GPU) fails, and `--slurm-drain` drains exactly that node in the sandbox's real Slurm, with the finding as reason.
+"""`clusterctl check health` on the 2-node sandbox (CPU, ethernet): healthy nodes exit 0; a node whose
+kernel log holds a real Xid line (a dmesg stand-in on that node, since the machine has no GPU) fails,
+and `--slurm-drain` drains exactly that node in the sandbox's real Slurm, with the finding as reason.
 The script of `check slurm-hc`, set as slurm.conf's HealthCheckProgram, is run by the real slurmd of
 each node and drains that node too, and only it."""
 
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,9 +14,6 @@ from pathlib import Path
 import pytest
 
 from clusterctl.cli import main
-from clusterctl.containers import lifecycle
-from clusterctl.image.record import effective_image_ref
-from clusterctl.inventory import Inventory
 from tests.fixtures import fixture_text
 from tests.integration.conftest import Sandbox, on_node
 from tests.strictjson import strict_loads
@@ -65,26 +61,16 @@ def xid_on_second_node(sandbox2: Sandbox) -> Iterator[str]:
 
 
 def test_healthy_sandbox_exits_0_with_one_ok_verdict_per_node(
-    sandbox2: Sandbox, cluster: Inventory, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    sandbox2: Sandbox, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # --level standard: the passive checks, then the CPU allreduce on 2 ranks of each node in turn (the
-    # GPU checks do not apply to these nodes). It needs the benchmark containers.
-    lifecycle.up(cluster, effective_image_ref(cluster), ready_timeout_s=60)
-    runs = tmp_path / "runs"
-    argv = ["check", "health", "-i", str(sandbox2.inventory_path), "--bundle", str(tmp_path / "b"), "--json"]
-    code = main([*argv, "--level", "standard", "--runs-dir", str(runs)])
+    code = main(["check", "health", "-i", str(sandbox2.inventory_path), "--bundle", str(tmp_path), "--json"])
     out = strict_loads(capsys.readouterr().out)
     assert code == 0, out
-    names = [n.name for n in sandbox2.inventory.nodes]
-    assert {name: n["verdict"] for name, n in out["nodes"].items()} == dict.fromkeys(names, "ok")
-    meta = json.loads((tmp_path / "b" / names[0] / "meta.json").read_text())
+    assert {name: n["verdict"] for name, n in out["nodes"].items()} == {
+        n.name: "ok" for n in sandbox2.inventory.nodes
+    }
+    meta = json.loads((tmp_path / sandbox2.inventory.nodes[0].name / "meta.json").read_text())
     assert meta["sections"]["lspci-vvv"]["status"] == "ok"  # the one check a CPU node needs looked
-    assert [c["node"] for c in out["collectives"]] == names
-    assert all(c["busbw_gb_s"] > 0 and not c["failures"] for c in out["collectives"]), out["collectives"]
-    assert all(Path(c["run_dirs"][0]).parent == runs for c in out["collectives"])
-    for node in out["nodes"].values():
-        assert node["active"]["collective"]["status"] == "ok"
-        assert node["active"]["h2d-bandwidth"] == {"status": "unknown", "detail": "no GPU on this node"}
 
 
 def test_slurm_drain_drains_only_the_node_with_the_xid(
@@ -141,12 +127,9 @@ def healthcheck_program(sandbox2: Sandbox, xid_on_second_node: str, tmp_path: Pa
     slurm.conf restored (and reconfigured) before the Xid is removed and the node resumed."""
     script = tmp_path / "healthcheck.sh"
     assert main(["check", "slurm-hc", "-i", str(sandbox2.inventory_path), "-o", str(script)]) == 0
+    install = 'printf "%s" "$1" > "$2" && chmod 755 "$2"'
     for node in sandbox2.inventory.nodes:
-        subprocess.run(
-            ["docker", "cp", str(script), f"clusterctl-{sandbox2.name}-{node.name}:{HC_PATH}"],
-            check=True,
-            timeout=60,
-        )
+        on_node(sandbox2, node.name, "sh", "-c", install, "sh", script.read_text(), HC_PATH)
     controller = sandbox2.inventory.nodes[0].name
     conf = on_node(sandbox2, controller, "cat", SLURM_CONF)
     wanted = f"{conf}HealthCheckProgram={HC_PATH}\nHealthCheckInterval=5\n"
