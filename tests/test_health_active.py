@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
@@ -150,8 +151,14 @@ def test_from_a_saved_bundle_the_collectives_are_judged_again(
         ],
     )
     assert json.loads((tmp_path / COLLECTIVES_FILE).read_text())[1]["started"] is False
-    assert main(["check", "health", "-i", str(INVENTORY), "--from", str(tmp_path), "--json"]) == 1
+    xml = tmp_path.parent / f"{tmp_path.name}.xml"
+    argv = ["check", "health", "-i", str(INVENTORY), "--from", str(tmp_path), "--json", "--junit", str(xml)]
+    assert main(argv) == 1
     out = strict_loads(capsys.readouterr().out)
+    cases = {case.get("name"): case for case in ElementTree.parse(xml).getroot().iter("testcase")}
+    failure = cases["hgx-02"].find("failure")
+    assert failure is not None and failure.get("message", "").startswith("UNKNOWN")
+    assert cases["hgx-01"].find("failure") is None
     assert out["schema"] == "clusterctl.check-health/2"
     assert [(c["node"], c["busbw_gb_s"]) for c in out["collectives"]] == [("hgx-01", 480.0), ("hgx-02", 0.0)]
     assert out["nodes"]["hgx-02"]["verdict"] == "unknown"
