@@ -37,6 +37,8 @@ FOLDER_KIND = {
     "net_statistics": "fabric-counters",
     "proc_cmdline": "proc-cmdline",
     "kernel_log": "kernel-log",
+    "dcgmi_diag": "dcgmi-diag",
+    "nvbandwidth": "nvbandwidth",
 }
 FIXTURES = all_fixtures()
 

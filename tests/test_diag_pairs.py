@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from clusterctl.diagnostics.pairs import all_pairs, halving_search, judge, judge_all_pairs, slow_nodes
+from clusterctl.diagnostics.pairs import all_pairs, halving_search, judge, judge_all_pairs
 
 
 def test_one_noisy_sample_does_not_condemn_a_group() -> None:
@@ -32,9 +32,11 @@ def test_all_pairs_come_in_rounds_that_spread_each_nodes_pairs(size: int) -> Non
 def test_all_pairs_name_the_node_every_slow_pair_shares() -> None:
     nodes = ["n1", "n2", "n3", "n4"]
     assert len(all_pairs(nodes)) == 6
-    measured = {pair: "n3" not in pair for pair in all_pairs(nodes)}
-    assert slow_nodes(measured) == ["n3"]
-    assert slow_nodes({pair: True for pair in all_pairs(nodes)}) == []
+    measured = {pair: 0.1 if "n3" in pair else 0.5 for pair in all_pairs(nodes)}
+    verdicts, links = judge_all_pairs(measured, tolerance=0.5)
+    assert [v.node for v in verdicts if v.verdict != "ok"] == ["n3"] and links == []
+    verdicts, links = judge_all_pairs(dict.fromkeys(all_pairs(nodes), 0.5), tolerance=0.5)
+    assert {v.verdict for v in verdicts} == {"ok"} and links == []
 
 
 @pytest.mark.parametrize("bad", ["n01", "n07", "n13", "n16"])

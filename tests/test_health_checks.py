@@ -146,7 +146,7 @@ def test_fixture_bundle_names_the_faulty_node_the_finding_and_the_action(
     )
     assert main(["check", "health", "-i", str(INVENTORY), "--from", str(tmp_path), "--json"]) == 1
     out = strict_loads(capsys.readouterr().out)
-    assert out["schema"] == "clusterctl.check-health/1"
+    assert out["schema"] == "clusterctl.check-health/2"
     assert out["nodes"]["hgx-01"]["verdict"] == "ok"
     assert not [f for f in out["nodes"]["hgx-01"]["findings"] if f["severity"] != "info"]
     assert out["nodes"]["hgx-02"]["verdict"] == "fail"

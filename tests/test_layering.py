@@ -35,8 +35,8 @@ TOP_LEVEL_MODULES = frozenset({"__init__", "__main__"}) | (LAYERS[0] - {""})
 PAYLOAD = "payload"  # runs inside the benchmark container and imports no clusterctl module
 TYPE_ONLY_UP = frozenset({("workloads", "run.plan")})
 PURE = ("run.plan", "run.sweep", "run.preflight", "containers.plan", "provision.playbook", "run.slurm.script",
-        "run.slurm.jobs", "diagnostics.pairs", "explain.rules", "explain.verdict", "explain.explanation",
-        "data.synth", "data.probe", "data.tfrecord")  # fmt: skip
+        "run.slurm.jobs", "diagnostics.pairs", "diagnostics.active", "explain.rules", "explain.verdict",
+        "explain.explanation", "data.synth", "data.probe", "data.tfrecord")  # fmt: skip
 # What talks to another machine or process: a pure plan never loads one, directly or through a module.
 CONNECTORS = ("fabric", "paramiko", "docker", "subprocess", "requests", "urllib3")
 # The docker SDK's value classes (a mount, a device request): a plan builds them and contacts nothing.

@@ -26,6 +26,7 @@ from clusterctl.terminal import safe_text
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from clusterctl.diagnostics.active import Level, NodeCollective
     from clusterctl.diagnostics.bundle import NodeMeta
     from clusterctl.diagnostics.health import HealthReport
     from clusterctl.diagnostics.rules_cluster import TopologyReport
@@ -139,7 +140,9 @@ _VERDICT_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "unknown"
 def health(
     inventory_path: Path | None = InventoryOption,
     as_json: bool = typer.Option(
-        False, "--json", help="Print the report as JSON (schema clusterctl.check-health/1, see the README)."
+        False,
+        "--json",
+        help="Print the report as JSON (schema clusterctl.check-health/2, see docs/check.md).",
     ),
     strict: bool = typer.Option(False, "--strict", help="Warnings fail too (exit 1)."),
     bundle: Path | None = typer.Option(
@@ -152,8 +155,23 @@ def health(
         None,
         "--timeout",
         min=1,
-        help=f"Seconds each node gets for the whole collection (each command 30 s at most). "
-        f"Default: {DEFAULT_TIMEOUT_S:g}.",
+        callback=finite_seconds,
+        help=f"Seconds each node gets for the whole collection (each command 30 s at most, nvbandwidth and "
+        f"dcgmi their own bound). Default: {DEFAULT_TIMEOUT_S:g}, plus the level's commands' bounds.",
+    ),
+    level: str = typer.Option(
+        "quick",
+        "--level",
+        help="quick: the passive checks (at most --timeout per node, all nodes at once). standard: also "
+        "nvbandwidth's host-to-GPU copy (120 s) and `dcgmi diag -r 2` (600 s) in the same script (default "
+        "--timeout 900 s), then a single-node collective on each node, one after another (at most 120 s each). "
+        "burn-in: `dcgmi diag -r 3` (3600 s; default --timeout 3900 s) and the collective sustained: 5 runs "
+        "of every size, at most 600 s each, per node. GPU checks say unknown on CPU nodes.",
+    ),
+    runs_dir: Path = typer.Option(
+        Path("runs"),
+        "--runs-dir",
+        help="Where the collectives' run directories go (--level standard/burn-in).",
     ),
     window: float = typer.Option(
         5.0,
@@ -176,9 +194,15 @@ def health(
 ) -> int:
     """Passive health checks of every node: Xid/SXid events, GPU memory errors and remapped rows, clock
     slowdowns, IB port errors and flaps, PCIe links; one verdict per node, an action per finding."""
+    from clusterctl.diagnostics.active import LEVELS, TIERS
     from clusterctl.diagnostics.health import check_health
     from clusterctl.findings import exit_code
     from clusterctl.run.slurm.drain import SlurmAction, apply_actions, drain_reason
+
+    if level not in LEVELS:
+        raise InputError(
+            f"--level {level!r}: use {', '.join(LEVELS)} (see --help for what each runs and its bounds)."
+        )
 
     if source is not None and (bundle is not None or timeout is not None):
         given = f"--bundle {bundle}" if bundle is not None else f"--timeout {timeout:g}"
@@ -201,13 +225,16 @@ def health(
             "Fix: add slurm.login to the inventory, or drop the option."
         )
     directory = source or bundle or Path("runs") / "health" / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    tier = TIERS[tier_level(level)]
     report = check_health(
         inventory,
         directory,
         saved=source is not None,
-        timeout_s=timeout or DEFAULT_TIMEOUT_S,
+        timeout_s=timeout or DEFAULT_TIMEOUT_S + tier.script_s(),
         window_s=window,
+        level=tier_level(level),
     )
+    _join_collectives(report, inventory, source, directory, runs_dir, as_json)
     actions = [
         SlurmAction(name, "drain", drain_reason(h.summary()))
         for name, h in report.nodes.items()
@@ -228,6 +255,49 @@ def health(
     # A node whose checks could not look is not called healthy: it fails the command like an error.
     unsure = any(h.verdict == "unknown" for h in report.nodes.values()) or any(not a.ok for a in done)
     return max(exit_code(report.findings, strict=strict), int(unsure))
+
+
+def tier_level(text: str) -> Level:
+    """``--level``'s text as a level (checked against ``LEVELS`` first)."""
+    from clusterctl.diagnostics.active import LEVELS
+
+    return next(level for level in LEVELS if level == text)
+
+
+def _join_collectives(
+    report: HealthReport,
+    inventory: Inventory,
+    source: Path | None,
+    directory: Path,
+    runs_dir: Path,
+    quiet: bool,
+) -> None:
+    """The single-node collectives into ``report``: run now (an active level, collecting) and saved
+    into the bundle, or read back from a saved bundle that holds them."""
+    from clusterctl.run.health_collective import (
+        load_collectives,
+        reference,
+        run_collectives,
+        save_collectives,
+    )
+
+    if source is not None:
+        results = load_collectives(source)
+    elif report.level != "quick":
+
+        def progress(result: NodeCollective) -> None:
+            if not quiet:
+                figures = ", ".join(f"{s:.3g}" for s in result.samples) or "; ".join(result.failures)
+                err_console.print(
+                    safe_text(f"collective on {result.node}: {figures} GB/s"), markup=False, highlight=False
+                )
+
+        results = run_collectives(inventory, report.level, runs_dir, on_node=progress)
+        save_collectives(directory, results)
+    else:
+        results = None
+    if results is not None:
+        report.add_collectives(results, *reference(inventory))
 
 
 def _show_health(report: HealthReport, done: list[SlurmAction]) -> None:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from clusterctl.diagnostics.detect import KINDS, LOG_KINDS, detect_kind, detect_kinds
 from clusterctl.diagnostics.model import Parsed
+from clusterctl.diagnostics.parsers.dcgmi_diag import parse_dcgmi_diag
 from clusterctl.diagnostics.parsers.fabric_counters import parse_counter_output
 from clusterctl.diagnostics.parsers.horovod_synthetic import parse_horovod_synthetic
 from clusterctl.diagnostics.parsers.ibstat import parse_ibstat
@@ -21,6 +22,7 @@ from clusterctl.diagnostics.parsers.lspci import parse_lspci
 from clusterctl.diagnostics.parsers.mpi_error import parse_mpi_error
 from clusterctl.diagnostics.parsers.nccl_log import parse_nccl_log
 from clusterctl.diagnostics.parsers.nccl_tests import parse_nccl_tests
+from clusterctl.diagnostics.parsers.nvbandwidth import parse_nvbandwidth
 from clusterctl.diagnostics.parsers.nvidia_smi import parse_nvidia_smi
 from clusterctl.diagnostics.parsers.nvidia_smi_csv import parse_nvidia_smi_csv
 from clusterctl.diagnostics.parsers.nvidia_smi_q import parse_nvidia_smi_q
@@ -56,6 +58,8 @@ PARSERS: dict[str, Callable[[str], Parsed]] = {
     "fabric-counters": parse_counter_output,
     "proc-cmdline": parse_proc_cmdline,
     "kernel-log": parse_kernel_log,
+    "dcgmi-diag": parse_dcgmi_diag,
+    "nvbandwidth": parse_nvbandwidth,
 }
 
 

@@ -43,6 +43,7 @@ class Collector:
     kind: str
     needs: Need
     ok_exits: frozenset[int] = frozenset({0})
+    timeout_s: int = COMMAND_TIMEOUT_S
 
     def parse(self, text: str) -> Parsed:
         """Parse this collector's output with its kind's parser."""
@@ -90,13 +91,13 @@ def collection_script(collectors: Sequence[Collector] = COLLECTORS) -> str:
     """
     lines = [
         'e=$(mktemp 2>/dev/null || echo "/tmp/clusterctl-collect.$$")',
-        "t() { if command -v timeout >/dev/null 2>&1; then timeout "
-        f'{COMMAND_TIMEOUT_S} "$@"; else "$@"; fi; }}',
+        # t SECONDS ARGV...: the command under coreutils' `timeout` where the node has it.
+        't() { s=$1; shift; if command -v timeout >/dev/null 2>&1; then timeout "$s" "$@"; else "$@"; fi; }',
     ]
     for c in collectors:
         lines += [
             f"printf '\\n%s\\n' {shlex.quote(f'{_MARK} begin {c.key}')}",
-            f'if command -v {shlex.quote(c.argv[0])} >/dev/null 2>&1; then t {shlex.join(c.argv)} </dev/null 2>"$e"; '
+            f'if command -v {shlex.quote(c.argv[0])} >/dev/null 2>&1; then t {c.timeout_s} {shlex.join(c.argv)} </dev/null 2>"$e"; '
             "r=$?; else r=127; printf '%s: not installed\\n' " + shlex.quote(c.argv[0]) + ' >"$e"; fi',
             f"printf '\\n%s %s\\n' {shlex.quote(f'{_MARK} exit')} \"$r\"",
             f'tail -c {_STDERR_TAIL} "$e"',

@@ -55,6 +55,21 @@ _SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("perfquery", re.compile(r"^#\s*Port (?:extended )?counters:|^Port(?:Xmit|Rcv)Data:\.{3}", re.M)),
     ("sysfs-counters", re.compile(r"^/sys/class/infiniband/[^/\s]+/ports/\d+/(?:hw_)?counters/\w+:", re.M)),
     # Before the CSV fallback: an SXid's "Data {0x.., 0x.., ...}" line has many commas.
+    # DCGM's table: its category rows or its header row; nvbandwidth's version line or a testcase line.
+    (
+        "dcgmi-diag",
+        re.compile(
+            r"^[|+]-{3,}[ \t]+(?:Metadata|Deployment|Integration|Hardware|Stress)[ \t]+-+[|+]"
+            r"|^\|[ \t]*Diagnostic[ \t]+\|[ \t]*Result[ \t]+\|",
+            re.M,
+        ),
+    ),
+    (
+        "nvbandwidth",
+        re.compile(
+            r"^nvbandwidth Version: |^SUM \w+_memcpy_(?:ce|sm) [\d.]+|^Running \w+_memcpy_(?:ce|sm)\.$", re.M
+        ),
+    ),
     ("kernel-log", re.compile(r"^(?:\[[^\]\n]{1,40}\][ \t]*)?(?:[\w-]{1,40}:[ \t]*)?S?Xid \(PCI:", re.M)),
     (
         "proc-cmdline",

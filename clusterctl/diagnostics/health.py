@@ -12,6 +12,10 @@ What is read (collectors, in the one script per node that `check topology` also 
   counters, so an error counter that rises (or a link that went down and came back) while we watch
   is seen. A node without HCAs skips the wait.
 
+``--level standard|burn-in`` adds the active checks of ``clusterctl.diagnostics.active``: two more
+collectors in the same script (nvbandwidth, dcgmi diag) and a single-node collective per node, whose
+results ``HealthReport.add_collectives`` joins.
+
 The verdict: ``unknown`` when the node could not be reached or a check it needs could not look,
 ``fail`` on an error, ``warn`` on a warning, ``ok`` otherwise. A check that could not look never
 passes for healthy.
@@ -24,11 +28,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from clusterctl.diagnostics.active import (
+    DCGM_KEY,
+    H2D_KEY,
+    OPTIONAL_KEYS,
+    TIERS,
+    Level,
+    NodeCollective,
+    collective_findings,
+    dcgm_findings,
+    h2d_findings,
+    missing_dcgm_table,
+)
 from clusterctl.diagnostics.bundle import NodeBundle, NodeMeta
 from clusterctl.diagnostics.collect import bundle_of_every_node
 from clusterctl.diagnostics.collectors import COLLECTOR_BY_KEY, COMMAND_TIMEOUT_S, Collector
 from clusterctl.diagnostics.model import Parsed
+from clusterctl.diagnostics.parsers.dcgmi_diag import DcgmDiag
 from clusterctl.diagnostics.parsers.kernel_log import KernelLog
+from clusterctl.diagnostics.parsers.nvbandwidth import NvBandwidth
 from clusterctl.diagnostics.parsers.nvidia_smi_q import NvidiaSmiQ
 from clusterctl.diagnostics.parsers.port_counters import PortCounters
 from clusterctl.diagnostics.rules_health import port_error_rules, smi_health_rules, xid_rules
@@ -36,7 +54,7 @@ from clusterctl.diagnostics.rules_node import judge_node, needs, section_finding
 from clusterctl.findings import Finding
 from clusterctl.inventory import Inventory, Node
 
-SCHEMA = "clusterctl.check-health/1"
+SCHEMA = "clusterctl.check-health/2"
 Verdict = Literal["ok", "warn", "fail", "unknown"]
 DEFAULT_WINDOW_S = 5.0
 # The second counter read waits inside one collector command, which gets COMMAND_TIMEOUT_S.
@@ -50,11 +68,13 @@ _KERNEL_LOG = (
 )
 # The topology collectors whose outputs the health check also judges.
 _SHARED = ("nvidia-smi-q", "lspci-vvv", "ibstat")
-_HEALTH_KEYS = ("kernel-log", "ib-port-errors", "ib-port-errors-2")
+_HEALTH_KEYS = ("kernel-log", "ib-port-errors", "ib-port-errors-2", H2D_KEY, DCGM_KEY)
+_ACTIVE_CODES = {H2D_KEY: ("h2d-bandwidth-low",), DCGM_KEY: ("dcgm-diag-fail", "dcgm-diag-unknown")}
 
 
-def health_collectors(window_s: float = DEFAULT_WINDOW_S) -> tuple[Collector, ...]:
-    """The collectors of `check health`, the second IB counter read ``window_s`` seconds after the first.
+def health_collectors(window_s: float = DEFAULT_WINDOW_S, level: Level = "quick") -> tuple[Collector, ...]:
+    """The collectors of `check health` at ``level``, the second IB counter read ``window_s`` seconds
+    after the first.
 
     grep exits 2 when no counter file exists (no HCA): an answer, not a failure.
     """
@@ -65,18 +85,28 @@ def health_collectors(window_s: float = DEFAULT_WINDOW_S) -> tuple[Collector, ..
         *(COLLECTOR_BY_KEY[key] for key in _SHARED),
         Collector("ib-port-errors", ("sh", "-c", first), "sysfs-counters", "rdma", frozenset({0, 2})),
         Collector("ib-port-errors-2", ("sh", "-c", second), "sysfs-counters", "rdma", frozenset({0, 2})),
+        *TIERS[level].collectors(),
     )
+
+
+@dataclass(frozen=True)
+class ActiveStatus:
+    """How one active check went on a node: ok, warn, fail or unknown, and why when not ok."""
+
+    status: Verdict
+    detail: str = ""
 
 
 @dataclass
 class NodeHealth:
-    """One node's verdict, the checks it could not make, and its findings."""
+    """One node's verdict, the checks it could not make, its findings and its active checks."""
 
     node: str
     verdict: Verdict
     findings: list[Finding] = field(default_factory=list)
     unknown: list[str] = field(default_factory=list)
     meta: NodeMeta | None = None
+    active: dict[str, ActiveStatus] = field(default_factory=dict)
 
     def summary(self) -> str:
         """One line: the verdict's reason (the worst finding, or what could not be checked)."""
@@ -98,26 +128,54 @@ class HealthReport:
     bundle: Path
     window_s: float
     nodes: dict[str, NodeHealth]
+    level: Level = "quick"
+    collectives: list[NodeCollective] = field(default_factory=list)
 
     @property
     def findings(self) -> list[Finding]:
         """Every finding of every node."""
         return [f for health in self.nodes.values() for f in health.findings]
 
+    def add_collectives(self, results: list[NodeCollective], reference: float | None, basis: str) -> None:
+        """Join the single-node collectives: each node's finding, its ``collective`` check and verdict."""
+        self.collectives = [r for r in results if r.node in self.nodes]  # a saved file may name others
+        started = {r.node: r.started for r in self.collectives}
+        for finding in collective_findings(self.collectives, reference, basis):
+            health = self.nodes[finding.node or ""]
+            health.findings.append(finding)
+            status = _verdict([finding], [])
+            if not started[health.node]:
+                status = "unknown"
+                health.unknown.append("collective")
+            health.active["collective"] = ActiveStatus(status, "" if status == "ok" else finding.message)
+            health.verdict = _verdict(health.findings, health.unknown)
+
     def to_json(self) -> dict[str, Any]:
-        """The documented JSON form (``schema`` names its version)."""
+        """The documented JSON form (``schema`` names its version; bandwidths in GB/s)."""
         return {
             "schema": SCHEMA,
+            "level": self.level,
             "bundle": str(self.bundle),
             "window_s": self.window_s,
             "nodes": {
                 name: {
                     "verdict": health.verdict,
                     "unknown": health.unknown,
+                    "active": {k: {"status": a.status, "detail": a.detail} for k, a in health.active.items()},
                     "findings": [f.model_dump() for f in health.findings],
                 }
                 for name, health in self.nodes.items()
             },
+            "collectives": [
+                {
+                    "node": r.node,
+                    "busbw_gb_s": r.busbw,
+                    "samples_gb_s": list(r.samples),
+                    "failures": list(r.failures),
+                    "run_dirs": list(r.run_dirs),
+                }
+                for r in self.collectives
+            ],
         }
 
 
@@ -138,13 +196,14 @@ def judge_health_node(
     if bundle is None or bundle.meta.unreachable or not bundle.meta.sections:
         return NodeHealth(node=node.name, verdict="unknown", findings=findings, unknown=["everything"],
                           meta=bundle.meta if bundle else None)  # fmt: skip
-    collectors = {c.key: c for c in health_collectors(window_s)}
+    collectors = {c.key: c for c in health_collectors(window_s, "standard")}  # every key a bundle may hold
     unknown = [
         key
         for key, collector in collectors.items()
         if key in bundle.meta.sections
         and bundle.meta.sections[key].status != "ok"
         and needs(node, collector.needs)
+        and not (key in OPTIONAL_KEYS and bundle.meta.sections[key].status == "missing")
     ]
     for key in _HEALTH_KEYS:
         if key in bundle.meta.sections:
@@ -153,6 +212,10 @@ def judge_health_node(
         findings += xid_rules(log, node.name)
     if isinstance(smi := topology.facts.get("nvidia-smi-q"), NvidiaSmiQ) and needs(node, "gpu"):
         findings += smi_health_rules(smi, node.name)
+    if isinstance(bandwidth := _parsed(collectors[H2D_KEY], bundle), NvBandwidth) and needs(node, "gpu"):
+        findings += h2d_findings(bandwidth, node.name)
+    if isinstance(diag := _parsed(collectors[DCGM_KEY], bundle), DcgmDiag) and needs(node, "gpu"):
+        findings += dcgm_findings(diag, node.name) + missing_dcgm_table(diag, node.name)
     first = _parsed(collectors["ib-port-errors"], bundle)
     second = _parsed(collectors["ib-port-errors-2"], bundle)
     if isinstance(first, PortCounters):
@@ -172,7 +235,25 @@ def judge_health_node(
                 )
             )
     return NodeHealth(node=node.name, verdict=_verdict(findings, unknown), findings=findings,
-                      unknown=unknown, meta=bundle.meta)  # fmt: skip
+                      unknown=unknown, meta=bundle.meta, active=_active(node, bundle, findings))  # fmt: skip
+
+
+def _active(node: Node, bundle: NodeBundle, findings: list[Finding]) -> dict[str, ActiveStatus]:
+    """The status of each active check the bundle holds (none at level quick)."""
+    statuses = {}
+    for key, codes in _ACTIVE_CODES.items():
+        section = bundle.meta.sections.get(key)
+        if section is None:
+            continue
+        if not needs(node, "gpu"):
+            statuses[key] = ActiveStatus("unknown", "no GPU on this node")
+        elif section.status != "ok":
+            statuses[key] = ActiveStatus("unknown", f"{section.argv[0]} {section.status}")
+        else:
+            mine = [f for f in findings if f.code in codes]
+            status: Verdict = _verdict(mine, [])
+            statuses[key] = ActiveStatus(status, mine[0].message if mine else "")
+    return statuses
 
 
 def _verdict(findings: list[Finding], unknown: list[str]) -> Verdict:
@@ -185,14 +266,18 @@ def _verdict(findings: list[Finding], unknown: list[str]) -> Verdict:
 
 
 def judge_health(
-    bundles: Mapping[str, NodeBundle], inventory: Inventory, directory: Path, window_s: float
+    bundles: Mapping[str, NodeBundle],
+    inventory: Inventory,
+    directory: Path,
+    window_s: float,
+    level: Level = "quick",
 ) -> HealthReport:
     """Judge a health bundle (just collected, or read back) against the inventory's nodes. Pure."""
     nodes = {
         node.name: judge_health_node(inventory, node, bundles.get(node.name), window_s)
         for node in inventory.nodes
     }
-    return HealthReport(bundle=directory, window_s=window_s, nodes=nodes)
+    return HealthReport(bundle=directory, window_s=window_s, nodes=nodes, level=level)
 
 
 def check_health(
@@ -202,17 +287,21 @@ def check_health(
     saved: bool = False,
     timeout_s: float = 180,
     window_s: float = DEFAULT_WINDOW_S,
+    level: Level = "quick",
 ) -> HealthReport:
-    """Collect every node's health outputs into the bundle ``directory`` and judge them.
+    """Collect every node's health outputs (``level``'s collectors) into the bundle ``directory`` and
+    judge them; the single-node collectives of the active levels are the run layer's
+    (``clusterctl.run.health_collective``).
 
-    With ``saved``, ``directory`` holds a health bundle collected earlier: it is judged, no host is
-    contacted.
+    With ``saved``, ``directory`` holds a health bundle collected earlier: it is judged (whatever
+    level collected it), no host is contacted.
 
     Raises:
         InputError: a saved bundle that cannot be read or was collected with another inventory, or a
             directory that cannot be written.
     """
+    collectors = health_collectors(window_s, level)
     bundles = bundle_of_every_node(
-        inventory, directory, saved=saved, timeout_s=timeout_s, collectors=health_collectors(window_s)
+        inventory, directory, saved=saved, timeout_s=timeout_s, collectors=collectors
     )
-    return judge_health(bundles, inventory, directory, window_s)
+    return judge_health(bundles, inventory, directory, window_s, level)

@@ -4,7 +4,6 @@ the measurements condemn. The effectful half (running the collective on each gro
 
 - ``judge`` turns repeated samples of one group into a verdict: the median of the repeats against a
   floor, so one noisy sample does not condemn a group.
-- ``slow_nodes`` names the nodes every slow pair shares when all pairs were measured (a small cluster).
 - ``halving_search`` finds one bad node in a large cluster the way ClusterKit does: measure halves,
   keep the half that is slow, until one node is left (a pair is the smallest group a collective has,
   so the last step pairs each of the two suspects with a node already cleared).
@@ -45,15 +44,6 @@ def all_pairs(nodes: Sequence[str]) -> list[tuple[str, str]]:
                 pairs.append((a, b) if order[a] < order[b] else (b, a))
         slots = [slots[0], slots[-1], *slots[1:-1]]
     return pairs
-
-
-def slow_nodes(healthy: dict[tuple[str, str], bool]) -> list[str]:
-    """The nodes in every slow pair (all pairs measured); nodes of a healthy pair are cleared."""
-    slow = [set(pair) for pair, ok in healthy.items() if not ok]
-    if not slow:
-        return []
-    cleared = {node for pair, ok in healthy.items() if ok for node in pair}
-    return sorted(set.intersection(*slow) - cleared)
 
 
 def halving_search(nodes: Sequence[str], healthy: Callable[[Sequence[str]], bool]) -> str | None:

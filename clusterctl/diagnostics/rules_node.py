@@ -23,7 +23,15 @@ PEERMEM_MODULES = ("nvidia_peermem", "nv_peer_mem")
 FIRST_DMABUF = (2, 13)  # NCCL 2.13.4-1 is the first release with DMA-BUF (src/init.cc "DMA-BUF is available")
 # A GPU or RDMA tool missing on a node that has GPUs or RDMA is an error, except ofed_info (inbox
 # rdma-core still does verbs); a general tool (ip, cat, ls) missing leaves one check blind: a warning.
-_MISSING_SEVERITY: dict[str, Severity] = {"gpu": "error", "rdma": "error", "ofed-info": "warning"}
+# DCGM is optional (`check health --level` runs it where a site installed it); without nvbandwidth the
+# copy bandwidth is unknown (the node's verdict says so), not failed.
+_MISSING_SEVERITY: dict[str, Severity] = {
+    "gpu": "error",
+    "rdma": "error",
+    "ofed-info": "warning",
+    "dcgmi-diag": "info",
+    "h2d-bandwidth": "warning",
+}
 # Outputs the existing rules judge, and what the node must have for them to apply.
 _RULED = {
     "nvidia-smi-topo": "gpu",

@@ -35,9 +35,10 @@ from clusterctl.inventory import Inventory
 from clusterctl.results.baselines import BUSBW_METRIC, Baseline, baselines_for, find_baseline, hardware_config
 from clusterctl.results.record import RunRecord
 from clusterctl.run.context import RunContext
-from clusterctl.run.plan import build_plan, run_options
+from clusterctl.run.plan import LaunchPlan, build_plan, run_options
 from clusterctl.workloads import get_workload
-from clusterctl.workloads.allreduce import Allreduce
+from clusterctl.workloads.allreduce import SIZES, Allreduce
+from clusterctl.workloads.base import Workload
 from clusterctl.workloads.nccl_tests import LARGE_BUSBW
 
 Search = Literal["auto", "all", "halving"]
@@ -201,6 +202,26 @@ def sub_inventory(inventory: Inventory, group: Sequence[str]) -> Inventory:
     return inventory.model_copy(update={"nodes": nodes})
 
 
+def collective_workload(inventory: Inventory, *, all_sizes: bool = False) -> Workload:
+    """nccl-tests on GPU nodes, else the CPU allreduce up to ``CPU_MAX_BYTES`` (``all_sizes``: 64 MiB)."""
+    if inventory.primary.gpus.count > 0:
+        return get_workload("nccl-tests")
+    return Allreduce(max_bytes=SIZES[-1] if all_sizes else CPU_MAX_BYTES)
+
+
+def group_plan(
+    inventory: Inventory, group: Sequence[str], workload: Workload, ranks_per_node: int | None = None
+) -> LaunchPlan:
+    """The collective's launch plan on ``group``'s nodes, its first node starting mpirun. Pure.
+
+    Raises:
+        InputError: the image cannot run ``workload``, or more ranks than a node's GPUs.
+    """
+    sub = sub_inventory(inventory, group)
+    options = run_options(sub, workload.name, nodes=len(group), ranks_per_node=ranks_per_node)
+    return build_plan(sub, options, workload)
+
+
 def conductor_measure(
     inventory: Inventory,
     *,
@@ -208,9 +229,13 @@ def conductor_measure(
     timeout_s: float,
     runs_dir: Path,
     on_group: Callable[[Group], None] | None = None,
+    ranks_per_node: int | None = None,
+    all_sizes: bool = False,
 ) -> Measure:
     """A ``Measure`` that runs the collective on a group through the conductor (ssh launcher, no
-    snapshot), each run bounded by ``timeout_s`` and recorded under ``runs_dir``.
+    snapshot), each run bounded by ``timeout_s`` and recorded under ``runs_dir``. ``ranks_per_node``
+    (None: the node's GPUs, or its ranks) and ``all_sizes`` (the CPU allreduce up to 64 MiB, not 4 MiB)
+    serve `check health`'s single-node collective.
 
     Raises (when called):
         InputError: the image cannot run the collective.
@@ -220,13 +245,12 @@ def conductor_measure(
     from clusterctl.run.launchers.ssh import SshLauncher
     from clusterctl.run.runner import run_plans
 
-    gpu = inventory.primary.gpus.count > 0
-    workload = get_workload("nccl-tests") if gpu else Allreduce(max_bytes=CPU_MAX_BYTES)
+    workload = collective_workload(inventory, all_sizes=all_sizes)
     launcher = SshLauncher(take_snapshot=lambda inv, nodes: {})
 
     def measure(group: Sequence[str]) -> Group:
+        plan = group_plan(inventory, group, workload, ranks_per_node)
         sub = sub_inventory(inventory, group)
-        plan = build_plan(sub, run_options(sub, workload.name, nodes=len(group)), workload)
         context = RunContext(sub, (plan,), workload, launcher, runs_dir, timeout_s, repeats=repeats)
         done = run_plans(context)
         result = Group(

@@ -1,10 +1,13 @@
 """`clusterctl check health` on the 2-node sandbox (CPU, ethernet): healthy nodes exit 0; a node whose
 kernel log holds a real Xid line (a dmesg stand-in on that node, since the machine has no GPU) fails,
-and `--slurm-drain` drains exactly that node in the sandbox's real Slurm, with the finding as reason."""
+and `--slurm-drain` drains exactly that node in the sandbox's real Slurm, with the finding as reason.
+The script of `check slurm-hc`, set as slurm.conf's HealthCheckProgram, is run by the real slurmd of
+each node and drains that node too, and only it."""
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +22,11 @@ pytestmark = pytest.mark.integration
 
 FAKE_DMESG = "/usr/local/bin/dmesg"  # before /usr/bin on root's SSH PATH on the Debian nodes
 FAKE_LOG = "/usr/local/share/clusterctl-test-kmsg"
+HC_PATH = "/usr/local/sbin/clusterctl-healthcheck.sh"
+SLURM_CONF = "/etc/slurm/slurm.conf"
+# slurmd runs the program on `scontrol reconfigure`, then every interval; the drain shows within a second
+# or two on an idle machine.
+DRAIN_DEADLINE_S = 30
 
 
 def _node_state(sandbox: Sandbox, node: str) -> tuple[str, str]:
@@ -111,3 +119,44 @@ def test_slurm_drain_drains_only_the_node_with_the_xid(
     resumed = strict_loads(capsys.readouterr().out)["slurm"]
     assert [(a["node"], a["state"], a["ok"]) for a in resumed] == [(bad, "resume", True)]
     assert "DRAIN" not in _node_state(sandbox2, bad)[0]
+
+
+@pytest.fixture
+def healthcheck_program(sandbox2: Sandbox, xid_on_second_node: str, tmp_path: Path) -> Iterator[str]:
+    """`check slurm-hc`'s script on every node as slurm.conf's HealthCheckProgram (`scontrol reconfigure`);
+    slurm.conf restored (and reconfigured) before the Xid is removed and the node resumed."""
+    script = tmp_path / "healthcheck.sh"
+    assert main(["check", "slurm-hc", "-i", str(sandbox2.inventory_path), "-o", str(script)]) == 0
+    install = 'printf "%s" "$1" > "$2" && chmod 755 "$2"'
+    for node in sandbox2.inventory.nodes:
+        on_node(sandbox2, node.name, "sh", "-c", install, "sh", script.read_text(), HC_PATH)
+    controller = sandbox2.inventory.nodes[0].name
+    conf = on_node(sandbox2, controller, "cat", SLURM_CONF)
+    wanted = f"{conf}HealthCheckProgram={HC_PATH}\nHealthCheckInterval=5\n"
+    write = 'printf "%s" "$1" > "$2" && scontrol reconfigure'
+    on_node(sandbox2, controller, "sh", "-c", write, "sh", wanted, SLURM_CONF)
+    try:
+        yield xid_on_second_node
+    finally:
+        on_node(sandbox2, controller, "sh", "-c", write, "sh", conf, SLURM_CONF)
+        for node in sandbox2.inventory.nodes:
+            on_node(sandbox2, node.name, "rm", "-f", HC_PATH)
+
+
+def test_slurmd_runs_the_generated_healthcheck_and_it_drains_only_the_node_with_the_xid(
+    sandbox2: Sandbox, healthcheck_program: str
+) -> None:
+    bad = healthcheck_program
+    good = sandbox2.inventory.nodes[0].name
+    deadline = time.monotonic() + DRAIN_DEADLINE_S
+    while "DRAIN" not in (state := _node_state(sandbox2, bad))[0] and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert "DRAIN" in state[0], f"{bad} not drained within {DRAIN_DEADLINE_S} s: {state}"
+    assert state[1] == "clusterctl health: kernel log: Xid: 79"
+    # slurmd itself ran it (its log has the program's exit status and output) ...
+    assert f"health_check failed: rc:1 output:drained {bad}:" in on_node(
+        sandbox2, bad, "cat", "/var/log/slurm/slurmd.log"
+    )
+    # ... and the healthy node's copy, run as slurmd runs it (root, SLURMD_NODENAME), passes.
+    on_node(sandbox2, good, "env", f"SLURMD_NODENAME={good}", HC_PATH)
+    assert _node_state(sandbox2, good)[0] == "IDLE"

@@ -34,8 +34,9 @@ PAPER = str(ROOT / "inventories" / "paper-c4140.yml")
         ["sweep", "resnet50", "-i", SANDBOX, "--dry-run"],
         ["up", "-i", SANDBOX, "--dry-run"],
         ["check", "topology", "-i", SANDBOX, "--from", "nowhere"],
+        ["check", "health", "-i", SANDBOX, "--from", "nowhere"],
     ],
-    ids=["run", "sweep", "up", "check"],
+    ids=["run", "sweep", "up", "check", "health"],
 )
 def test_a_timeout_that_is_no_number_of_seconds_is_a_usage_error(
     capsys: pytest.CaptureFixture[str], argv: list[str], value: str
