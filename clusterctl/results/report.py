@@ -283,6 +283,8 @@ CSV_COLUMNS = [
     "image_size",
     "model_size",
     "seq_len",
+    "activation_checkpointing",
+    "collective",
     "image_profile",
     "device",
     "devices",

@@ -25,9 +25,12 @@ def _fmt(value: float | None, spec: str) -> str:
 
 
 def _model(row: ReportRow) -> str:
-    """The model, with a gpt run's size and sequence length (``gpt 124m/1024``)."""
+    """The model, with a gpt run's size and sequence length (``gpt 124m/1024``, ``ckpt`` when its
+    activations were checkpointed)."""
     c = row.config
-    return c.model if c.model_size is None else f"{c.model} {c.model_size}/{c.seq_len}"
+    if c.model_size is None:
+        return c.model
+    return f"{c.model} {c.model_size}/{c.seq_len}" + (" ckpt" if c.activation_checkpointing else "")
 
 
 def _references(row: ReportRow) -> str:
