@@ -239,7 +239,9 @@ def test_checkpointing_keeps_one_input_per_block_and_its_refusal_says_so(
     argv = ["--model-size", "1.3b", "--batch-size", "24", "--precision", "bf16", "--framework", "ddp"]
     code, _, err = _main(capsys, "run", "gpt", "-i", str(H100), *argv, "--dry-run")
     assert code == 2 and "--activation-checkpointing, or --framework fsdp" in err
-    code, out, _ = _main(capsys, "run", "gpt", "-i", str(H100), *argv, "--activation-checkpointing", "--dry-run")
+    code, out, _ = _main(
+        capsys, "run", "gpt", "-i", str(H100), *argv, "--activation-checkpointing", "--dry-run"
+    )
     assert code == 0 and "--activation-checkpointing" in shlex.split(out)
 
 
@@ -263,11 +265,11 @@ def test_a_checkpointed_block_recomputes_in_backward_with_the_same_gradients_and
         for block in model.blocks:
             original = block.body
 
-            def counted(x: torch.Tensor, original: Any = original) -> torch.Tensor:
+            def counted(x: torch.Tensor, original: Any = original, calls: list[int] = calls) -> torch.Tensor:
                 calls[0] += 1
                 return original(x)
 
-            block.body = counted  # type: ignore[method-assign]
+            block.body = counted
         optimizer = torch.optim.AdamW(model.parameters(), lr=bench.LEARNING_RATE)
         steps = []
         for step in range(4):

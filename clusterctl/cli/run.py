@@ -195,7 +195,9 @@ def run(
             f"--trace: the {workload} workload has no trace; only resnet50 keeps one (torch.profiler and "
             "Horovod's timeline). Fix: drop --trace, or run resnet50."
         )
-    _refuse_other_workloads(workload, activation_checkpointing=activation_checkpointing, collective=collective)
+    _refuse_other_workloads(
+        workload, activation_checkpointing=activation_checkpointing, collective=collective
+    )
     inv = load(inventory)
     data_format = None if channels_last is None else ("NHWC" if channels_last else "NCHW")
     plan = plan_run(
@@ -459,7 +461,11 @@ def sweep(
         if values is not None:
             grid[name] = split_option(values, option, str, "a name")
     _refuse_other_workloads(workload, activation_checkpointing=activation_checkpointing)
-    every = (("steps", steps), ("image_size", image_size), ("activation_checkpointing", activation_checkpointing))
+    every = (
+        ("steps", steps),
+        ("image_size", image_size),
+        ("activation_checkpointing", activation_checkpointing),
+    )
     grid |= {name: [value] for name, value in every if value is not None}
     inv = load(inventory)
     plans = plan_sweep(inv, workload, devices, grid)

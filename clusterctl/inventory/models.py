@@ -323,7 +323,8 @@ class RunDefaults(Strict):
     """Defaults for `clusterctl run`; command-line options override them."""
 
     framework: Literal["horovod", "ddp", "fsdp"] = Field(
-        "horovod", description="Data-parallel library; fsdp (PyTorch's fully_shard) for the gpt workload only."
+        "horovod",
+        description="Data-parallel library; fsdp (PyTorch's fully_shard) for the gpt workload only.",
     )
     batch_size: int = Field(64, ge=1, le=4096, description="Batch size per device.")
     precision: Literal["fp32", "fp16", "bf16"] = Field("fp32", description="Training precision.")

@@ -109,7 +109,14 @@ class GPT(nn.Module):
     """GPT-2's decoder: embeddings, ``layers`` blocks, final norm, head tied to the token embedding."""
 
     def __init__(
-        self, layers: int, heads: int, width: int, seq_len: int, vocab: int = VOCAB, *, checkpointed: bool = False
+        self,
+        layers: int,
+        heads: int,
+        width: int,
+        seq_len: int,
+        vocab: int = VOCAB,
+        *,
+        checkpointed: bool = False,
     ):
         super().__init__()
         self.wte = nn.Embedding(vocab, width)
@@ -188,7 +195,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--precision", choices=["fp32", "fp16", "bf16"], default="fp32")
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
     p.add_argument(
-        "--activation-checkpointing", action="store_true", help="recompute each block's activations in backward"
+        "--activation-checkpointing",
+        action="store_true",
+        help="recompute each block's activations in backward",
     )
     p.add_argument("--bucket-cap-mb", type=float, default=25.0, help="DDP gradient bucket size (MB)")
     p.add_argument("--warmup-steps", type=int, default=10)

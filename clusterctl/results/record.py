@@ -61,7 +61,8 @@ class RunConfig(BaseModel):
         None, description="gpt: whether each block's activations were recomputed in backward; None: others."
     )
     collective: str | None = Field(
-        None, description="allreduce, nccl-tests: allgather or reducescatter; None: allreduce (older records)."
+        None,
+        description="allreduce, nccl-tests: allgather or reducescatter; None: allreduce (older records).",
     )
     data: str = Field(
         "synthetic",

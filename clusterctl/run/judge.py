@@ -56,17 +56,19 @@ def judge_run(
     """
     s = plan.options.settings
     primary = inventory.primary
-    config = RunConfig(
-        workload=workload.name,
-        model=workload.model,
-        framework=s.framework,
-        precision=s.precision,
-        batch_size=s.batch_size,
-        image_size=s.image_size,
-        image_profile=inventory.image.profile,
-        device=(primary.gpus.model or "gpu") if plan.gpu else _cpu_device(primary.cpu_count),
-        **workload.config_fields(s),
-        data="synthetic" if s.data == "synthetic" else "real-loader" if s.loader_only else "real",
+    common: dict[str, object] = {"workload": workload.name, "model": workload.model}
+    config = RunConfig.model_validate(
+        common
+        | {
+            "framework": s.framework,
+            "precision": s.precision,
+            "batch_size": s.batch_size,
+            "image_size": s.image_size,
+            "image_profile": inventory.image.profile,
+            "device": (primary.gpus.model or "gpu") if plan.gpu else _cpu_device(primary.cpu_count),
+            "data": "synthetic" if s.data == "synthetic" else "real-loader" if s.loader_only else "real",
+        }
+        | workload.config_fields(s)  # a workload may name its model per configuration (nccl-tests' binary)
     )
     fabric = prove_fabric(
         output,
