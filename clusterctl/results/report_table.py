@@ -103,8 +103,10 @@ def meaning(row: ReportRow) -> str | None:
             f"{head}; no collective measured at {row.devices} devices, so nothing says what this cluster "
             "should give (`clusterctl run allreduce` or `--preflight` measures it)."
         )
+    measured = ", ".join(f"{op} {busbw:.3g}" for op, busbw in p.by_collective.items())
+    exchange = f"all-gather and reduce-scatter ({measured} GB/s)" if measured else "allreduce"
     step = (
-        f"per step {p.compute_s:.2f} s of compute and {p.allreduce_s:.2f} s of allreduce at "
+        f"per step {p.compute_s:.2f} s of compute and {p.allreduce_s:.2f} s of {exchange} at "
         f"{p.bus_bandwidth_gb_s:.3g} GB/s"
     )
     where = {

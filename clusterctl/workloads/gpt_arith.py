@@ -93,8 +93,18 @@ class GptShape:
 
     def fsdp_gathered_bytes(self, precision: str) -> int:
         """Bytes of parameters all-gathered per step under FSDP: the blocks twice, the root once."""
-        size = 2 if precision in ("bf16", "fp16") else 4
-        return size * (2 * self.block_parameters + self.root_parameters)
+        return _gather_size(precision) * (2 * self.block_parameters + self.root_parameters)
+
+    def fsdp_split(self, precision: str) -> dict[str, int]:
+        """The bytes of a step's FSDP collectives: all-gathered parameters, reduce-scattered float32
+        gradients."""
+        return {"allgather": self.fsdp_gathered_bytes(precision), "reducescatter": 4 * self.parameters}
+
+    def fsdp_block_messages(self, precision: str) -> dict[str, int]:
+        """The message of each FSDP collective for one block (the message most of a step's are):
+        its parameters in the gather dtype, its float32 gradients."""
+        per_block = self.block_parameters // self.layers
+        return {"allgather": _gather_size(precision) * per_block, "reducescatter": 4 * per_block}
 
     def fsdp_equivalent_bytes(self, precision: str) -> int:
         """The allreduce-equivalent G of one FSDP step: (all-gathered + reduce-scattered float32) / 2."""
@@ -114,3 +124,8 @@ class GptShape:
         activations = kept * (1 if precision in ("bf16", "fp16") else 2)
         logits = 8 * batch * s * self.vocab
         return state + activations + logits
+
+
+def _gather_size(precision: str) -> int:
+    """Bytes per parameter FSDP gathers: 2 under bf16/fp16 (its mixed-precision policy), else 4."""
+    return 2 if precision in ("bf16", "fp16") else 4
