@@ -50,19 +50,29 @@ def test_gpt2_small_is_124m_and_its_flops_per_token_follow_palm() -> None:
     assert shape.flops_per_token() == 6 * (124_439_808 - 1024 * 768) + 12 * 12 * 768 * 1024 == 855_166_464
 
 
-def test_the_payload_s_forward_gives_logits_and_a_falling_loss_on_a_fixed_batch() -> None:
-    torch.manual_seed(0)
-    model = bench.GPT(2, 2, 32, 16, vocab=97)
-    tokens = torch.randint(0, 97, (2, 17))
+def _train(
+    model: Any, tokens: torch.Tensor, steps: int = 4
+) -> tuple[list[float], list[torch.Tensor], torch.Tensor]:
+    """``steps`` AdamW steps of ``model`` on one fixed batch: each step's loss, the first step's
+    gradients and the last step's logits."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=bench.LEARNING_RATE)
-    losses = []
-    for _ in range(4):
+    losses, grads = [], []
+    for step in range(steps):
         optimizer.zero_grad()
         logits = model(tokens[:, :-1])
         loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), tokens[:, 1:].flatten())
         loss.backward()
+        if step == 0:
+            grads = [p.grad.clone() for p in model.parameters() if p.grad is not None]
         optimizer.step()
         losses.append(loss.item())
+    return losses, grads, logits
+
+
+def test_the_payload_s_forward_gives_logits_and_a_falling_loss_on_a_fixed_batch() -> None:
+    torch.manual_seed(0)
+    model = bench.GPT(2, 2, 32, 16, vocab=97)
+    losses, _, logits = _train(model, torch.randint(0, 97, (2, 17)))
     assert logits.shape == (2, 16, 97)
     assert losses[-1] < losses[0]
 
@@ -257,7 +267,9 @@ def test_checkpointing_is_its_own_configuration_and_mfu_counts_model_flops() -> 
 
 def test_a_checkpointed_block_recomputes_in_backward_with_the_same_gradients_and_a_falling_loss() -> None:
     tokens = torch.randint(0, 97, (2, 17), generator=torch.Generator().manual_seed(1))
-    grads, losses, forwards = {}, {}, {}
+    grads: dict[bool, list[torch.Tensor]] = {}
+    losses: dict[bool, list[float]] = {}
+    forwards: dict[bool, int] = {}
     for checkpointed in (False, True):
         torch.manual_seed(0)
         model = bench.GPT(2, 2, 32, 16, vocab=97, checkpointed=checkpointed)
@@ -270,18 +282,8 @@ def test_a_checkpointed_block_recomputes_in_backward_with_the_same_gradients_and
                 return original(x)
 
             block.body = counted
-        optimizer = torch.optim.AdamW(model.parameters(), lr=bench.LEARNING_RATE)
-        steps = []
-        for step in range(4):
-            optimizer.zero_grad()
-            logits = model(tokens[:, :-1])
-            loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), tokens[:, 1:].flatten())
-            loss.backward()
-            if step == 0:
-                grads[checkpointed] = [p.grad.clone() for p in model.parameters() if p.grad is not None]
-            optimizer.step()
-            steps.append(loss.item())
-        losses[checkpointed], forwards[checkpointed] = steps, calls[0]
+        losses[checkpointed], grads[checkpointed], _ = _train(model, tokens)
+        forwards[checkpointed] = calls[0]
     assert forwards == {False: 2 * 4, True: 2 * 2 * 4}  # each block's body runs again in backward
     assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(grads[False], grads[True], strict=True))
     assert losses[True][-1] < losses[True][0]
