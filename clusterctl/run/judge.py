@@ -56,10 +56,10 @@ def judge_run(
     """
     s = plan.options.settings
     primary = inventory.primary
-    common: dict[str, object] = {"workload": workload.name, "model": workload.model}
     config = RunConfig.model_validate(
-        common
-        | {
+        {
+            "workload": workload.name,
+            "model": workload.model,
             "framework": s.framework,
             "precision": s.precision,
             "batch_size": s.batch_size,
