@@ -36,11 +36,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _run(runs_dir: Path, framework: str, nodes: int) -> RunRecord:
+def _run(runs_dir: Path, framework: str, nodes: int, **more: Any) -> RunRecord:
     inventory = local_inventory()
     plan = build_plan(
         inventory,
-        run_options(inventory, "gpt", nodes=nodes, framework=framework, **TINY),
+        run_options(inventory, "gpt", nodes=nodes, framework=framework, **TINY, **more),
         get_workload("gpt"),
     )
     # A free rendezvous port: other payload runs may share this machine.
@@ -98,3 +98,13 @@ def test_the_report_groups_gpt_by_size_and_sequence_with_mfu(
         assert row["unit"] == "tokens/s" and row["median"] > 0 and row["mfu"] > 0
     assert main(["report", "--runs-dir", str(runs_dir), "--wide"]) == 0
     assert "gpt tiny/32" in capsys.readouterr().out
+
+
+def test_fsdp_with_activation_checkpointing_trains_valid_with_a_falling_loss(tmp_path: Path) -> None:
+    record = _run(tmp_path, "fsdp", 2, activation_checkpointing=True)
+    assert record.valid, [f.message for f in record.findings]  # the loss fell: loss_findings found nothing
+    assert record.config.activation_checkpointing is True
+    assert record.metrics["total_tokens_per_sec"].value > 0
+    [output] = tmp_path.glob("*/output.log")
+    log = output.read_text()
+    assert "activation checkpointing" in log and '"activation_checkpointing": true' in log

@@ -1,5 +1,6 @@
-"""The CPU allreduce benchmark run for real under Open MPI (2 ranks, Gloo DDP and Horovod): nccl-tests'
-table, parsed by nccl-tests' parser, with its bus bandwidth definition."""
+"""The CPU collective benchmark run for real under Open MPI (2 ranks, Gloo DDP and Horovod): nccl-tests'
+table, parsed by nccl-tests' parser, with its bus bandwidth definition per collective (allreduce, and
+FSDP's allgather and reducescatter)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from clusterctl.diagnostics.parsers.nccl_tests import parse_nccl_tests
 from clusterctl.inventory import Inventory
 from clusterctl.results.record import RunRecord
 from clusterctl.run.context import run_context
-from clusterctl.run.plan import plan_run
+from clusterctl.run.plan import build_plan, plan_run, run_options
 from clusterctl.run.runner import run_plans
+from clusterctl.workloads.allreduce import Allreduce
 from tests.localrun import LocalMpirun, local_inventory
 
 
@@ -56,3 +58,32 @@ def test_ddp_gloo_allreduce_prints_nccl_tests_table(inventory: Inventory, tmp_pa
 @pytest.mark.skipif(importlib.util.find_spec("horovod") is None, reason="horovod is not installed here")
 def test_horovod_allreduce_prints_nccl_tests_table(inventory: Inventory, tmp_path: Path) -> None:
     _check(*_run(inventory, tmp_path, "horovod"))
+
+
+# Two runs, not four: each collective once, each framework once (an mpirun start costs ~10 s here).
+@pytest.mark.parametrize(("op", "framework"), [("allgather", "ddp"), ("reducescatter", "horovod")])
+def test_fsdp_s_collectives_print_nccl_tests_table_with_their_bus_factor(
+    inventory: Inventory, tmp_path: Path, framework: str, op: str
+) -> None:
+    if framework == "horovod" and importlib.util.find_spec("horovod") is None:
+        pytest.skip("horovod is not installed here")
+    workload = Allreduce(max_bytes=1 << 21)  # 1 and 2 MiB: the definitions, not the curve
+    options = run_options(inventory, "allreduce", nodes=2, framework=framework, collective=op)
+    [(record, directory)] = run_plans(
+        run_context(
+            inventory, [build_plan(inventory, options, workload)], launcher=LocalMpirun(), timeout_s=240,
+            runs_dir=tmp_path,
+        )
+    )  # fmt: skip
+    log = (directory / "output.log").read_text()
+    assert record.valid, (record.findings, log[-2000:])  # every gathered/scattered element was exact
+    assert (record.config.model, record.config.collective) == (op, op)
+    parsed = parse_nccl_tests(log)
+    assert [row.size for row in parsed.rows] == [1 << 20, 1 << 21] and parsed.out_of_bounds == 0
+    assert {row.redop for row in parsed.rows} == {"none" if op == "allgather" else "sum"}
+    for row in parsed.rows:
+        assert row.error == "0" and row.algbw is not None and row.busbw is not None
+        # nccl-tests: busbw = algbw x (n-1)/n for an allgather or a reduce-scatter: half of it on 2 ranks
+        assert row.busbw == pytest.approx(row.algbw / 2, rel=0.01, abs=1e-4)
+    volume = workload.allreduce_volume(options.settings)
+    assert volume.bytes == (3 << 20) * 6 // 2 and volume.derivation.endswith(f"{op}s / 2")

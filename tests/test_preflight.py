@@ -14,7 +14,7 @@ from clusterctl.paths import data_dir
 from clusterctl.results.record import RunRecord
 from clusterctl.run.judge import judge_run
 from clusterctl.run.plan import plan_run
-from clusterctl.run.preflight import PreflightRefused, preflight_plan, refusal
+from clusterctl.run.preflight import PreflightRefused, preflight_plans, refusal
 from clusterctl.workloads import get_workload
 from tests.fixtures import fixture_text
 
@@ -35,7 +35,7 @@ def h100() -> Inventory:
 
 def test_cpu_runs_check_the_allreduce_over_their_own_framework(sandbox: Inventory) -> None:
     plan = plan_run(sandbox, "resnet50", nodes=2, framework="ddp", batch_size=4)
-    check = preflight_plan(sandbox, plan)
+    [check] = preflight_plans(sandbox, plan)
     assert check.options.workload == "allreduce"
     assert check.hosts == plan.hosts and check.options.settings == plan.options.settings
     assert "--framework=ddp" in check.argv
@@ -43,7 +43,7 @@ def test_cpu_runs_check_the_allreduce_over_their_own_framework(sandbox: Inventor
 
 def test_gpu_runs_check_nccl_tests_and_refuse_an_image_without_it(h100: Inventory) -> None:
     plan = plan_run(h100, "resnet50", nodes=2)
-    assert preflight_plan(h100, plan).options.workload == "nccl-tests"
+    assert [p.options.workload for p in preflight_plans(h100, plan)] == ["nccl-tests"]
     no_tests = h100.model_copy(
         update={
             "image": h100.image.model_copy(
@@ -52,11 +52,11 @@ def test_gpu_runs_check_nccl_tests_and_refuse_an_image_without_it(h100: Inventor
         }
     )
     with pytest.raises(InputError, match="nccl-tests"):
-        preflight_plan(no_tests, plan)
+        preflight_plans(no_tests, plan)
 
 
 def _collective(h100: Inventory, log: str, exit_code: int = 0) -> RunRecord:
-    plan = preflight_plan(h100, plan_run(h100, "resnet50", nodes=2))
+    [plan] = preflight_plans(h100, plan_run(h100, "resnet50", nodes=2))
     return judge_run(
         h100, plan, get_workload("nccl-tests"), log, exit_code, run_id="pre", started_at=datetime.now(UTC)
     )

@@ -17,7 +17,7 @@ from clusterctl.results.record import RESULT_FILE, read_record
 from clusterctl.run.judge import judge_run
 from clusterctl.run.pairs import check_pairs, pairs_baseline
 from clusterctl.run.plan import plan_run
-from clusterctl.run.preflight import INVENTORY_MINIMUM, preflight_minimum, preflight_plan, refusal
+from clusterctl.run.preflight import INVENTORY_MINIMUM, preflight_minimum, preflight_plans, refusal
 from clusterctl.workloads import get_workload
 from tests.fixtures import fixture_text
 from tests.test_check_pairs import Cluster, _inventory
@@ -35,7 +35,7 @@ def _run_dir(
     tmp_path: Path, inventory: Inventory, workload: str = "nccl-tests", log: str = NCCL_TESTS
 ) -> Path:
     """A run directory holding the record of a real 2-node all_reduce_perf log, judged on ``inventory``."""
-    plan = preflight_plan(inventory, plan_run(inventory, "resnet50", nodes=2))
+    [plan] = preflight_plans(inventory, plan_run(inventory, "resnet50", nodes=2))
     record = judge_run(inventory, plan, get_workload(workload), fixture_text(log), 0, run_id="good",
                        started_at=datetime.now(UTC))  # fmt: skip
     directory = tmp_path / "good"
@@ -139,7 +139,7 @@ def test_a_broken_site_file_is_an_input_error_naming_it(tmp_path: Path) -> None:
 
 def test_the_refusal_names_where_the_minimum_came_from() -> None:
     h100 = load_inventory(INVENTORIES / "modern-h100.yml")
-    plan = preflight_plan(h100, plan_run(h100, "resnet50", nodes=2))
+    [plan] = preflight_plans(h100, plan_run(h100, "resnet50", nodes=2))
     record = judge_run(h100, plan, get_workload("nccl-tests"), fixture_text(NCCL_TESTS), 0, run_id="pre",
                        started_at=datetime.now(UTC))  # fmt: skip
     reason = refusal(record, 1000.0, "the floor of baseline site-x (1.2e+03 GB/s less 15%)")

@@ -127,8 +127,18 @@ def run(
     steps: int | None = typer.Option(None, "--steps", help="Measured steps."),
     warmup_steps: int | None = typer.Option(None, "--warmup-steps", help="Steps before measuring."),
     image_size: int | None = typer.Option(None, "--image-size", help="Synthetic image side in pixels."),
-    model_size: str | None = typer.Option(None, "--model-size", help="gpt: tiny, 124m, 350m or 1.3b."),
+    model_size: str | None = typer.Option(
+        None, "--model-size", help="gpt: tiny, 124m, 350m, 1.3b or L<layers>-H<heads>-W<width>."
+    ),
     seq_len: int | None = typer.Option(None, "--seq-len", help="gpt: tokens per sequence."),
+    activation_checkpointing: bool | None = typer.Option(
+        None,
+        "--activation-checkpointing/--no-activation-checkpointing",
+        help="gpt: recompute each block's activations in backward (less memory, more compute).",
+    ),
+    collective: str | None = typer.Option(
+        None, "--op", "--collective", help="allreduce, nccl-tests: allreduce, allgather or reducescatter."
+    ),
     trace: bool | None = typer.Option(
         None,
         "--trace/--no-trace",
@@ -185,6 +195,9 @@ def run(
             f"--trace: the {workload} workload has no trace; only resnet50 keeps one (torch.profiler and "
             "Horovod's timeline). Fix: drop --trace, or run resnet50."
         )
+    _refuse_other_workloads(
+        workload, activation_checkpointing=activation_checkpointing, collective=collective
+    )
     inv = load(inventory)
     data_format = None if channels_last is None else ("NHWC" if channels_last else "NCHW")
     plan = plan_run(
@@ -202,6 +215,8 @@ def run(
         image_size=image_size,
         model_size=model_size,
         seq_len=seq_len,
+        activation_checkpointing=activation_checkpointing,
+        collective=collective,
         trace=trace,
         data=data,
         loader_workers=loader_workers,
@@ -234,6 +249,25 @@ def run(
             f"median of {repeats}: {summary['median']:,.2f} (min {summary['min']:,.2f}, max {summary['max']:,.2f})"
         )
     return 0 if summary["valid"] else 1
+
+
+def _refuse_other_workloads(workload: str, **options: object) -> None:
+    """Refuse ``--activation-checkpointing`` off ``gpt`` and ``--op`` off the collectives: ignored, they
+    would let a user believe they had measured what they asked for.
+
+    Raises:
+        InputError: such an option given to a workload that does not read it.
+    """
+    from clusterctl.errors import InputError
+
+    readers = {"activation_checkpointing": ("gpt",), "collective": ("allreduce", "nccl-tests")}
+    for name, value in options.items():
+        if value and workload not in readers[name]:
+            option = "--op" if name == "collective" else f"--{name.replace('_', '-')}"
+            raise InputError(
+                f"{option}: the {workload} workload does not read it; only {' and '.join(readers[name])} "
+                f"do. Fix: drop {option}, or run {readers[name][0]}."
+            )
 
 
 def _print_dry_run(context: RunContext, as_json: bool) -> None:
@@ -383,8 +417,13 @@ def sweep(
     batch_size: str | None = typer.Option(None, "--batch-size", help="Batch sizes per device, e.g. 128,256."),
     precision: str | None = typer.Option(None, "--precision", help="Precisions, e.g. fp16,fp32."),
     framework: str | None = typer.Option(None, "--framework", help="Frameworks, e.g. horovod,ddp."),
-    model_size: str | None = typer.Option(None, "--model-size", help="gpt: model sizes, e.g. tiny,124m."),
+    model_size: str | None = typer.Option(
+        None, "--model-size", help="gpt: model sizes, e.g. tiny,124m,L4-H4-W256."
+    ),
     seq_len: str | None = typer.Option(None, "--seq-len", help="gpt: sequence lengths, e.g. 512,1024."),
+    activation_checkpointing: bool | None = typer.Option(
+        None, "--activation-checkpointing/--no-activation-checkpointing", help="gpt: for every run."
+    ),
     data: str | None = typer.Option(
         None, "--data", help="Inputs side by side, e.g. synthetic,/data/imagenet (resnet50; see run --data)."
     ),
@@ -421,9 +460,13 @@ def sweep(
     ):
         if values is not None:
             grid[name] = split_option(values, option, str, "a name")
-    grid |= {
-        name: [value] for name, value in (("steps", steps), ("image_size", image_size)) if value is not None
-    }
+    _refuse_other_workloads(workload, activation_checkpointing=activation_checkpointing)
+    every = (
+        ("steps", steps),
+        ("image_size", image_size),
+        ("activation_checkpointing", activation_checkpointing),
+    )
+    grid |= {name: [value] for name, value in every if value is not None}
     inv = load(inventory)
     plans = plan_sweep(inv, workload, devices, grid)
     context = run_context(

@@ -100,7 +100,9 @@ _SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "nccl-tests",
         re.compile(
-            r"^#?[ \t\r]*nThread \d+ nGpus|^#[ \t\r]*Avg bus bandwidth|^#[ \t\r]*Out of bounds values", re.M
+            r"^#?[ \t\r]*nThread \d+ nGpus|^#?[ \t\r]*Avg bus bandwidth|^#?[ \t\r]*Out of bounds values|"
+            r"^#?[ \t\r]*size[ \t\r]+count[ \t\r]+type[ \t\r]",  # a table published without its summary
+            re.M,
         ),
     ),
     ("horovod-synthetic", re.compile(r"img/sec per (?:GPU|device)|Total img/sec on \d+", re.M)),

@@ -29,6 +29,7 @@ from clusterctl.inventory.types import (
     ContainerImage,
     CpuList,
     CudaArchs,
+    GptSize,
     HcaPort,
     HostAddress,
     ImageDigest,
@@ -406,10 +407,22 @@ class RunDefaults(Strict):
     bucket_cap_mb: float = Field(
         25.0, gt=0, le=1024, description="DDP only: gradient bucket size in MB (torch's default 25)."
     )
-    model_size: Literal["tiny", "124m", "350m", "1.3b"] = Field(
-        "124m", description="gpt only: the transformer's size (tiny: 2 layers of width 128, for CPUs)."
+    model_size: GptSize = Field(
+        "124m",
+        description="gpt only: the transformer's size: tiny (2 layers of width 128, for CPUs), 124m, 350m, "
+        "1.3b, or explicit L<layers>-H<heads>-W<width> (e.g. L24-H16-W2048; the heads divide the width).",
     )
     seq_len: int = Field(1024, ge=8, le=32768, description="gpt only: tokens per sequence.")
+    activation_checkpointing: bool = Field(
+        False,
+        description="gpt only: recompute each block's activations in the backward pass (torch.utils.checkpoint) "
+        "instead of keeping them: less memory, about a third more compute; MFU still counts model FLOPs.",
+    )
+    collective: Literal["allreduce", "allgather", "reducescatter"] = Field(
+        "allreduce",
+        description="allreduce and nccl-tests only: the collective measured (FSDP's are allgather and "
+        "reducescatter; `run gpt --framework fsdp --preflight` measures both).",
+    )
 
     @model_validator(mode="after")
     def _real_data_options_need_data(self) -> RunDefaults:

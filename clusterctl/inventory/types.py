@@ -141,6 +141,62 @@ Capability = Annotated[str, _pattern(r"[A-Z][A-Z_]{1,31}", "a Linux capability",
 Size = Annotated[str, _pattern(r"[0-9]+[bkmgBKMG]?", "a size", "16g")]
 Port = Annotated[int, Field(ge=1, le=65535)]
 
+# The gpt workload's sizes by name -> (layers, heads, width): GPT-2 small and medium, GPT-3 XL's 1.3B (head
+# width 128), and a tiny one a CPU trains in seconds. Any other shape is spelled L<layers>-H<heads>-W<width>.
+GPT_SIZES: dict[str, tuple[int, int, int]] = {
+    "tiny": (2, 2, 128),
+    "124m": (12, 12, 768),
+    "350m": (24, 16, 1024),
+    "1.3b": (24, 16, 2048),
+}
+_GPT_CUSTOM = re.compile(r"L(\d{1,5})-H(\d{1,5})-W(\d{1,6})", re.IGNORECASE)
+# Bounds past any model trained today: a larger value is a typo, not a model.
+GPT_MAX_LAYERS, GPT_MAX_WIDTH = 1024, 131072
+
+
+def gpt_dimensions(size: str) -> tuple[int, int, int]:
+    """(layers, heads, width) of a gpt size: a name of ``GPT_SIZES`` or ``L<layers>-H<heads>-W<width>``.
+
+    Raises:
+        ValueError: neither, or a shape that cannot be built (the message says why and how to fix it).
+    """
+    if size in GPT_SIZES:
+        return GPT_SIZES[size]
+    found = _GPT_CUSTOM.fullmatch(size)
+    if found is None:
+        names = ", ".join(repr(name) for name in GPT_SIZES)
+        raise ValueError(
+            f"{shown(size)} is no gpt size: use one of {names}, or L<layers>-H<heads>-W<width> "
+            "(e.g. L24-H16-W2048)"
+        )
+    layers, heads, width = (int(group) for group in found.groups())
+    if not (1 <= layers <= GPT_MAX_LAYERS and 1 <= heads <= width <= GPT_MAX_WIDTH):
+        raise ValueError(
+            f"{shown(size)}: layers must be 1 to {GPT_MAX_LAYERS}, heads at least 1 and at most the width, "
+            f"the width at most {GPT_MAX_WIDTH}"
+        )
+    if width % heads:
+        raise ValueError(
+            f"{shown(size)}: the width {width} does not split into {heads} heads (each head takes width / "
+            f"heads features); pick heads that divide the width, e.g. L{layers}-H{_divisor_near(width, heads)}"
+            f"-W{width}"
+        )
+    return layers, heads, width
+
+
+def _divisor_near(width: int, heads: int) -> int:
+    """The divisor of ``width`` nearest ``heads`` (the smaller one on a tie)."""
+    return min((d for d in range(1, width + 1) if width % d == 0), key=lambda d: (abs(d - heads), d))
+
+
+def _canonical_gpt_size(size: str) -> str:
+    """A name unchanged; an explicit shape checked and written ``L<layers>-H<heads>-W<width>``."""
+    layers, heads, width = gpt_dimensions(size)
+    return size if size in GPT_SIZES else f"L{layers}-H{heads}-W{width}"
+
+
+GptSize = Annotated[str, AfterValidator(_canonical_gpt_size)]
+
 
 def _check_cpu_list(value: str) -> str:
     try:

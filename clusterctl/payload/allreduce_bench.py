@@ -1,15 +1,22 @@
-"""Allreduce bandwidth on CPU ranks, over the transport the ResNet-50 payload uses, printed as nccl-tests does.
+"""Collective bandwidth on CPU ranks, over the transport the training payloads use, printed as nccl-tests does.
 
 Shipped inside the benchmark image beside ``resnet50_bench.py`` and launched by mpirun on every rank;
 it imports only torch, the standard library, Horovod (for --framework horovod) and the ResNet-50
 payload's ``Trainer`` (so ranks initialise exactly as the training run does: Horovod over MPI/Gloo,
-or torch.distributed's Gloo for DDP). NCCL's nccl-tests measure GPUs; this is its CPU counterpart.
+or torch.distributed's Gloo for DDP and FSDP). NCCL's nccl-tests measure GPUs; this is its CPU counterpart.
+
+``--op``: ``allreduce`` (DDP's and Horovod's gradients), or FSDP's two: ``allgather`` (the parameters,
+``all_gather_into_tensor``) and ``reducescatter`` (the gradients, ``reduce_scatter_tensor``); Horovod's
+``allgather`` and ``reducescatter`` under --framework horovod. As nccl-tests counts them, ``size`` is
+the whole array S: each rank's buffer for an allreduce, the gathered output for an allgather (each
+rank gives S/n), the reduced input for a reduce-scatter (each rank keeps S/n).
 
 For every size from --min-bytes to --max-bytes (doubling), rank 0 prints one row of nccl-tests'
-table with its definitions: ``algbw = size / time`` and ``busbw = algbw x 2(n-1)/n`` (GB/s, 1e9
-bytes), the time being the slowest rank's mean over --iters timed allreduces after --warmup ones,
-and ``#wrong`` the elements that differ from the expected sum. Then ``# Out of bounds values`` and
-``# Avg bus bandwidth``, as nccl-tests prints them. Every rank prints its own ``#  Rank`` line.
+table with its definitions (doc/PERFORMANCE.md of NVIDIA/nccl-tests): ``algbw = S / time`` and
+``busbw = algbw x 2(n-1)/n`` for an allreduce, ``algbw x (n-1)/n`` for an allgather or a reduce-scatter
+(GB/s, 1e9 bytes), the time being the slowest rank's mean over --iters timed operations after --warmup
+ones, and ``#wrong`` the elements that differ from the expected result. Then ``# Out of bounds values``
+and ``# Avg bus bandwidth``, as nccl-tests prints them. Every rank prints its own ``#  Rank`` line.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import os
 import socket
 import sys
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import torch
@@ -29,12 +37,19 @@ else:
     from resnet50_bench import Trainer, add_rendezvous_options
 
 MIB = 1 << 20
+# nccl-tests' bus bandwidth factor per collective, as a function of the ranks n (doc/PERFORMANCE.md).
+BUS_FACTORS: dict[str, Callable[[int], float]] = {
+    "allreduce": lambda n: 2 * (n - 1) / n,
+    "allgather": lambda n: (n - 1) / n,
+    "reducescatter": lambda n: (n - 1) / n,
+}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line options (the framework and rendezvous ones as the ResNet-50 payload spells them)."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--framework", choices=["horovod", "ddp"], default="horovod")
+    p.add_argument("--op", choices=list(BUS_FACTORS), default="allreduce", help="the collective measured")
     p.add_argument("--min-bytes", type=int, default=MIB)
     p.add_argument("--max-bytes", type=int, default=64 * MIB)
     p.add_argument("--iters", type=int, default=5, help="timed allreduces per size")
@@ -52,10 +67,58 @@ def sizes(low: int, high: int) -> list[int]:
     return out
 
 
-def bus_bandwidth(size: int, seconds: float, ranks: int) -> tuple[float, float]:
-    """nccl-tests' (algbw, busbw) in GB/s for an allreduce of ``size`` bytes that took ``seconds``."""
+def bus_bandwidth(size: int, seconds: float, ranks: int, op: str = "allreduce") -> tuple[float, float]:
+    """nccl-tests' (algbw, busbw) in GB/s for ``op`` on ``size`` bytes (the whole array) that took ``seconds``."""
     algbw = size / seconds / 1e9
-    return algbw, algbw * 2 * (ranks - 1) / ranks
+    return algbw, algbw * BUS_FACTORS[op](ranks)
+
+
+class Collective:
+    """One collective on float32 buffers of a whole array of ``count`` elements, over the trainer's
+    framework: its input, the operation, and how many elements of its output are wrong."""
+
+    def __init__(self, trainer: Trainer, op: str):
+        self.trainer, self.op = trainer, op
+        self.n, self.rank = trainer.world_size, trainer.rank
+
+    def source(self, count: int) -> torch.Tensor:
+        """This rank's input: the whole array (allreduce, reduce-scatter) or its 1/n share (allgather),
+        every element ``rank + 1``."""
+        share = count // self.n if self.op == "allgather" else count
+        return torch.full((share,), float(self.rank + 1))
+
+    def run(self, tensor: torch.Tensor, name: str) -> torch.Tensor:
+        """The collective on ``tensor`` (left unchanged); its output."""
+        if self.trainer.framework == "horovod":
+            hvd = self.trainer.hvd
+            if self.op == "allgather":
+                return hvd.allgather(tensor, name=name)
+            if self.op == "reducescatter":
+                return hvd.reducescatter(tensor, name=name, op=hvd.Sum)
+            return hvd.allreduce(tensor, name=name, op=hvd.Sum)
+        dist = self.trainer.dist
+        if self.op == "allgather":
+            gathered = torch.empty(tensor.numel() * self.n)
+            dist.all_gather_into_tensor(gathered, tensor)
+            return gathered
+        if self.op == "reducescatter":
+            kept = torch.empty(tensor.numel() // self.n)
+            # torch 2.13 renamed reduce_scatter_tensor (what FSDP2 calls) reduce_scatter_single.
+            (getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor)(kept, tensor)
+            return kept
+        summed = tensor.clone()
+        dist.all_reduce(summed)
+        return summed
+
+    def wrong(self, output: torch.Tensor) -> int:
+        """Elements of ``output`` that differ from the exact result: the sum 1 + ... + n, or (allgather)
+        rank i's share holding i + 1."""
+        n = self.n
+        if self.op == "allgather":
+            expected = torch.arange(1, n + 1, dtype=output.dtype).repeat_interleave(output.numel() // n)
+        else:
+            expected = torch.full_like(output, n * (n + 1) / 2)
+        return int((output != expected).sum().item())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,17 +126,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     trainer = Trainer(args)
     n, rank = trainer.world_size, trainer.rank
-
-    def allreduce(tensor: torch.Tensor, name: str) -> torch.Tensor:
-        if trainer.framework == "horovod":
-            return trainer.hvd.allreduce(tensor, name=name, op=trainer.hvd.Sum)
-        trainer.dist.all_reduce(tensor)
-        return tensor
+    collective = Collective(trainer, args.op)
+    redop = "none" if args.op == "allgather" else "sum"
 
     print(f"#  Rank {rank:2d} Group  0 Pid {os.getpid():6d} on {socket.gethostname():>10} device  0 [cpu] CPU",
           flush=True)  # fmt: skip
     if rank == 0:
-        print(f"# clusterctl allreduce_bench: framework {args.framework}, {n} ranks, float32 sum", flush=True)
+        print(f"# clusterctl allreduce_bench: framework {args.framework}, {n} ranks, float32 {args.op}",
+              flush=True)  # fmt: skip
         print(
             "#       size         count      type   redop    root     time   algbw   busbw #wrong", flush=True
         )
@@ -82,23 +142,24 @@ def main(argv: list[str] | None = None) -> int:
         )
     busbws, wrong_total = [], 0
     for size in sizes(args.min_bytes, args.max_bytes):
-        count = size // 4
-        data = torch.full((count,), float(rank + 1))
+        count = size // 4 // n * n  # as nccl-tests: a whole number of elements per rank
+        size = count * 4
+        data = collective.source(count)
         for i in range(args.warmup):
-            allreduce(data.clone(), f"warmup.{size}.{i}")
+            collective.run(data, f"warmup.{size}.{i}")
         trainer.barrier()
         start = time.perf_counter()
         for i in range(args.iters):
-            result = allreduce(data.clone(), f"timed.{size}.{i}")
+            result = collective.run(data, f"timed.{size}.{i}")
         seconds = trainer.slowest((time.perf_counter() - start) / max(args.iters, 1))
-        wrong = int((result != n * (n + 1) / 2).sum().item()) if args.iters else 0
+        wrong = collective.wrong(result) if args.iters else 0
         wrong_total += wrong
-        algbw, busbw = bus_bandwidth(size, seconds, n)
+        algbw, busbw = bus_bandwidth(size, seconds, n, args.op)
         busbws.append(busbw)
         if rank == 0:
             # Four decimals, not nccl-tests' two: a CPU fabric's figures are well under 1 GB/s, where
             # two decimals would keep one significant digit (check pairs compares them).
-            print(f"{size:12d}  {count:12d}     float     sum      -1  {seconds * 1e6:7.1f}  {algbw:6.4f}  "
+            print(f"{size:12d}  {count:12d}     float  {redop:>6}      -1  {seconds * 1e6:7.1f}  {algbw:6.4f}  "
                   f"{busbw:6.4f}  {wrong:5d}", flush=True)  # fmt: skip
     if rank == 0:
         print(f"# Out of bounds values : {wrong_total} {'OK' if wrong_total == 0 else 'FAILED'}", flush=True)

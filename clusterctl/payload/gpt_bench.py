@@ -4,7 +4,8 @@ Shipped inside the benchmark image beside ``resnet50_bench.py`` and launched on 
 only torch, the standard library and its payload siblings, never clusterctl. The model is GPT-2's
 layout: token and position embeddings, pre-LN blocks (LayerNorm, causal self-attention through
 ``scaled_dot_product_attention``, LayerNorm, a 4x MLP with GELU), a final LayerNorm and a language-model
-head tied to the token embedding. Sizes by name (``SIZES``); the vocabulary is GPT-2's 50,257 tokens.
+head tied to the token embedding. Sizes by name (``SIZES``) or ``L<layers>-H<heads>-W<width>``; the
+vocabulary is GPT-2's 50,257 tokens. ``--activation-checkpointing`` recomputes each block in backward.
 
 The batch is one fixed batch of random tokens (the target is the input shifted by one): the loss on it
 must be finite and fall as the model memorises it, which the result line reports (``loss_first``,
@@ -24,6 +25,7 @@ import argparse
 import contextlib
 import json
 import math
+import re
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -31,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 if TYPE_CHECKING:  # the checker reads the payload as the package module; the image ships it top-level
     from clusterctl.payload import resnet50_bench as base
@@ -45,22 +48,38 @@ RESULT_PREFIX = "CLUSTERCTL_RESULT "
 MODEL_NAME = "gpt"
 VOCAB = 50_257
 # name -> (layers, heads, width): GPT-2 small and medium, GPT-3 XL's 1.3B (head width 128), and a tiny
-# one a CPU trains in seconds.
+# one a CPU trains in seconds. Any other shape: L<layers>-H<heads>-W<width> (``dimensions``).
 SIZES: dict[str, tuple[int, int, int]] = {
     "tiny": (2, 2, 128),
     "124m": (12, 12, 768),
     "350m": (24, 16, 1024),
     "1.3b": (24, 16, 2048),
 }
+_CUSTOM = re.compile(r"L(\d+)-H(\d+)-W(\d+)")
 LEARNING_RATE = 1e-3
+
+
+def dimensions(size: str) -> tuple[int, int, int]:
+    """(layers, heads, width) of a name of ``SIZES`` or of ``L<layers>-H<heads>-W<width>`` (clusterctl has
+    checked the shape before launch; argparse reports anything else as a bad --model-size)."""
+    if size in SIZES:
+        return SIZES[size]
+    found = _CUSTOM.fullmatch(size)
+    if found is None:
+        raise ValueError(f"{size!r}: one of {', '.join(SIZES)}, or L<layers>-H<heads>-W<width>")
+    layers, heads, width = (int(group) for group in found.groups())
+    if min(layers, heads, width) < 1 or width % heads:
+        raise ValueError(f"{size!r}: layers, heads and width must be positive, the heads dividing the width")
+    return layers, heads, width
 
 
 class Block(nn.Module):
     """One pre-LN transformer block: x + attn(ln(x)), then x + mlp(ln(x))."""
 
-    def __init__(self, width: int, heads: int):
+    def __init__(self, width: int, heads: int, *, checkpointed: bool = False):
         super().__init__()
         self.heads = heads
+        self.checkpointed = checkpointed
         self.ln_1 = nn.LayerNorm(width)
         self.qkv = nn.Linear(width, 3 * width)
         self.proj = nn.Linear(width, width)
@@ -69,7 +88,15 @@ class Block(nn.Module):
         self.fc_proj = nn.Linear(4 * width, width)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """The block on a (batch, sequence, width) tensor."""
+        """The block on a (batch, sequence, width) tensor; checkpointed, its activations are not kept but
+        recomputed in backward (non-reentrant ``torch.utils.checkpoint``, inside FSDP's per-block hooks)."""
+        if self.checkpointed and torch.is_grad_enabled():
+            out: torch.Tensor = checkpoint(self.body, x, use_reentrant=False)
+            return out
+        return self.body(x)
+
+    def body(self, x: torch.Tensor) -> torch.Tensor:
+        """Attention then the MLP, each pre-normed and added to its input."""
         b, t, c = x.shape
         q, k, v = self.qkv(self.ln_1(x)).split(c, dim=2)
         q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
@@ -81,11 +108,20 @@ class Block(nn.Module):
 class GPT(nn.Module):
     """GPT-2's decoder: embeddings, ``layers`` blocks, final norm, head tied to the token embedding."""
 
-    def __init__(self, layers: int, heads: int, width: int, seq_len: int, vocab: int = VOCAB):
+    def __init__(
+        self,
+        layers: int,
+        heads: int,
+        width: int,
+        seq_len: int,
+        vocab: int = VOCAB,
+        *,
+        checkpointed: bool = False,
+    ):
         super().__init__()
         self.wte = nn.Embedding(vocab, width)
         self.wpe = nn.Embedding(seq_len, width)
-        self.blocks = nn.ModuleList(Block(width, heads) for _ in range(layers))
+        self.blocks = nn.ModuleList(Block(width, heads, checkpointed=checkpointed) for _ in range(layers))
         self.ln_f = nn.LayerNorm(width)
         self.head = nn.Linear(width, vocab, bias=False)
         self.head.weight = self.wte.weight  # tied
@@ -143,15 +179,26 @@ def wrap(
     return wrapped, torch.optim.AdamW(wrapped.parameters(), lr=LEARNING_RATE, fused=fused)
 
 
+def _size(text: str) -> str:
+    """``--model-size``'s type: a size ``dimensions`` reads (argparse reports its ValueError)."""
+    dimensions(text)
+    return text
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The benchmark's command-line options."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--framework", choices=["ddp", "fsdp"], default="ddp")
-    p.add_argument("--model-size", choices=list(SIZES), default="124m")
+    p.add_argument("--model-size", type=_size, default="124m", help="a name or L<layers>-H<heads>-W<width>")
     p.add_argument("--seq-len", type=int, default=1024, help="tokens per sequence")
     p.add_argument("--batch-size", type=int, default=8, help="sequences per device per step")
     p.add_argument("--precision", choices=["fp32", "fp16", "bf16"], default="fp32")
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
+    p.add_argument(
+        "--activation-checkpointing",
+        action="store_true",
+        help="recompute each block's activations in backward",
+    )
     p.add_argument("--bucket-cap-mb", type=float, default=25.0, help="DDP gradient bucket size (MB)")
     p.add_argument("--warmup-steps", type=int, default=10)
     p.add_argument("--steps", type=int, default=100, help="measured steps")
@@ -177,8 +224,8 @@ def main(argv: list[str] | None = None) -> int:
         print(peak_line(trainer.rank, args.precision), flush=True)
 
     torch.manual_seed(0)  # the same weights and batch on every rank
-    layers, heads, width = SIZES[args.model_size]
-    gpt = GPT(layers, heads, width, args.seq_len).to(device)
+    layers, heads, width = dimensions(args.model_size)
+    gpt = GPT(layers, heads, width, args.seq_len, checkpointed=args.activation_checkpointing).to(device)
     parameters = parameter_count(gpt)
     model, optimizer = wrap(gpt, trainer, args)
     forward: Callable[[torch.Tensor], torch.Tensor] = torch.compile(model) if args.compile else model
@@ -217,7 +264,8 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"Model: {MODEL_NAME}-{args.model_size} ({parameters:,} parameters)  framework: {args.framework}  "
             f"world size: {trainer.world_size}  batch: {args.batch_size} x {args.seq_len} tokens per device  "
-            f"precision: {args.precision}  device: {device.type}",
+            f"precision: {args.precision}  device: {device.type}"
+            + ("  activation checkpointing" if args.activation_checkpointing else ""),
             flush=True,
         )
     timer = StepTimer(device)
@@ -255,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
             "world_size": trainer.world_size,
             "precision": args.precision,
             "compile": bool(args.compile),
+            "activation_checkpointing": bool(args.activation_checkpointing),
             "tf32": tf32,
             "loss_first": _finite_or_text(losses[0].item()),
             "loss_last": _finite_or_text(losses[-1].item()),

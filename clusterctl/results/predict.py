@@ -14,6 +14,12 @@ Inputs, all measured by clusterctl on the same cluster:
   ``busbw = algbw x 2(n-1)/n`` read backwards);
 - ``G``, the workload's gradient bytes per step (parameters x 4, or x 2 with Horovod's fp16 compression).
 
+Under FSDP a step all-gathers ``X_ag`` bytes (parameters) and reduce-scatters ``X_rs`` (gradients), each
+moving ``(n-1)/n`` of its array at its own bus bandwidth (nccl-tests' allgather/reducescatter factor),
+so ``t = (n-1)/n x (X_ag / B_ag + X_rs / B_rs)``: the formula above with ``G = (X_ag + X_rs) / 2`` and
+``B`` the bytes-weighted harmonic mean of ``B_ag`` and ``B_rs`` (``effective_bus_bandwidth``), each
+read at one block's message (``run --preflight`` measures both collectives under FSDP).
+
 Two predictions of the total throughput ``n x b / t_step``: without overlap ``t_step = t_compute +
 t_allreduce`` (communication after the backward pass), with full overlap ``t_step = max(...)``
 (Horovod and DDP all-reduce during the backward pass, so a run should land between the two). When
@@ -25,7 +31,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -54,6 +60,11 @@ class Prediction(BaseModel):
     )
     compute_bound: bool = Field(
         False, description="t_allreduce <= t_compute: overlapped, the fabric is not the limit."
+    )
+    by_collective: dict[str, float] = Field(
+        default_factory=dict,
+        description="FSDP: each collective's bus bandwidth (GB/s: allgather, reducescatter) that "
+        "bus_bandwidth_gb_s was made from; empty: one allreduce.",
     )
 
     def verdict(self, measured: float) -> Literal["below", "within", "above"]:
@@ -85,6 +96,19 @@ def bus_bandwidth_at(curve: Mapping[int, float], size: int) -> float | None:
     return points[-1][1]
 
 
+def effective_bus_bandwidth(parts: Sequence[tuple[int, float]]) -> float:
+    """The one bus bandwidth (GB/s) at which all of ``parts`` ((bytes, that part's bus bandwidth), each
+    moved with the same bus factor) move in the time they take each at its own: the bytes-weighted
+    harmonic mean.
+
+    Raises:
+        ValueError: no parts, or a bandwidth that is not positive.
+    """
+    if not parts or min(busbw for _, busbw in parts) <= 0:
+        raise ValueError(f"bus bandwidths must be positive: {list(parts)}")
+    return sum(size for size, _ in parts) / sum(size / busbw for size, busbw in parts)
+
+
 def predict_throughput(
     *,
     single_device: float,
@@ -93,6 +117,7 @@ def predict_throughput(
     gradient_bytes: int,
     bus_bandwidth_gb_s: float,
     fused: int | None = None,
+    by_collective: Mapping[str, float] | None = None,
 ) -> Prediction:
     """Predict the total throughput of ``devices`` ranks from the single-device one and the bus bandwidth.
 
@@ -103,6 +128,7 @@ def predict_throughput(
         gradient_bytes: bytes each rank all-reduces per step (G).
         bus_bandwidth_gb_s: the collective's bus bandwidth at n ranks (GB/s, 1e9 bytes), at ``fused``.
         fused: the message size that bandwidth was read at (None: the collective's largest).
+        by_collective: FSDP: each collective's bus bandwidth that ``bus_bandwidth_gb_s`` was made from.
     """
     compute = batch_size / single_device
     allreduce = gradient_bytes * 2 * (devices - 1) / devices / (bus_bandwidth_gb_s * 1e9)
@@ -117,4 +143,5 @@ def predict_throughput(
         full_overlap=samples / max(compute, allreduce),
         fused_bytes=fused,
         compute_bound=allreduce <= compute,
+        by_collective=dict(by_collective or {}),
     )

@@ -69,6 +69,13 @@ class RunConfig(BaseModel):
     )
     model_size: str | None = Field(None, description="gpt: the model's size (tiny, 124m...); None: others.")
     seq_len: int | None = Field(None, description="gpt: tokens per sequence; None: other workloads.")
+    activation_checkpointing: bool | None = Field(
+        None, description="gpt: whether each block's activations were recomputed in backward; None: others."
+    )
+    collective: str | None = Field(
+        None,
+        description="allreduce, nccl-tests: allgather or reducescatter; None: allreduce (older records).",
+    )
     data: str = Field(
         "synthetic",
         description="What was fed: synthetic tensors, real (images read from run.data), or real-loader (the "

@@ -21,9 +21,16 @@ from pydantic import BaseModel, Field
 
 from clusterctl.results.history import load_runs
 from clusterctl.results.pop import ScalingReference, mean_useful_ms, scaling_of
-from clusterctl.results.predict import Prediction, bus_bandwidth_at, fused_bytes, predict_throughput
+from clusterctl.results.predict import (
+    Prediction,
+    bus_bandwidth_at,
+    effective_bus_bandwidth,
+    fused_bytes,
+    predict_throughput,
+)
 from clusterctl.results.record import RunConfig, RunRecord
 from clusterctl.results.references import Comparison, Reference, compare, load_references
+from clusterctl.workloads.gpt_arith import GptShape
 from clusterctl.workloads.nccl_tests import LARGE_BUSBW
 
 # The workloads whose bus bandwidth feeds the predictions (GPUs: NCCL's; CPUs: the payload's transport).
@@ -203,7 +210,7 @@ def _predict(
         return None
     gradient = int(statistics.median(gradients))
     fused = fused_bytes(row.config.framework, group[0].bucket_cap_mb, gradient)
-    collectives = [
+    matching = [
         r
         for r in records
         if r.valid
@@ -213,6 +220,11 @@ def _predict(
         and r.nodes in row.nodes
         and (r.config.workload != "allreduce" or r.config.framework == row.config.framework)
     ]
+    sharded = _predict_sharded(row, base, gradient, matching)
+    if sharded is not None:
+        return sharded
+    # FSDP without its own collectives measured: its all-gathers read at the allreduce's bus bandwidth.
+    collectives = [r for r in matching if r.config.collective in (None, "allreduce")]
     curve = (bus_bandwidth_at(r.bus_bandwidth, fused) for r in collectives)
     at_fused = [b for b in curve if b is not None and b > 0]
     # Records from before the per-size curve carry only the largest message's figure.
@@ -227,6 +239,42 @@ def _predict(
         gradient_bytes=gradient,
         bus_bandwidth_gb_s=statistics.median(at_fused or largest),
         fused=fused if at_fused else None,
+    )
+
+
+def _predict_sharded(
+    row: ReportRow, base: float, gradient: int, collectives: list[RunRecord]
+) -> Prediction | None:
+    """An FSDP gpt row's prediction from the all-gather's and the reduce-scatter's measured bus bandwidth
+    (each the median of its runs, read at one block's message: ``GptShape.fsdp_block_messages``), the
+    bytes of each a step moves (``GptShape.fsdp_split``), made one ``effective_bus_bandwidth``; None
+    for other rows, or without runs of both collectives."""
+    c = row.config
+    if c.framework != "fsdp" or c.model_size is None or c.seq_len is None:
+        return None
+    shape = GptShape.named(c.model_size, c.seq_len)
+    split = shape.fsdp_split(c.precision)
+    messages = shape.fsdp_block_messages(c.precision)
+    measured: dict[str, float] = {}
+    for op, message in messages.items():
+        at = [
+            b
+            for r in collectives
+            if r.config.collective == op
+            and (b := bus_bandwidth_at(r.bus_bandwidth, message)) is not None
+            and b > 0
+        ]
+        if not at:
+            return None
+        measured[op] = statistics.median(at)
+    return predict_throughput(
+        single_device=base,
+        batch_size=c.batch_size * c.seq_len,
+        devices=row.devices,
+        gradient_bytes=gradient,
+        bus_bandwidth_gb_s=effective_bus_bandwidth([(split[op], measured[op]) for op in split]),
+        fused=messages["allgather"],
+        by_collective=measured,
     )
 
 
@@ -348,6 +396,8 @@ CSV_COLUMNS = [
     "image_size",
     "model_size",
     "seq_len",
+    "activation_checkpointing",
+    "collective",
     "image_profile",
     "device",
     "devices",

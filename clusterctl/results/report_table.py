@@ -25,9 +25,12 @@ def _fmt(value: float | None, spec: str) -> str:
 
 
 def _model(row: ReportRow) -> str:
-    """The model, with a gpt run's size and sequence length (``gpt 124m/1024``)."""
+    """The model, with a gpt run's size and sequence length (``gpt 124m/1024``, ``ckpt`` when its
+    activations were checkpointed)."""
     c = row.config
-    return c.model if c.model_size is None else f"{c.model} {c.model_size}/{c.seq_len}"
+    if c.model_size is None:
+        return c.model
+    return f"{c.model} {c.model_size}/{c.seq_len}" + (" ckpt" if c.activation_checkpointing else "")
 
 
 def _references(row: ReportRow) -> str:
@@ -112,8 +115,10 @@ def meaning(row: ReportRow) -> str | None:
             f"{head}; no collective measured at {row.devices} devices, so nothing says what this cluster "
             "should give (`clusterctl run allreduce` or `--preflight` measures it)."
         )
+    measured = ", ".join(f"{op} {busbw:.3g}" for op, busbw in p.by_collective.items())
+    exchange = f"all-gather and reduce-scatter ({measured} GB/s)" if measured else "allreduce"
     step = (
-        f"per step {p.compute_s:.2f} s of compute and {p.allreduce_s:.2f} s of allreduce at "
+        f"per step {p.compute_s:.2f} s of compute and {p.allreduce_s:.2f} s of {exchange} at "
         f"{p.bus_bandwidth_gb_s:.3g} GB/s"
     )
     where = {

@@ -17,7 +17,7 @@ from clusterctl.inventory import Inventory
 from clusterctl.results.record import LAUNCHERS, RunRecord
 from clusterctl.run.launchers import Launcher
 from clusterctl.run.plan import LaunchPlan
-from clusterctl.run.preflight import preflight_plan
+from clusterctl.run.preflight import preflight_plans
 from clusterctl.workloads import get_workload
 from clusterctl.workloads.base import Workload
 
@@ -35,10 +35,11 @@ def _ignore_record(record: RunRecord, directory: Path) -> None:
 
 @dataclass(frozen=True)
 class Preflight:
-    """The collective run before each plan (`run --preflight`): its workload and one plan per plan."""
+    """The collective runs before each plan (`run --preflight`): their workload and, per plan, its
+    collective plans (one allreduce; FSDP's all-gather and reduce-scatter)."""
 
     workload: Workload
-    plans: tuple[LaunchPlan, ...]
+    plans: tuple[tuple[LaunchPlan, ...], ...]
 
 
 @dataclass(frozen=True)
@@ -64,8 +65,12 @@ class RunContext:
         runs = [(plan, self.workload) for plan in self.plans]
         if self.preflight is None:
             return runs
-        checks = [(plan, self.preflight.workload) for plan in self.preflight.plans]
-        return [run for pair in zip(checks, runs, strict=True) for run in pair]
+        workload = self.preflight.workload
+        return [
+            step
+            for checks, run in zip(self.preflight.plans, runs, strict=True)
+            for step in (*((check, workload) for check in checks), run)
+        ]
 
 
 def get_launcher(inventory: Inventory, name: str | None) -> Launcher:
@@ -120,7 +125,7 @@ def run_context(
         raise ValueError(f"a run context runs the plans of one workload, not {sorted(names)}")
     if launcher is None or isinstance(launcher, str):
         launcher = get_launcher(inventory, launcher)
-    checks = tuple(preflight_plan(inventory, plan) for plan in plans) if preflight else ()
+    checks = tuple(preflight_plans(inventory, plan) for plan in plans) if preflight else ()
     return RunContext(
         inventory=inventory,
         plans=tuple(plans),
@@ -129,7 +134,7 @@ def run_context(
         runs_dir=runs_dir,
         timeout_s=timeout_s,
         repeats=repeats,
-        preflight=Preflight(get_workload(checks[0].options.workload), checks) if checks else None,
+        preflight=Preflight(get_workload(checks[0][0].options.workload), checks) if checks else None,
         on_line=on_line,
         on_record=on_record,
     )

@@ -58,17 +58,19 @@ def judge_run(
     """
     s = plan.options.settings
     primary = inventory.primary
-    config = RunConfig(
-        workload=workload.name,
-        model=workload.model,
-        framework=s.framework,
-        precision=s.precision,
-        batch_size=s.batch_size,
-        image_size=s.image_size,
-        image_profile=inventory.image.profile,
-        device=run_device(inventory),
-        **workload.config_fields(s),
-        data=_data_kind(workload, s),
+    config = RunConfig.model_validate(
+        {
+            "workload": workload.name,
+            "model": workload.model,
+            "framework": s.framework,
+            "precision": s.precision,
+            "batch_size": s.batch_size,
+            "image_size": s.image_size,
+            "image_profile": inventory.image.profile,
+            "device": run_device(inventory),
+            "data": _data_kind(workload, s),
+        }
+        | workload.config_fields(s)  # a workload may name its model per configuration (nccl-tests' binary)
     )
     fabric = prove_fabric(
         output,

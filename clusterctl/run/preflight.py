@@ -2,7 +2,9 @@
 the inventory's threshold.
 
 The collective is the one the run's gradients go through: ``nccl-tests`` (all_reduce_perf) on GPUs,
-the payload's ``allreduce`` benchmark (Horovod over MPI/Gloo, or torch's Gloo) on CPUs. It runs with the
+the payload's ``allreduce`` benchmark (Horovod over MPI/Gloo, or torch's Gloo) on CPUs; under FSDP its
+two, the all-gather and the reduce-scatter (all_gather_perf and reduce_scatter_perf, or the payload's
+``--op``), one run each. It runs with the
 model run's own options (nodes, ranks per node, framework), is recorded in the same history (so
 `report` can predict from it) and is judged by ``refusal`` (pure): an invalid collective run, or a
 bus bandwidth below the minimum, refuses the model run with the reason. The minimum is
@@ -27,14 +29,29 @@ class PreflightRefused(RunFailed):
     """The collective benchmark ran and showed a fabric too slow (or broken) for the model run."""
 
 
-def preflight_plan(inventory: Inventory, plan: LaunchPlan) -> LaunchPlan:
-    """The collective benchmark's launch plan on ``plan``'s nodes, ranks and settings.
+# The collectives each framework's step goes through (FSDP: parameters gathered, gradients scattered).
+COLLECTIVES = {"fsdp": ("allgather", "reducescatter")}
+
+
+def preflight_plans(inventory: Inventory, plan: LaunchPlan) -> tuple[LaunchPlan, ...]:
+    """The collective benchmark's launch plans on ``plan``'s nodes, ranks and settings: one allreduce,
+    or under FSDP one all-gather and one reduce-scatter.
 
     Raises:
         InputError: the image cannot run the collective (a GPU image without nccl-tests).
     """
     name = "nccl-tests" if plan.gpu else "allreduce"
-    return build_plan(inventory, plan.options.model_copy(update={"workload": name}), get_workload(name))
+    settings = plan.options.settings
+    return tuple(
+        build_plan(
+            inventory,
+            plan.options.model_copy(
+                update={"workload": name, "settings": settings.model_copy(update={"collective": op})}
+            ),
+            get_workload(name),
+        )
+        for op in COLLECTIVES.get(settings.framework, ("allreduce",))
+    )
 
 
 INVENTORY_MINIMUM = "preflight.min_bus_bandwidth_gb_s"

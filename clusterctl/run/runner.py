@@ -51,7 +51,8 @@ def run_plans(context: RunContext) -> list[tuple[RunRecord, Path]]:
     done: list[tuple[RunRecord, Path]] = []
     for i, plan in enumerate(context.plans):
         if context.preflight is not None:
-            _run_preflight(context, context.preflight.plans[i], context.preflight.workload)
+            for check in context.preflight.plans[i]:
+                _run_preflight(context, check, context.preflight.workload)
         done += _run_repeats(context, plan, context.workload, context.repeats)
     return done
 

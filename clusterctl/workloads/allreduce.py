@@ -1,9 +1,9 @@
-"""The payload's allreduce benchmark on CPU ranks: the fabric's bus bandwidth over the training transport.
+"""The payload's collective benchmark on CPU ranks: the fabric's bus bandwidth over the training transport.
 
 nccl-tests measures GPUs through NCCL; a CPU cluster's gradients go through Horovod (MPI or Gloo)
 or torch.distributed's Gloo, so this workload measures exactly that, with the ResNet-50 payload's
 own initialisation, and prints nccl-tests' table (same parser, same metrics and sanity checks, same
-``busbw = algbw x 2(n-1)/n``).
+``busbw = algbw x 2(n-1)/n``, or ``x (n-1)/n`` for FSDP's allgather and reducescatter: ``--op``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from clusterctl.errors import InputError
 from clusterctl.image.render import CONTAINER_PAYLOAD_DIR
 from clusterctl.workloads.base import Volume
-from clusterctl.workloads.nccl_tests import NcclTests
+from clusterctl.workloads.nccl_tests import NcclTests, allreduce_equivalent
 
 if TYPE_CHECKING:
     from clusterctl.inventory import ImageVersions, RunDefaults
@@ -50,13 +50,22 @@ class Allreduce(NcclTests):
         # FSDP's collectives go through torch.distributed's backend, as DDP's do.
         framework = "ddp" if settings.framework == "fsdp" else settings.framework
         smaller = [f"--max-bytes={self.max_bytes}"] if self.max_bytes != SIZES[-1] else []
-        return ["python", SCRIPT, f"--framework={framework}", *smaller]
+        op = [f"--op={settings.collective}"] if settings.collective != "allreduce" else []
+        return ["python", SCRIPT, f"--framework={framework}", *op, *smaller]
 
     def allreduce_volume(self, settings: RunDefaults) -> Volume:
-        """Every size, warm-up and timed: sum(sizes) x (warm-up + iterations)."""
-        del settings
+        """Every size, warm-up and timed: sum(sizes) x (warm-up + iterations), halved for an allgather or
+        a reduce-scatter (``allreduce_equivalent``)."""
         total = sum(size for size in SIZES if size <= self.max_bytes)
-        return Volume(bytes=total * REPEATS, derivation=f"{total:,} B of sizes x {REPEATS} allreduces")
+        op = settings.collective
+        return Volume(
+            bytes=allreduce_equivalent(total * REPEATS, op),
+            derivation=f"{total:,} B of sizes x {REPEATS} {op}s" + ("" if op == "allreduce" else " / 2"),
+        )
+
+    def model_of(self, collective: str) -> str:
+        """The record's model for ``collective``: its name (``allgather``)."""
+        return collective
 
     def image_lacks(self, versions: ImageVersions) -> str | None:
         """PyTorch, which the benchmark is written in."""

@@ -99,7 +99,8 @@ class Workload(ABC):
 
     def config_fields(self, settings: RunDefaults) -> dict[str, object]:
         """Settings besides the common ones that make two runs of this workload comparable (the record's
-        ``RunConfig``, which the report groups by); none by default."""
+        ``RunConfig``, which the report groups by); none by default. A field given here replaces the
+        common one (``model``: nccl-tests names the binary of its collective)."""
         del settings
         return {}
 

@@ -65,6 +65,8 @@ class Gpt(Workload):
         ]
         if settings.xla:
             argv.append("--compile")
+        if settings.activation_checkpointing:
+            argv.append("--activation-checkpointing")
         return argv
 
     def check_plan(self, inventory: Inventory, settings: RunDefaults, world_size: int) -> None:
@@ -80,21 +82,27 @@ class Gpt(Workload):
             return
         shards = world_size if settings.framework == "fsdp" else 1
         shape = _shape(settings)
-        needed = shape.memory_bytes(settings.batch_size, settings.precision, shards=shards)
+        checkpointed = settings.activation_checkpointing
+        needed = shape.memory_bytes(
+            settings.batch_size, settings.precision, shards=shards, checkpointed=checkpointed
+        )
         have = int(found.group(1)) * 10**9
         if needed > have:
             raise InputError(
                 f"--model-size {settings.model_size} at --seq-len {settings.seq_len}, --batch-size "
                 f"{settings.batch_size}, {settings.framework} on {world_size} device(s): about "
                 f"{needed / 1e9:.1f} GB per device ({shape.parameters:,} parameters x 16 B of weights, "
-                f"gradients and AdamW state{' sharded' if shards > 1 else ''}, plus activations), more than "
-                f"the {have / 1e9:.0f} GB of {gpus.model} (inventory gpus.model). Fix: a smaller model, "
-                "batch or sequence, or --framework fsdp over more devices."
+                f"gradients and AdamW state{' sharded' if shards > 1 else ''}, plus activations"
+                f"{', checkpointed' if checkpointed else ''}), more than the {have / 1e9:.0f} GB of "
+                f"{gpus.model} (inventory gpus.model). Fix: a smaller model, batch or sequence, "
+                f"{'' if checkpointed else '--activation-checkpointing, '}or --framework fsdp over more devices."
             )
 
     def config_fields(self, settings: RunDefaults) -> dict[str, object]:
-        """The model size and sequence length: runs of other shapes are other configurations."""
-        return {"model_size": settings.model_size, "seq_len": settings.seq_len}
+        """The model size and sequence length (runs of other shapes are other configurations), and
+        activation checkpointing when on (it trades speed for memory: another configuration)."""
+        checkpointed = {"activation_checkpointing": True} if settings.activation_checkpointing else {}
+        return {"model_size": settings.model_size, "seq_len": settings.seq_len, **checkpointed}
 
     def gradient_bytes(self, settings: RunDefaults) -> int:
         """DDP: every float32 gradient. FSDP: the allreduce-equivalent of its all-gathers and
@@ -122,14 +130,16 @@ class Gpt(Workload):
 
     def compute(self, settings: RunDefaults, log: str) -> ComputeFacts:
         """FLOPs per token ``6 N + 12 L W S`` (PaLM appendix B); fp32 on an Ampere or newer GPU is tf32
-        (the payload enables it and says so in its result line)."""
+        (the payload enables it and says so in its result line). Model FLOPs: activation checkpointing's
+        recomputed forward is not counted (PaLM's MFU, not its hardware FLOPs utilisation)."""
         shape = _shape(settings)
         return payload_compute(
             settings.precision,
             log,
             float(shape.flops_per_token()),
             f"GPT {settings.model_size} per token: 6 x {shape.parameters - shape.seq_len * shape.width:,} "
-            f"parameters + 12 x {shape.layers} layers x {shape.width} width x {shape.seq_len} tokens",
+            f"parameters + 12 x {shape.layers} layers x {shape.width} width x {shape.seq_len} tokens"
+            + (" (the checkpointed recompute not counted)" if settings.activation_checkpointing else ""),
         )
 
     def image_lacks(self, versions: ImageVersions) -> str | None:
@@ -167,6 +177,12 @@ class Gpt(Workload):
             *expect("wrong-world-size", result.get("world_size"), plan.world_size, "world size"),
             *expect("wrong-precision", result.get("precision"), s.precision, "precision"),
             *expect("wrong-framework", result.get("framework"), s.framework, "framework"),
+            *expect(
+                "wrong-checkpointing",
+                result.get("activation_checkpointing"),
+                s.activation_checkpointing,
+                "activation checkpointing",
+            ),
             *loss_findings(result.get("loss_first"), result.get("loss_last"), s.warmup_steps + s.steps),
             *_one_shard(s.framework, plan.world_size),
         ]

@@ -28,21 +28,22 @@ the full (non-causal) count, as both papers use; the causal kernel skips about h
 gradients, AdamW's two moments), divided by the world size under FSDP, plus the activations of
 Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer Models", section 4.1):
 ``S B W (34 + 5 A S / W)`` bytes per layer in 16-bit (twice in float32), and the logits' float32 copy and
-gradient, ``8 B S V``.
+gradient, ``8 B S V``. With activation checkpointing a layer keeps only its input (``2 S B W``) and one
+layer's activations are rebuilt at a time in backward.
+
+**Sizes**: the names of ``SIZES`` or an explicit ``L<layers>-H<heads>-W<width>``
+(``clusterctl.inventory.types.gpt_dimensions``: the heads must divide the width).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from clusterctl.inventory.types import GPT_SIZES, gpt_dimensions
+
 VOCAB = 50_257
 # name -> (layers, heads, width); a unit test checks they equal the payload's SIZES.
-SIZES: dict[str, tuple[int, int, int]] = {
-    "tiny": (2, 2, 128),
-    "124m": (12, 12, 768),
-    "350m": (24, 16, 1024),
-    "1.3b": (24, 16, 2048),
-}
+SIZES = GPT_SIZES
 ADAM_BYTES_PER_PARAMETER = 4 + 4 + 8  # float32 weight, gradient, two moments
 
 
@@ -58,8 +59,12 @@ class GptShape:
 
     @classmethod
     def named(cls, size: str, seq_len: int) -> GptShape:
-        """The shape of ``SIZES[size]`` at ``seq_len`` (KeyError for an unknown size)."""
-        layers, heads, width = SIZES[size]
+        """The shape of ``size`` (a name of ``SIZES`` or ``L<layers>-H<heads>-W<width>``) at ``seq_len``.
+
+        Raises:
+            ValueError: ``size`` is neither (``gpt_dimensions``).
+        """
+        layers, heads, width = gpt_dimensions(size)
         return cls(layers, heads, width, seq_len)
 
     @property
@@ -88,18 +93,39 @@ class GptShape:
 
     def fsdp_gathered_bytes(self, precision: str) -> int:
         """Bytes of parameters all-gathered per step under FSDP: the blocks twice, the root once."""
-        size = 2 if precision in ("bf16", "fp16") else 4
-        return size * (2 * self.block_parameters + self.root_parameters)
+        return _gather_size(precision) * (2 * self.block_parameters + self.root_parameters)
+
+    def fsdp_split(self, precision: str) -> dict[str, int]:
+        """The bytes of a step's FSDP collectives: all-gathered parameters, reduce-scattered float32
+        gradients."""
+        return {"allgather": self.fsdp_gathered_bytes(precision), "reducescatter": 4 * self.parameters}
+
+    def fsdp_block_messages(self, precision: str) -> dict[str, int]:
+        """The message of each FSDP collective for one block (the message most of a step's are):
+        its parameters in the gather dtype, its float32 gradients."""
+        per_block = self.block_parameters // self.layers
+        return {"allgather": _gather_size(precision) * per_block, "reducescatter": 4 * per_block}
 
     def fsdp_equivalent_bytes(self, precision: str) -> int:
         """The allreduce-equivalent G of one FSDP step: (all-gathered + reduce-scattered float32) / 2."""
         return (self.fsdp_gathered_bytes(precision) + 4 * self.parameters) // 2
 
-    def memory_bytes(self, batch: int, precision: str, *, shards: int) -> int:
-        """Estimated bytes per device: weights, gradients and AdamW state (over ``shards``), activations."""
+    def memory_bytes(self, batch: int, precision: str, *, shards: int, checkpointed: bool = False) -> int:
+        """Estimated bytes per device: weights, gradients and AdamW state (over ``shards``), activations.
+
+        ``checkpointed`` (activation checkpointing per block): each block keeps only its input, ``2 S B W``
+        bytes in 16-bit (Korthikanti et al. 2022, table 2, "full recomputation"), and one block's full
+        activations live again while its backward recomputes them.
+        """
         state = ADAM_BYTES_PER_PARAMETER * self.parameters // shards
         s, w = self.seq_len, self.width
         per_layer = s * batch * w * (34 + 5 * self.heads * s // w)
-        activations = self.layers * per_layer * (1 if precision in ("bf16", "fp16") else 2)
+        kept = (self.layers * 2 * s * batch * w + per_layer) if checkpointed else self.layers * per_layer
+        activations = kept * (1 if precision in ("bf16", "fp16") else 2)
         logits = 8 * batch * s * self.vocab
         return state + activations + logits
+
+
+def _gather_size(precision: str) -> int:
+    """Bytes per parameter FSDP gathers: 2 under bf16/fp16 (its mixed-precision policy), else 4."""
+    return 2 if precision in ("bf16", "fp16") else 4

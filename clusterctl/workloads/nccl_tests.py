@@ -1,4 +1,11 @@
-"""nccl-tests' all_reduce_perf across the cluster: the fabric's bus bandwidth, without a model."""
+"""nccl-tests across the cluster: the fabric's bus bandwidth, without a model.
+
+``all_reduce_perf`` by default (DDP's and Horovod's gradients); ``run.collective`` (``--op``) picks FSDP's
+``all_gather_perf`` or ``reduce_scatter_perf``. Their tables have the same columns and the same parser;
+their bus bandwidth counts ``(n-1)/n`` of the array per rank where an allreduce counts ``2(n-1)/n``
+(nccl-tests' doc/PERFORMANCE.md), so the proof by counters reads half the array as their
+allreduce-equivalent bytes.
+"""
 
 from __future__ import annotations
 
@@ -14,14 +21,27 @@ if TYPE_CHECKING:
     from clusterctl.inventory import ImageVersions, RunDefaults
     from clusterctl.run.plan import LaunchPlan
 
-# Where the GPU profiles of the image build nccl-tests (templates/Dockerfile.j2).
-BINARY = "/opt/nccl-tests/build/all_reduce_perf"
+# Where the GPU profiles of the image build nccl-tests (templates/Dockerfile.j2), and its binary per collective.
+BUILD_DIR = "/opt/nccl-tests/build"
+BINARIES = {
+    "allreduce": "all_reduce_perf",
+    "allgather": "all_gather_perf",
+    "reducescatter": "reduce_scatter_perf",
+}
+BINARY = f"{BUILD_DIR}/{BINARIES['allreduce']}"
 # The metric of the largest message's bus bandwidth (out-of-place).
 LARGE_BUSBW = "bus_bandwidth_at_max_size"
 # all_reduce_perf's sizes (8 B to 1 GiB, doubling) and its timed and warm-up iterations per run, given
 # explicitly so the volume below does not depend on a release's defaults.
 MIN_BYTES, MAX_BYTES = 8, 1 << 30
 ITERS, WARMUP_ITERS = 20, 5
+
+
+def allreduce_equivalent(size: int, collective: str) -> int:
+    """The bytes an allreduce would move per node as ``collective`` moves on an array of ``size`` bytes:
+    the array for an allreduce (``2(n-1)/n`` of it per node), half of it for an allgather or a
+    reduce-scatter (``(n-1)/n`` of it per node)."""
+    return size if collective == "allreduce" else size // 2
 
 
 def _sizes() -> list[int]:
@@ -33,7 +53,7 @@ def _sizes() -> list[int]:
 
 
 class NcclTests(Workload):
-    """all_reduce_perf from 8 B to 1 GiB, one GPU per rank."""
+    """all_reduce_perf (or all_gather_perf, reduce_scatter_perf) from 8 B to 1 GiB, one GPU per rank."""
 
     name = "nccl-tests"
     model = "all_reduce_perf"
@@ -46,28 +66,39 @@ class NcclTests(Workload):
         Raises:
             InputError: the run has no GPUs.
         """
-        del settings
         if not gpu:
             raise InputError("nccl-tests needs GPUs; this inventory's nodes have none.")
         return [
-            BINARY, "-b", str(MIN_BYTES), "-e", str(MAX_BYTES), "-f", "2", "-g", "1",
+            f"{BUILD_DIR}/{BINARIES[settings.collective]}", "-b", str(MIN_BYTES), "-e", str(MAX_BYTES), "-f", "2", "-g", "1",
             "-n", str(ITERS), "-w", str(WARMUP_ITERS),
         ]  # fmt: skip
 
     def allreduce_volume(self, settings: RunDefaults) -> Volume:
-        """Every size, out-of-place and in-place, ``ITERS`` timed times: sum(sizes) x 2 x ITERS.
+        """Every size, out-of-place and in-place, ``ITERS`` timed times: sum(sizes) x 2 x ITERS (half
+        of it for an allgather or a reduce-scatter: ``allreduce_equivalent``).
 
         nccl-tests' warm-up iterations and its data-check pass move more (how much differs between
         releases: warm-up at the largest size only, or at every size), so they are left out: the
         volume is a lower bound. ``all_reduce_perf``'s own algorithm factor, busbw = algbw x
         2(n-1)/n, is the proof's 2(N-1)/N per node.
         """
-        del settings
         total = sum(_sizes())
         return Volume(
-            bytes=total * 2 * ITERS,
-            derivation=f"{total:,} B of sizes x 2 (in/out of place) x {ITERS} iterations",
+            bytes=allreduce_equivalent(total * 2 * ITERS, settings.collective),
+            derivation=f"{total:,} B of sizes x 2 (in/out of place) x {ITERS} iterations"
+            + _halved(settings.collective),
         )
+
+    def config_fields(self, settings: RunDefaults) -> dict[str, object]:
+        """Another collective than the allreduce is another configuration, and names its binary as
+        the model; the allreduce adds nothing (so older records compare equal)."""
+        if settings.collective == "allreduce":
+            return {}
+        return {"collective": settings.collective, "model": self.model_of(settings.collective)}
+
+    def model_of(self, collective: str) -> str:
+        """The record's model for ``collective``: nccl-tests' binary."""
+        return BINARIES[collective]
 
     def bus_bandwidth_by_size(self, log: str) -> dict[int, float]:
         """The out-of-place bus bandwidth (GB/s) per message size (bytes) the run measured."""
@@ -119,3 +150,8 @@ class NcclTests(Workload):
         if parsed.ranks:
             findings += expect("wrong-world-size", parsed.ranks, plan.world_size, "ranks")
         return findings
+
+
+def _halved(collective: str) -> str:
+    """How ``allreduce_equivalent`` counted ``collective``, for a volume's derivation."""
+    return "" if collective == "allreduce" else f" / 2 ({collective}: (n-1)/n of the array per node)"

@@ -12,14 +12,16 @@ from pydantic import BaseModel, Field
 
 from clusterctl.diagnostics.model import Parsed, split_tag, tagged_lines, to_float, to_int
 
-_AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*([\d.eE+-]+)")
-_OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?")
+_AVG = re.compile(r"^#?\s*Avg bus bandwidth\s*:\s*([\d.eE+-]+)")
+_OOB = re.compile(r"^#?\s*Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?")
 _VERSION = re.compile(r"NCCL(?: Tests compiled with NCCL| version)\s+v?([\d.]+(?:\+\S+)?)")
 _RANK = re.compile(r"^#\s*Rank\s+\d+\s")
 _RANK_ZERO = re.compile(r"^#\s*Rank\s+0\s")
 _JOB_HEADER = re.compile(r"^#?\s*nThread\s+\d+\s+nGpus\b")
 _FAILURE = re.compile(r"(?:NCCL failure|Test failure|NCCL error|CUDA failure)")
 _NCCL_LOG = re.compile(r"\bNCCL (?:INFO|WARN)\b")
+# The table's legend and units lines, which some copies print without their leading '#'.
+_LEGEND = re.compile(r"^(?:out-of-place\b|\(B\))")
 # Header names of the table per format, mapped to our field names; the second occurrence of the
 # timing columns is the in-place half.
 _NAMES = {"size": "size", "bytes": "size", "count": "count", "n": "count", "type": "type",
@@ -97,7 +99,7 @@ def parse_nccl_tests(text: str) -> NcclTestsOutput:
             result.nccl_version = m.group(1)
         elif _RANK.match(stripped):
             result.ranks += 1
-        elif stripped.startswith("#") or _NCCL_LOG.search(stripped) or stripped.startswith("nThread"):
+        elif stripped.startswith(("#", "nThread")) or _NCCL_LOG.search(stripped) or _LEGEND.match(stripped):
             continue
         elif (row := _row(stripped.split(), columns)) is not None:
             result.rows.append(row)
