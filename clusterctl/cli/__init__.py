@@ -12,10 +12,10 @@ import gc
 import importlib
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
-import click
 import typer
 import typer.core
 import typer.main
@@ -142,7 +142,7 @@ def write_crash_log(exc: BaseException, argv: list[str]) -> Path:
 
 
 @functools.cache
-def _command() -> click.Command:
+def _command() -> Callable[..., Any]:
     """``app``'s click command tree, built once per process: Typer reads every command's signature and
     type hints to build it, which took about 55 ms of a 60 ms ``inventory validate``, on every call of
     ``main`` (the tests and benches call it thousands of times in one process). Commands are registered
