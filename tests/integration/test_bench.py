@@ -40,23 +40,23 @@ def _run(script: str, tmp_path: Path, *args: str) -> tuple[str, dict]:
     return done.stdout, figures
 
 
-def _left_up(sandbox: Sandbox) -> None:
-    """The session sandbox the bench measured on still runs every node: the bench left it as it was."""
+def _run_on(sandbox: Sandbox, script: str, tmp_path: Path, *args: str) -> tuple[str, dict]:
+    """``_run`` on the session sandbox (``--sandbox-state``, one repeat, the stream), which the bench
+    must leave as it found it: every node still running."""
+    ran = _run(script, tmp_path, *args, "--repeats", "1", "--transport", "stream",
+               "--sandbox-state", str(sandbox.state_dir))  # fmt: skip
     engine = docker.from_env(timeout=30)
     names = [f"clusterctl-{sandbox.name}-{node.name}" for node in sandbox.inventory.nodes]
     assert [engine.containers.get(name).status for name in names] == ["running"] * len(names)
+    return ran
 
 
 def test_fanout_short_form(tmp_path: Path, sandbox2: Sandbox) -> None:
-    stdout, figures = _run(
-        "fanout.py", tmp_path, "--nodes", "2", "--repeats", "1", "--transport", "stream",
-        "--sandbox-state", str(sandbox2.state_dir),
-    )  # fmt: skip
+    stdout, figures = _run_on(sandbox2, "fanout.py", tmp_path, "--nodes", "2")
     medians = figures["median_s"]["2"]
     assert set(medians) == {"check topology", "provision (no-op)", "status", "up + down"}
     assert all(seconds > 0 for seconds in medians.values())
     assert "| nodes |" in stdout
-    _left_up(sandbox2)
 
 
 def test_delivery_short_form(tmp_path: Path) -> None:
@@ -77,12 +77,8 @@ def test_delivery_short_form(tmp_path: Path) -> None:
 
 
 def test_run_overhead_short_form(tmp_path: Path, sandbox2: Sandbox) -> None:
-    stdout, figures = _run(
-        "run_overhead.py", tmp_path, "--nodes", "1", "--repeats", "1", "--transport", "stream",
-        "--sandbox-state", str(sandbox2.state_dir),
-    )  # fmt: skip
+    stdout, figures = _run_on(sandbox2, "run_overhead.py", tmp_path, "--nodes", "1")
     one = figures["figures"]["1"]
     assert one["run_s"] > 0 and one["payload_s"] > 0
     assert one["overhead_s"] == pytest.approx(one["run_s"] - one["payload_s"])
     assert "overhead" in stdout
-    _left_up(sandbox2)
