@@ -90,13 +90,24 @@ def arguments(doc: str, nodes: str, *, repeats: bool = True) -> argparse.Argumen
             "--repeats", type=int, default=3, help="Runs of each command per count (default 3)."
         )
         parser.add_argument("--transport", choices=["registry", "stream"], help="For the untimed image push.")
+        parser.add_argument(
+            "--sandbox-state",
+            type=Path,
+            help="Measure on the running sandbox of this state directory (its CLUSTERCTL_STATE_DIR) instead "
+            "of a fresh one; it is left up, with its image and tags (the tests' short forms share one).",
+        )
     return parser
 
 
 @contextlib.contextmanager
-def sandbox(nodes: int, prefix: str) -> Iterator[Bench]:
+def sandbox(nodes: int, prefix: str, existing: Path | None = None, *, exact: bool = True) -> Iterator[Bench]:
     """A fresh sandbox of ``nodes`` nodes in a private state directory, removed (with its state and
-    image tags) on the way out."""
+    image tags) on the way out; or, with ``existing``, the running sandbox of that state directory, left
+    as it is (it must have ``nodes`` nodes, or at least that many when not ``exact``)."""
+    if existing is not None:
+        with _state_dir(existing):
+            yield _running(existing, nodes, exact)
+        return
     with (
         tempfile.TemporaryDirectory(prefix="clusterctl-bench-") as state,
         _state_dir(Path(state)),
@@ -104,6 +115,22 @@ def sandbox(nodes: int, prefix: str) -> Iterator[Bench]:
     ):
         assert status.name is not None
         yield Bench(status.name, nodes, Path(state))
+
+
+def _running(state_dir: Path, nodes: int, exact: bool) -> Bench:
+    """The running sandbox of ``state_dir`` (in CLUSTERCTL_STATE_DIR now); exits when it cannot serve."""
+    from clusterctl.sandbox.cluster import status
+
+    found = status()
+    count = len(found.nodes)
+    if found.state != "up" or found.name is None:
+        raise SystemExit(f"--sandbox-state {state_dir}: no sandbox is up there ({found.state}).")
+    if count < nodes or (exact and count != nodes):
+        raise SystemExit(
+            f"--sandbox-state {state_dir}: its sandbox has {count} node(s); this measures {nodes}. "
+            f"Fix: pass --nodes {count}, or another sandbox."
+        )
+    return Bench(found.name, count, state_dir)
 
 
 @contextlib.contextmanager

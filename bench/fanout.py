@@ -7,20 +7,22 @@ once and pushed to the sandbox first, untimed). Each command runs --repeats time
 reported, not enforced.
 
 Usage: .venv/bin/python bench/fanout.py [--nodes 1,2,4,8] [--repeats 3] [--transport T] [--json FILE]
+       [--sandbox-state DIR]  (one count: that running sandbox, left up, instead of a fresh one)
 """
 
 from __future__ import annotations
 
 import statistics
+from pathlib import Path
 
 from _sandbox import arguments, print_table, sandbox, write_json
 
 COMMANDS = ("check topology", "provision (no-op)", "status", "up + down")
 
 
-def measure(nodes: int, repeats: int, transport: str | None) -> dict[str, float]:
-    """Median seconds of each command on a fresh sandbox of ``nodes`` nodes."""
-    with sandbox(nodes, "bench-fan") as bench:
+def measure(nodes: int, repeats: int, transport: str | None, existing: Path | None) -> dict[str, float]:
+    """Median seconds of each command on a fresh sandbox of ``nodes`` nodes (or ``existing``'s)."""
+    with sandbox(nodes, "bench-fan", existing) as bench:
         bench.clusterctl("image", "build")
         bench.clusterctl("image", "push", *(["--transport", transport] if transport else []))
         bench.clusterctl("provision")  # the steady state; the timed runs below change nothing
@@ -40,7 +42,7 @@ def main() -> None:
     counts = [int(n) for n in args.nodes.split(",")]
     figures: dict[int, dict[str, float]] = {}
     for n in counts:  # the JSON is rewritten after each count: a later failure keeps it
-        figures[n] = measure(n, args.repeats, args.transport)
+        figures[n] = measure(n, args.repeats, args.transport, args.sandbox_state)
         write_json(args.json, {"repeats": args.repeats, "median_s": {str(k): f for k, f in figures.items()}})
     base = figures[counts[0]]
     rows = [

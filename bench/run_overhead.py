@@ -7,6 +7,7 @@ payload's own time). The overhead is the difference: CLI start-up, the launch pl
 checks, streaming and recording. Medians of --repeats runs. Nothing is asserted.
 
 Usage: .venv/bin/python bench/run_overhead.py [--nodes 1,2] [--repeats 3] [--transport T] [--json FILE]
+       [--sandbox-state DIR]  (that running sandbox, left up, instead of a fresh one)
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from pathlib import Path
 
 from _sandbox import Bench, arguments, print_table, sandbox, write_json
 
@@ -45,9 +47,12 @@ def _payload_s(bench: Bench, nodes: int) -> float:
     return took
 
 
-def measure(counts: list[int], repeats: int, transport: str | None) -> dict[int, dict[str, float]]:
-    """Median run and payload seconds per node count, on one sandbox of max(counts) nodes."""
-    with sandbox(max(counts), "bench-run") as bench:
+def measure(
+    counts: list[int], repeats: int, transport: str | None, existing: Path | None = None
+) -> dict[int, dict[str, float]]:
+    """Median run and payload seconds per node count, on one sandbox of max(counts) nodes (or
+    ``existing``'s, of at least as many)."""
+    with sandbox(max(counts), "bench-run", existing, exact=False) as bench:
         bench.clusterctl("image", "build")
         bench.clusterctl("image", "push", *(["--transport", transport] if transport else []))
         bench.clusterctl("up")
@@ -81,7 +86,7 @@ def main() -> None:
     parser = arguments(__doc__, "1,2")
     args = parser.parse_args()
     counts = [int(n) for n in args.nodes.split(",")]
-    figures = measure(counts, args.repeats, args.transport)
+    figures = measure(counts, args.repeats, args.transport, args.sandbox_state)
     rows = [[n, f["run_s"], f["payload_s"], f["overhead_s"], f["overhead_min_s"]] for n, f in figures.items()]
     print_table(
         f"clusterctl run resnet50, median of {args.repeats} (seconds)",

@@ -221,3 +221,20 @@ def test_the_sampler_runs_on_every_node_beside_the_run_and_is_stopped_after_it()
     assert script.index("trap stop_telemetry EXIT") < script.index("srun --mpi=")
     assert script.index("srun --mpi=") < script.index("\nstop_telemetry\n") < script.index("snapshot after\n")
     assert "--max-seconds 5460 " in script and "--net 'eth0'" in script
+
+
+def test_the_snapshot_and_telemetry_steps_ask_for_the_nodes_gpus_on_a_gpu_inventory() -> None:
+    """srun(1), --gres: "a job step is allocated all of the generic resources that have been requested by
+    the job, except those implicitly requested when a job is exclusive" (and none with SLURM_STEP_GRES=none);
+    under ConstrainDevices=yes such a step's nvidia-smi sees no GPU. Both helper steps name the GPUs."""
+    inventory = _modern_pyxis(image="nvcr.io#nvidia/pytorch:24.01-py3", exclusive=True)
+    script = plan_batch(inventory, plan_run(inventory, "resnet50"), STARTED, "t").script
+    assert "step_gpus=(--gpus-per-node=8)" in script
+    lines = script.splitlines()
+    helpers = [i for i, line in enumerate(lines) if line.lstrip().startswith('srun -N "$SLURM_NNODES"')]
+    assert len(helpers) == 2  # the snapshot and the telemetry step
+    for i in helpers:
+        step = " ".join(lines[i : i + 3])
+        assert '${overlap[@]+"${overlap[@]}"}' in step and '${step_gpus[@]+"${step_gpus[@]}"}' in step, step
+    # a CPU inventory asks for no GPU in any step
+    assert "step_gpus=()" in _script() and "--gpus-per-node" not in _script()

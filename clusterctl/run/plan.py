@@ -11,6 +11,7 @@ the cluster key and known_hosts mounted at ``CONTAINER_SSH_DIR``, strict host-ke
 
 from __future__ import annotations
 
+import hashlib
 import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -31,8 +32,15 @@ if TYPE_CHECKING:
 # cpu image sets no LD_LIBRARY_PATH, and mpirun warns about a -x of an unset variable.
 FORWARDED_ENV = ("PATH",)
 GPU_FORWARDED_ENV = ("LD_LIBRARY_PATH",)
-# DDP rendezvous port on rank 0 (MASTER_PORT); torch's customary default.
+# DDP rendezvous port on rank 0 (MASTER_PORT): torch's customary default, what a plan shows before it runs.
+# Each run gets its own (``rendezvous_ports``, checked free on rank 0's node by ``run.rendezvous``), so two
+# runs on the same nodes, or a port some other program holds, do not collide.
 DDP_MASTER_PORT = 29500
+# The ports a run's rendezvous is drawn from: torch's default and up, below Linux's ephemeral range
+# (32768-60999 by default), where the kernel picks outgoing connections' ports.
+RENDEZVOUS_PORTS = range(DDP_MASTER_PORT, 32768)
+# Ports a run tries, its own first, where some are in use (the ssh launcher's check, the batch script's).
+RENDEZVOUS_TRIES = 8
 # What every rank of the ssh launcher runs first: it binds the rank to its GPU's CPUs, then execs the
 # rank's command (clusterctl/payload/bind.py; mpirun itself keeps the whitepaper's --bind-to none).
 BIND_WRAPPER = ("python3", f"{CONTAINER_PAYLOAD_DIR}/bind.py", "--")
@@ -238,6 +246,32 @@ def rendezvous_env(settings: RunDefaults, master_addr: str) -> dict[str, str]:
     if settings.framework not in ("ddp", "fsdp"):
         return {}
     return {"MASTER_ADDR": master_addr, "MASTER_PORT": str(DDP_MASTER_PORT)}
+
+
+def rendezvous_ports(run_id: str, count: int = RENDEZVOUS_TRIES) -> list[int]:
+    """The ports the run ``run_id`` tries for its rendezvous, first choice first: ``count`` consecutive
+    ports of ``RENDEZVOUS_PORTS`` (wrapping) from one that a hash of ``run_id`` picks."""
+    first = int.from_bytes(hashlib.sha256(run_id.encode()).digest()[:8], "big")
+    return [RENDEZVOUS_PORTS[(first + i) % len(RENDEZVOUS_PORTS)] for i in range(count)]
+
+
+def with_rendezvous_port(plan: LaunchPlan, port: int) -> LaunchPlan:
+    """``plan`` with rank 0's rendezvous on ``port`` (``MASTER_PORT`` and mpirun's ``-x``); a plan without
+    a rendezvous (Horovod) unchanged.
+
+    Raises:
+        InputError: ``port`` is not one of ``RENDEZVOUS_PORTS``.
+    """
+    if "MASTER_PORT" not in plan.env:
+        return plan
+    if port not in RENDEZVOUS_PORTS:
+        raise InputError(
+            f"rendezvous port {port!r} is outside {RENDEZVOUS_PORTS.start}-{RENDEZVOUS_PORTS.stop - 1}. "
+            "Fix: pick one in that range (below the kernel's ephemeral ports)."
+        )
+    old = f"MASTER_PORT={plan.env['MASTER_PORT']}"
+    argv = [f"MASTER_PORT={port}" if arg == old else arg for arg in plan.argv]
+    return plan.model_copy(update={"env": {**plan.env, "MASTER_PORT": str(port)}, "argv": argv})
 
 
 def binds_ranks(inventory: Inventory) -> bool:

@@ -27,8 +27,9 @@ from clusterctl.results.traces import shown, split_traces, trace_finding
 from clusterctl.run.context import RunContext
 from clusterctl.run.judge import judge_run
 from clusterctl.run.launchers import Collected
-from clusterctl.run.plan import LaunchPlan
+from clusterctl.run.plan import DDP_MASTER_PORT, LaunchPlan, with_rendezvous_port
 from clusterctl.run.preflight import PreflightRefused, preflight_minimum, refusal
+from clusterctl.run.rendezvous import choose_port
 from clusterctl.run.rundir import new_run_id, write_run_dir
 from clusterctl.workloads.base import Workload
 
@@ -120,16 +121,18 @@ def _run_repeats(
         if cold:
             drop_caches(inventory, _nodes(inventory, plan))
         started = datetime.now(UTC)
-        exit_code, got = _launch(context, plan)
+        run_id = new_run_id(workload.name, len(plan.hosts), started)
+        launched = _with_port(context, plan, run_id)
+        exit_code, got = _launch(context, launched)
         topology = got.bundles.get("topology", {})
         output, traces, trace_problems = split_traces(got.output)
         record = judge_run(
             inventory,
-            plan,
+            launched,
             workload,
             output,
             exit_code,
-            run_id=new_run_id(workload.name, len(plan.hosts), started),
+            run_id=run_id,
             started_at=started,
             counters=got.counters,
             snapshot=bundle_findings(inventory, topology) if "topology" in got.bundles else [],
@@ -147,7 +150,7 @@ def _run_repeats(
         directory = write_run_dir(
             context.runs_dir,
             inventory,
-            plan,
+            launched,
             output,
             record,
             command=got.command,
@@ -159,6 +162,15 @@ def _run_repeats(
         context.on_record(record, directory)
         done.append((record, directory))
     return done
+
+
+def _with_port(context: RunContext, plan: LaunchPlan, run_id: str) -> LaunchPlan:
+    """``plan`` with the run's own rendezvous port (DDP, FSDP: ``run.rendezvous``); a plan without one, or
+    whose port its caller already chose (not the plan's default), unchanged."""
+    if plan.env.get("MASTER_PORT") != str(DDP_MASTER_PORT):
+        return plan
+    port = choose_port(context.inventory, plan, run_id, context.launcher.name)
+    return with_rendezvous_port(plan, port)
 
 
 def _launch(context: RunContext, plan: LaunchPlan) -> tuple[int, Collected]:

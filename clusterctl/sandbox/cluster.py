@@ -396,15 +396,20 @@ def down(name: str | None = None) -> list[str]:
         return removed
     client = local_engine()
     selector = {"label": f"{LABEL}={name}"}
+    # An object already gone (another down, a removal by hand) is skipped, never an error that would
+    # leave the network and volumes behind once the containers are gone.
     for container in client.containers.list(all=True, filters=selector):
-        container.remove(force=True)
-        removed.append(f"container {container.name}")
+        with contextlib.suppress(NotFound):
+            container.remove(force=True)
+            removed.append(f"container {container.name}")
     for network in client.networks.list(filters=selector):
-        network.remove()
-        removed.append(f"network {network.name}")
+        with contextlib.suppress(NotFound):
+            network.remove()
+            removed.append(f"network {network.name}")
     for volume in client.volumes.list(filters=selector):
-        volume.remove(force=True)
-        removed.append(f"volume {volume.name}")
+        with contextlib.suppress(NotFound):
+            volume.remove(force=True)
+            removed.append(f"volume {volume.name}")
     if state is None or state.name == name:
         with contextlib.suppress(ClusterctlError, OSError):  # an unreadable inventory: nothing to undo
             if files.inventory.is_file() and untrust_on_controller(load_inventory(files.inventory)):

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import docker
 import docker.errors
 
+from clusterctl.interrupts import deferred_interrupts, sigterm_interrupts
 from clusterctl.sandbox import cluster
 from clusterctl.sandbox.engine import free_subnet
 
@@ -40,11 +41,14 @@ def untag_cluster_images(cluster_name: str) -> None:
 @contextlib.contextmanager
 def scratch_sandbox(prefix: str, nodes: int, *, slurm: bool = False) -> Iterator[cluster.SandboxStatus]:
     """A new sandbox of ``nodes`` nodes named ``prefix-XXXXXX`` on a free subnet; removed on the way out
-    (also on an error or Ctrl-C), with its image tags."""
+    (also on an error, Ctrl-C or SIGTERM), with its image tags. A Ctrl-C or SIGTERM during the removal is
+    held until it ends: cut short, it would leave the network and volumes once the containers are gone."""
     name = unique_name(prefix)
-    try:
-        subnet = free_subnet(docker.from_env(timeout=30))
-        yield cluster.up(name, nodes, subnet, slurm=slurm)
-    finally:
-        cluster.down(name)
-        untag_cluster_images(name)
+    with sigterm_interrupts():
+        try:
+            subnet = free_subnet(docker.from_env(timeout=30))
+            yield cluster.up(name, nodes, subnet, slurm=slurm)
+        finally:
+            with deferred_interrupts():
+                cluster.down(name)
+                untag_cluster_images(name)

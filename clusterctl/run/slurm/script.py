@@ -30,7 +30,7 @@ from clusterctl.image.record import effective_image_ref
 from clusterctl.image.render import CONTAINER_PAYLOAD_DIR, CONTAINER_SSH_DIR
 from clusterctl.inventory import Inventory, Mount, Node, SlurmSpec
 from clusterctl.paths import NODE_SAMPLER
-from clusterctl.run.plan import LaunchPlan, mca_params
+from clusterctl.run.plan import RENDEZVOUS_TRIES, LaunchPlan, mca_params
 from clusterctl.run.slurm.snapshots import job_collectors
 from clusterctl.templating import template_environment
 
@@ -229,6 +229,7 @@ def render_batch(
         "sbatch_options": sbatch_options(slurm, gpus),
         "env": rank_env(inventory, plan, slurm, image),
         "rendezvous": "MASTER_ADDR" in plan.env,
+        "rendezvous_tries": RENDEZVOUS_TRIES,
         "gpus": gpus,
         "payload": payload,
         "image": image,
