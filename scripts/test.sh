@@ -17,6 +17,7 @@ for name in CI DOCKER_HOST CLUSTERCTL_WHEELHOUSE CLUSTERCTL_BASE_IMAGE; do
   [ -z "${!name:-}" ] || limited+=("$name=${!name}")
 done
 "${limited[@]}" .venv/bin/ruff check .
+"${limited[@]}" .venv/bin/ruff format --check --quiet clusterctl tests
 # Types (pyproject.toml's [tool.mypy]: clusterctl/ and tests/), before the tests. The cache lives beside
 # the wheelhouse (~/.cache/clusterctl/mypy), not in the checkout: CI's clean clone would start it cold
 # every time (minutes of the setup on 2 cores), and a file whose time changed but whose

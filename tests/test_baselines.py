@@ -40,7 +40,12 @@ def test_pcie_ceilings_follow_rate_times_lanes_times_encoding() -> None:
 
 
 def test_lookup_matches_gpu_models_by_substring_and_prefers_the_closest() -> None:
-    config: dict[str, str | int] = {"gpu": "NVIDIA H100 80GB HBM3", "gpus_per_node": 8, "nodes": 2, "fabric": "roce"}
+    config: dict[str, str | int] = {
+        "gpu": "NVIDIA H100 80GB HBM3",
+        "gpus_per_node": 8,
+        "nodes": 2,
+        "fabric": "roce",
+    }
     found = find_baseline("nccl_allreduce_busbw_peak", config, BASELINES)
     assert found is not None and found.name == "nccl-allreduce-2x8xh100-roce"
     assert found.floor == pytest.approx(found.value * 0.85)

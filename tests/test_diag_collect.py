@@ -458,7 +458,9 @@ def test_status_bundles_beyond_keep_are_pruned_oldest_first_and_nothing_else(tmp
     (tmp_path / "20260101T120000Z.txt").write_text("a file, not a bundle")
     removed = prune_status_bundles(tmp_path, keep=3)
     assert [d.name for d in removed] == stamps[:4]
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*stamps[4:], "my-notes", "20260101T120000Z.txt"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [*stamps[4:], "my-notes", "20260101T120000Z.txt"]
+    )
     assert prune_status_bundles(tmp_path, keep=3) == []  # at the bound: nothing more goes
 
 

@@ -247,7 +247,11 @@ def test_nccl_tests_built_without_mpi_is_named_as_that_mistake_not_a_slow_fabric
 
 
 def test_every_real_single_job_nccl_tests_output_is_one_job() -> None:
-    single = [f for f in all_fixtures() if f.parent.name == "nccl_tests" and "without-mpi" not in f.name and "separately" not in f.name]
+    single = [
+        f
+        for f in all_fixtures()
+        if f.parent.name == "nccl_tests" and "without-mpi" not in f.name and "separately" not in f.name
+    ]
     assert len(single) >= 7
     for path in single:
         parsed = parse_nccl_tests(fixture_text(f"nccl_tests/{path.name}"))

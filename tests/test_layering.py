@@ -19,8 +19,20 @@ PACKAGE = Path(__file__).resolve().parents[1] / "clusterctl"
 
 # Lowest first. A module may import its own unit and any unit on a lower layer.
 LAYERS: tuple[frozenset[str], ...] = (
-    frozenset({"", "errors", "paths", "readfile", "yamlio", "templating", "versions", "findings", "interrupts",
-               "terminal"}),
+    frozenset(
+        {
+            "",
+            "errors",
+            "paths",
+            "readfile",
+            "yamlio",
+            "templating",
+            "versions",
+            "findings",
+            "interrupts",
+            "terminal",
+        }
+    ),
     frozenset({"inventory"}),
     frozenset({"hosts"}),
     frozenset({"diagnostics", "image", "data"}),
@@ -156,7 +168,7 @@ def test_no_import_circle_between_modules() -> None:
         stack.append(module)
         for target in sorted(graph.get(module, ())):
             if state.get(target) == 1:
-                cycles.append([*stack[stack.index(target):], target])
+                cycles.append([*stack[stack.index(target) :], target])
             elif target not in state:
                 walk(target)
         stack.pop()
@@ -195,4 +207,6 @@ def test_the_check_sees_an_upward_arrow_and_a_connector() -> None:
     graph = _graph()
     assert any(target.startswith("run") for target in graph["cli.run"].runtime | graph["cli.run"].type_only)
     assert _layer("cli.run") > _layer("run.plan")
-    assert "fabric" in graph["hosts.ssh"].external and "docker.types.Mount" in graph["containers.plan"].external
+    assert (
+        "fabric" in graph["hosts.ssh"].external and "docker.types.Mount" in graph["containers.plan"].external
+    )

@@ -102,7 +102,9 @@ def test_modern_profile_installs_pillow_and_dali_for_real_data() -> None:
     text = render_dockerfile(_inventory("modern"))
     assert _args(text)["DALI_VERSION"] == "1.44.0"
     # CUDA 12.4.1 -> the cuda120 wheel, from PyPI; Pillow beside it (the payload's decoder without DALI).
-    assert 'pillow \\\n      "nvidia-dali-cuda$(echo "${CUDA_VERSION}" | cut -d. -f1)0==${DALI_VERSION}"' in text
+    assert (
+        'pillow \\\n      "nvidia-dali-cuda$(echo "${CUDA_VERSION}" | cut -d. -f1)0==${DALI_VERSION}"' in text
+    )
     assert "dali" not in render_dockerfile(_inventory("cpu")).lower()
 
 

@@ -161,8 +161,13 @@ def test_each_multi_device_row_says_what_it_means_in_a_sentence(rows: list[Repor
     )
     rows[2].prediction_verdict = rows[2].predicted.verdict(4419.71)
     sentence = meaning(rows[2])
-    assert sentence is not None and sentence.startswith("tf_cnn_benchmarks on 8 devices: 6.91x, 86% efficiency; ")
+    assert sentence is not None and sentence.startswith(
+        "tf_cnn_benchmarks on 8 devices: 6.91x, 86% efficiency; "
+    )
     assert "4,420 img/s is below the range the measured collective predicts" in sentence
-    assert "per step 0.40 s of compute and 0.02 s of allreduce at 10 GB/s: the fabric is not the limit" in sentence
+    assert (
+        "per step 0.40 s of compute and 0.02 s of allreduce at 10 GB/s: the fabric is not the limit"
+        in sentence
+    )
     out = _render(rows, 80)
     assert sentence[:60] in out.replace("\n", " ")

@@ -26,7 +26,9 @@ def check_topology(
         InputError: a saved bundle that cannot be read or was collected with another inventory, or a
             directory that cannot be written.
     """
-    return judge_bundle(bundle_of_every_node(inventory, directory, saved=saved, timeout_s=timeout_s), inventory)
+    return judge_bundle(
+        bundle_of_every_node(inventory, directory, saved=saved, timeout_s=timeout_s), inventory
+    )
 
 
 def snapshot_findings(inventory: Inventory, directory: Path) -> list[Finding]:

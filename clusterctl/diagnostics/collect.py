@@ -100,7 +100,11 @@ def prune_status_bundles(status_root: Path, keep: int) -> list[Path]:
     removed: anything else a user put there is left alone.
     """
     stamped = sorted(
-        (d for d in status_root.iterdir() if d.is_dir() and not d.is_symlink() and _STAMPED.fullmatch(d.name)),
+        (
+            d
+            for d in status_root.iterdir()
+            if d.is_dir() and not d.is_symlink() and _STAMPED.fullmatch(d.name)
+        ),
         key=lambda d: d.name,
     )
     removed = stamped[: max(len(stamped) - keep, 0)]

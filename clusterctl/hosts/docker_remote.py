@@ -86,7 +86,9 @@ class _CheckedSSHConnectionPool(SSHConnectionPool):
         conn = super()._get_conn(timeout)
         reused = conn.sock is not None
         idle_s = time.monotonic() - self._idle_since.pop(conn, time.monotonic())
-        if reused and (channel_dropped(conn) or idle_s > IDLE_REUSE_S or getattr(self._attempt, "fresh", False)):
+        if reused and (
+            channel_dropped(conn) or idle_s > IDLE_REUSE_S or getattr(self._attempt, "fresh", False)
+        ):
             conn.close()  # drops the channel; the request opens a fresh one on the transport
             reused = False
         self._attempt.reused = reused
@@ -108,7 +110,12 @@ class _CheckedSSHConnectionPool(SSHConnectionPool):
             body = args[0] if args else kwargs.get("body")
             transport = self.ssh_transport
             alive = transport is not None and transport.is_active()
-            if method.upper() not in IDEMPOTENT_METHODS or body is not None or not self._attempt.reused or not alive:
+            if (
+                method.upper() not in IDEMPOTENT_METHODS
+                or body is not None
+                or not self._attempt.reused
+                or not alive
+            ):
                 raise
         self.stale_retries += 1
         self._attempt.fresh = True

@@ -60,7 +60,9 @@ def push_lock(
                 break
             except BlockingIOError:
                 if not told:
-                    on_wait(f"another image push of this cluster is running ({describe_holder(path)}); waiting")
+                    on_wait(
+                        f"another image push of this cluster is running ({describe_holder(path)}); waiting"
+                    )
                     told = True
                 if time.monotonic() >= deadline:
                     raise StepError(
@@ -71,7 +73,11 @@ def push_lock(
                 time.sleep(POLL_S)
         lock.seek(0)
         lock.truncate()
-        holder = {"pid": os.getpid(), "host": socket.gethostname(), "since": datetime.now(UTC).isoformat(timespec="seconds")}
+        holder = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "since": datetime.now(UTC).isoformat(timespec="seconds"),
+        }
         lock.write(json.dumps(holder))
         lock.flush()
         try:

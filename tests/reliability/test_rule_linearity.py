@@ -58,7 +58,9 @@ def test_the_acs_rule_is_linear_in_the_devices(tmp_path: Path) -> None:
     _cpu_seconds(small)  # warm up imports and regex caches
     # The least of three runs each: on a loaded machine one run can be slowed (a collection, another
     # process's cache traffic) by more than the margin between linear (4x) and quadratic (16x) growth.
-    growth = min(_cpu_seconds(large) for _ in range(3)) / max(min(_cpu_seconds(small) for _ in range(3)), 1e-3)
+    growth = min(_cpu_seconds(large) for _ in range(3)) / max(
+        min(_cpu_seconds(small) for _ in range(3)), 1e-3
+    )
     assert growth < MAX_GROWTH, f"4x the devices took {growth:.1f}x the CPU time"
 
 
