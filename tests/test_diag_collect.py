@@ -372,6 +372,7 @@ def test_check_topology_from_a_saved_bundle_judges_it_without_hosts(
     code = _check_from(bundle, "--json")
     out = strict_loads(capsys.readouterr().out)
     assert code == 1
+    assert out["schema"] == "clusterctl.check-topology/1"
     assert out["bundle"] == str(bundle) and sorted(out["nodes"]) == ["c4140-1", "c4140-2"]
     node1 = {(f["severity"], f["code"]) for f in out["nodes"]["c4140-1"]["findings"]}
     node2 = {(f["severity"], f["code"]) for f in out["nodes"]["c4140-2"]["findings"]}

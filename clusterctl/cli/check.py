@@ -56,7 +56,11 @@ def default_bundle_dir() -> Path:
 @app.command("topology")
 def topology(
     inventory_path: Path | None = InventoryOption,
-    as_json: bool = typer.Option(False, "--json", help="Print {bundle, nodes, cluster_findings} as JSON."),
+    as_json: bool = typer.Option(
+        False,
+        "--json",
+        help="Print {schema, bundle, nodes, cluster_findings} as JSON (schema clusterctl.check-topology/1).",
+    ),
     strict: bool = typer.Option(False, "--strict", help="Warnings fail too (exit 1)."),
     bundle: Path | None = typer.Option(
         None, "--bundle", help="Where to write the bundle. Default: runs/topology/<UTC time>/."
@@ -91,7 +95,7 @@ def topology(
 ) -> int:
     """Collect GPU, IB, OFED, address and module facts on every node, judge them: a verdict per node,
     then the errors and warnings."""
-    from clusterctl.diagnostics.check import check_topology
+    from clusterctl.diagnostics.check import SCHEMA, check_topology
     from clusterctl.findings import exit_code
 
     if source is not None and (bundle is not None or timeout is not None):
@@ -118,6 +122,7 @@ def topology(
     if as_json:
         print_json(
             {
+                "schema": SCHEMA,
                 "bundle": str(directory),
                 "nodes": {
                     name: {"findings": [f.model_dump() for f in r.findings]}

@@ -357,7 +357,7 @@ def report(
 ) -> int:
     """Per configuration: devices, img/s median and spread, speedup, efficiency, references."""
     from clusterctl.explain.gather import explained_report
-    from clusterctl.results.report import report_csv
+    from clusterctl.results.report import report_csv, report_json
     from clusterctl.results.report_table import print_report
 
     csv_file = output_file(csv_file, "--csv") if csv_file else None
@@ -393,7 +393,7 @@ def report(
             page = write_html(rows, load_runs(runs_dir).runs, runs_dir, html_dir)
         err_console.print(safe_text(f"report page: {page}"), markup=False, highlight=False)
     if as_json:
-        print_json([r.model_dump(mode="json") for r in rows])
+        print_json(report_json(rows))
     elif not rows:
         console.print(
             safe_text(f"no runs recorded in {runs_dir} yet; `clusterctl run` records them"), markup=False
@@ -439,6 +439,7 @@ def sweep(
     """Run the grid (device counts x settings), then report it."""
     from clusterctl.explain.gather import add_verdicts, worst_row_line
     from clusterctl.results.history import load_runs
+    from clusterctl.results.report import report_json
     from clusterctl.results.report_table import print_report
     from clusterctl.run.context import run_context
     from clusterctl.run.runner import run_sweep
@@ -488,7 +489,7 @@ def sweep(
     add_verdicts(rows, history.runs, runs_dir)
     worst = worst_row_line(rows, [record for record, _ in done], runs_dir)
     if as_json:
-        print_json([r.model_dump(mode="json") for r in rows])
+        print_json(report_json(rows))
     else:
         print_report(rows, console)
         if worst:

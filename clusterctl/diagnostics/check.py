@@ -13,6 +13,9 @@ from clusterctl.errors import InputError
 from clusterctl.findings import Finding
 from clusterctl.inventory import Inventory, Node
 
+# `check topology --json`'s document: bump the version when a key changes meaning or goes away.
+SCHEMA = "clusterctl.check-topology/1"
+
 
 def check_topology(
     inventory: Inventory, directory: Path, *, saved: bool = False, timeout_s: float = 180

@@ -441,6 +441,15 @@ CSV_COLUMNS = [
 ]
 
 
+# Each row's version in `report --json` and `sweep --json`: bumped when a field changes meaning or goes away.
+ROW_SCHEMA = "clusterctl.report-row/1"
+
+
+def report_json(rows: list[ReportRow]) -> list[dict[str, object]]:
+    """The rows as `report --json` prints them: each row's fields after its ``schema``."""
+    return [{"schema": ROW_SCHEMA, **row.model_dump(mode="json")} for row in rows]
+
+
 def report_csv(rows: list[ReportRow]) -> str:
     """The report as CSV text, one line per row (comparisons are in the JSON form)."""
     buffer = io.StringIO()
