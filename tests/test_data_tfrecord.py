@@ -43,8 +43,8 @@ def test_the_mask_gives_a_published_tfrecord_value() -> None:
 @pytest.mark.parametrize(
     ("fixture", "features"),
     [
-        ("tf1-goat.txt", [("feature0", [0]), ("feature1", [4]), ("feature2", [b"goat"]), ("feature3", [0.9876])]),
-        ("tf2-horse.txt", [("feature2", [b"horse"]), ("feature1", [3]), ("feature3", [0.37071672]), ("feature0", [0])]),
+        ("tf1-goat.pyrepr", [("feature0", [0]), ("feature1", [4]), ("feature2", [b"goat"]), ("feature3", [0.9876])]),
+        ("tf2-horse.pyrepr", [("feature2", [b"horse"]), ("feature1", [3]), ("feature3", [0.37071672]), ("feature0", [0])]),
     ],
 )  # fmt: skip
 def test_the_example_is_byte_for_byte_what_tensorflow_serializes(
