@@ -11,35 +11,8 @@ from hypothesis import strategies as st
 
 from clusterctl.diagnostics import PARSERS, detect_kind, parse
 from clusterctl.errors import InputError
-from tests.fixtures import all_fixtures, fixture_text
+from tests.fixtures import FOLDER_KIND, all_fixtures, fixture_text
 
-FOLDER_KIND = {
-    "nvidia_smi_topo": "nvidia-smi-topo",
-    "ibstat": "ibstat",
-    "ibstatus": "ibstatus",
-    "ibv_devinfo": "ibv-devinfo",
-    "ofed_info": "ofed-info",
-    "nvidia_smi": "nvidia-smi",
-    "nvidia_smi_query_csv": "nvidia-smi-csv",
-    "tf_cnn_benchmarks": "tf-cnn-benchmarks",
-    "horovod_synthetic": "horovod-synthetic",
-    "nccl_tests": "nccl-tests",
-    "mpi_errors": "mpi-error",
-    "nccl_errors": "nccl-log",
-    "nccl_logs": "nccl-log",
-    "ip_addr": "ip-addr",
-    "proc_modules": "proc-modules",
-    "peermem": "peermem",
-    "lspci_vvv": "lspci-vvv",
-    "nvidia_smi_q": "nvidia-smi-q",
-    "perfquery": "perfquery",
-    "sysfs_counters": "sysfs-counters",
-    "net_statistics": "fabric-counters",
-    "proc_cmdline": "proc-cmdline",
-    "kernel_log": "kernel-log",
-    "dcgmi_diag": "dcgmi-diag",
-    "nvbandwidth": "nvbandwidth",
-}
 FIXTURES = all_fixtures()
 
 

@@ -13,26 +13,15 @@ import os
 import random
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from clusterctl.diagnostics import PARSERS, detect_kind, parse
+from tests.fixtures import FIXTURES, FOLDER_KIND
 from tests.reliability.hostile import reproducible
 
-FIXTURES = Path(__file__).parents[1] / "fixtures"
-FOLDER_KIND = {
-    "nvidia_smi_topo": "nvidia-smi-topo", "ibstat": "ibstat", "ibstatus": "ibstatus",
-    "ibv_devinfo": "ibv-devinfo", "ofed_info": "ofed-info", "nvidia_smi": "nvidia-smi",
-    "nvidia_smi_query_csv": "nvidia-smi-csv", "tf_cnn_benchmarks": "tf-cnn-benchmarks",
-    "horovod_synthetic": "horovod-synthetic", "nccl_tests": "nccl-tests", "mpi_errors": "mpi-error",
-    "nccl_errors": "nccl-log", "nccl_logs": "nccl-log", "ip_addr": "ip-addr", "proc_modules": "proc-modules",
-    "peermem": "peermem", "lspci_vvv": "lspci-vvv", "nvidia_smi_q": "nvidia-smi-q", "perfquery": "perfquery",
-    "proc_cmdline": "proc-cmdline", "sysfs_counters": "sysfs-counters", "net_statistics": "fabric-counters",
-    "kernel_log": "kernel-log",
-}  # fmt: skip
 # Inputs per parser: 200 in the normal run (CI's time is shared with the sandbox tests);
 # CLUSTERCTL_FUZZ_INPUTS=1000 runs the thousand per parser that issue 15 asks of a full run.
 INPUTS_PER_PARSER = int(os.environ.get("CLUSTERCTL_FUZZ_INPUTS", "200"))
