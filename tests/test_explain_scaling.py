@@ -144,6 +144,14 @@ def test_without_a_smaller_run_compute_scaling_is_unknown(runs: Path) -> None:
         and "run it on 1 node" in d.message
     )
     assert alone.verdict.code == "balanced" and alone.scaling is None
+    # ... and the report agrees: a 2-device row with nothing smaller has no CS or GE, as no speedup
+    [two] = _rows(runs).values()
+    assert (two.devices, two.speedup, two.computation_scalability, two.global_efficiency) == (
+        2,
+        None,
+        None,
+        None,
+    )
 
 
 def test_the_rules_inside_the_run_lead_when_they_lose_more(runs: Path) -> None:

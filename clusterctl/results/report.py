@@ -178,11 +178,14 @@ def _scaling_reference(row: ReportRow, rows: list[ReportRow]) -> ScalingReferenc
     """The smallest row of ``row``'s configuration with a median (through ``row``'s launcher when there
     is one, else any) as a reference: its useful compute per step, or, when it recorded no breakdown,
     its whole step (batch per device / per-device rate). None when no row of the configuration
-    recorded a breakdown (a collective: its rate is no step of a batch)."""
+    recorded a breakdown (a collective: its rate is no step of a batch), and for a multi-device row
+    with no smaller row of its configuration (as ``explain`` says: unknown)."""
     same = [r for r in rows if r.config == row.config and (r.median or 0) > 0]
     if not any(r.compute_ms is not None for r in same):
         return None
     smallest = min([r for r in same if r.launcher == row.launcher] or same, key=lambda r: r.devices)
+    if smallest.devices == row.devices > 1:  # nothing smaller to compare with, as its speedup has none
+        return None
     if smallest.compute_ms:  # a figure above zero (``mean_useful_ms`` of measured phases: never below)
         return ScalingReference(devices=smallest.devices, compute_ms=smallest.compute_ms, source="breakdown")
     per_device = (smallest.median or 0.0) / smallest.devices  # above zero: it is in ``same``
