@@ -233,8 +233,10 @@ def test_the_snapshot_and_telemetry_steps_ask_for_the_nodes_gpus_on_a_gpu_invent
     lines = script.splitlines()
     helpers = [i for i, line in enumerate(lines) if line.lstrip().startswith('srun -N "$SLURM_NNODES"')]
     assert len(helpers) == 2  # the snapshot and the telemetry step
-    for i in helpers:
-        step = " ".join(lines[i : i + 3])
-        assert '${overlap[@]+"${overlap[@]}"}' in step and '${step_gpus[@]+"${step_gpus[@]}"}' in step, step
+    snapshot, sampler = (" ".join(lines[i : i + 3]) for i in helpers)
+    assert '${overlap[@]+"${overlap[@]}"}' in snapshot and '${step_gpus[@]+"${step_gpus[@]}"}' in snapshot
+    # the sampler runs beside the training step: it holds GPUs only where --overlap shares them (22.05+)
+    assert '${overlap[@]+"${overlap[@]}"}' in sampler and '${sampler_gpus[@]+"${sampler_gpus[@]}"}' in sampler
+    assert "step_gpus" not in sampler
     # a CPU inventory asks for no GPU in any step
     assert "step_gpus=()" in _script() and "--gpus-per-node" not in _script()
