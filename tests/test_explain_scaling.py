@@ -206,6 +206,9 @@ def test_the_screen_and_the_report_lead_with_it(
     assert main(["explain", "--runs-dir", str(runs)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("compute-scaling: computation scalability 0.75") and max(map(len, lines)) <= 80
+    # its 13 s steps fit the phase table whole (they were cut to `12,991…`)
+    assert not any("…" in line for line in lines)
+    assert any(line.split()[:1] == ["node1"] and line.split()[-2:] == ["12,992", "12,707"] for line in lines)
     assert (
         "computation scalability 0.75 (9,179 ms of compute per step on 1 device, 12,234 here); "
         "global efficiency 0.71" in " ".join(" ".join(lines).split())

@@ -17,7 +17,11 @@ _HEADERS = (("input", "input"), ("forward", "fwd"), ("backward", "bwd"), ("expos
 
 
 def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.1f}"
+    """A phase's milliseconds: a tenth below a second; whole milliseconds above, so that steps of ten
+    seconds and more (a CPU at full ImageNet size) still fit nine columns in 80 without an ellipsis."""
+    if value is None:
+        return "-"
+    return f"{value:,.1f}" if value < 1000 else f"{value:,.0f}"
 
 
 def _phase_table(phases: list[NodePhases]) -> Table:
