@@ -55,7 +55,56 @@ def test_acs_lines_without_device_headers_warn_with_their_count() -> None:
     )
     [finding] = acs_rules(lspci, _EXPECT)
     assert (finding.severity, finding.code, finding.node) == ("warning", "pcie-acs-enabled", "n1")
-    assert finding.message.startswith("5 PCIe bridges") and "hang" in finding.advice
+    assert finding.message.startswith("ACS may be enabled: 7 ACSCtl line(s) show ACS controls on")
+    assert "5 of them redirecting" in finding.message and "no device headers" in finding.message
+    assert "hang" in finding.advice
+
+
+_GREP_SRCVALID = "lspci_vvv/nccl-issue606-amd-switch-grep-acsctl-srcvalid-only-no-device-headers.txt"
+_PLX_EXCERPT = "lspci_vvv/heymeco-issue6-plx-pex8725-excerpt-acs-redirect-no-gpu.txt"
+
+
+def test_srcvalid_alone_in_grepped_acsctl_lines_says_acs_may_be_enabled() -> None:
+    """`lspci -vvv | grep ACSCtl` with SrcValid+ and no redirect (an AMD switch, a hanging NCCL test): NCCL's
+    troubleshooting guide reads SrcValid+ as ACS may be enabled; the advice is the BIOS switch or setpci."""
+    [finding] = acs_rules(parse_lspci(fixture_text(_GREP_SRCVALID)), _EXPECT)
+    assert (finding.severity, finding.code) == ("warning", "pcie-acs-enabled")
+    assert finding.message.startswith("ACS may be enabled: 4 ACSCtl line(s) show ACS controls on")
+    assert "0 of them redirecting" in finding.message
+    assert "BIOS" in finding.advice and "setpci -s <bdf> ECAP_ACS+0x6.w=0000" in finding.advice
+
+
+def test_an_excerpt_with_a_redirecting_switch_port_and_no_gpu_says_acs_may_be_enabled() -> None:
+    """An `lspci -vvv` excerpt that starts inside a PLX port's block (ReqRedir+ CmpltRedir+) and shows no
+    GPU or HCA: the tree cannot place the port, the warning says so and asks for the whole output."""
+    lspci = parse_lspci(fixture_text(_PLX_EXCERPT))
+    assert [d.bdf for d in lspci.devices] == ["0000:02:08.0"] and len(lspci.orphan_acs) == 1
+    [finding] = acs_rules(lspci, _EXPECT)
+    assert (finding.severity, finding.code) == ("warning", "pcie-acs-enabled")
+    assert "1 ACSCtl line(s)" in finding.message and "1 of them redirecting" in finding.message
+    assert "the output starts inside a device block" in finding.message
+    assert "whole `lspci -vvv`" in finding.advice and "setpci" in finding.advice
+
+
+def test_an_elided_excerpt_whose_acs_controls_are_all_off_is_fine() -> None:
+    """A poster's `[...]` marks the excerpt as partial, but ACSCtl shows every control off: nothing to say."""
+    lspci = parse_lspci(fixture_text("lspci_vvv/openvmm-pr3461-root-port-lspci-vv-elided-acs-off.txt"))
+    assert lspci.elided == 1 and lspci.unparsed_lines == []
+    [port] = lspci.devices
+    assert port.acs_ctl is not None and not any(port.acs_ctl.values()) and port.secondary_bus == 1
+    assert acs_rules(lspci, _EXPECT) == []
+
+
+@pytest.mark.parametrize("name", [_GREP_SRCVALID, _PLX_EXCERPT])
+def test_inspect_finds_acs_in_grepped_lines_and_excerpts(
+    name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = Path(__file__).parent / "fixtures" / name
+    assert main(["inspect", str(path), "--json"]) == 0  # a warning: exit 0 unless --strict
+    [result] = strict_loads(capsys.readouterr().out)
+    assert result["kind"] == "lspci-vvv"
+    assert [f["code"] for f in result["findings"]] == ["pcie-acs-enabled"]
+    assert main(["inspect", str(path), "--strict"]) == 1
 
 
 def test_downgraded_links_of_bridges_nvme_and_management_nic_are_not_reported() -> None:

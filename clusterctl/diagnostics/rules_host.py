@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from clusterctl.diagnostics.model import to_float
 from clusterctl.diagnostics.parsers.ibstat import IbStat
 from clusterctl.diagnostics.parsers.ibv_devinfo import IbvDevinfo
-from clusterctl.diagnostics.parsers.lspci import ACS_REDIRECT, Lspci, PciDevice, PciLink
+from clusterctl.diagnostics.parsers.lspci import ACS_ENABLED, ACS_REDIRECT, Lspci, PciDevice, PciLink
 from clusterctl.diagnostics.parsers.nvidia_smi_q import NvidiaSmiQ
 from clusterctl.diagnostics.parsers.proc_cmdline import ProcCmdline
 from clusterctl.findings import Finding
@@ -65,8 +65,10 @@ def _redirecting(bridges: list[PciDevice]) -> str | None:
 def acs_rules(lspci: Lspci, expect: Expectation) -> list[Finding]:
     """PCIe switch ports above a GPU or an HCA that redirect peer-to-peer traffic (ACSCtl ReqRedir+/CmpltRedir+).
 
-    Without device headers (``lspci -vvv | grep ACSCtl``) the bridges cannot be placed, so any
-    redirecting bridge is reported as a warning that names no device.
+    Where the output cannot place them (``lspci -vvv | grep ACSCtl``, an excerpt that starts inside a
+    device block or has parts left out), every ACSCtl with SrcValid+, ReqRedir+ or CmpltRedir+ is reported
+    as one warning that ACS may be enabled, as NCCL's troubleshooting guide reads SrcValid+. A whole
+    output whose switches serve no GPU or HCA (a sandbox node, a storage switch) says nothing.
     """
     findings: list[Finding] = []
     # Devices on one bus share their bridges: each bus is judged once (linear in the devices).
@@ -86,19 +88,44 @@ def acs_rules(lspci: Lspci, expect: Expectation) -> list[Finding]:
                     node=expect.node,
                 )
             )
-    orphans = [flags for flags in lspci.orphan_acs if any(flags.get(name) for name in ACS_REDIRECT)]
-    if orphans and not lspci.devices:
+    if not findings and (unplaced := _unplaced_acs(lspci)):
         findings.append(
             Finding(
                 severity="warning",
                 code="pcie-acs-enabled",
-                message=f"{len(orphans)} PCIe bridges redirect peer-to-peer traffic (ACSCtl ReqRedir+/CmpltRedir+); "
-                "the output has no device headers, so which GPUs or HCAs sit below them is unknown",
-                advice="Collect the whole `lspci -vvv` to see which devices they serve. " + _ACS_ADVICE,
+                message=f"ACS may be enabled: {unplaced}",
+                advice="Collect the whole `lspci -vvv` as root to see which GPUs and HCAs sit below them. "
+                + _ACS_ADVICE,
                 node=expect.node,
             )
         )
     return findings
+
+
+def _unplaced_acs(lspci: Lspci) -> str | None:
+    """The ACSCtl lines with ACS on that the output cannot place above a GPU or an HCA, as a message; None
+    when there are none or the device tree is whole (then the placed rule above has judged them)."""
+    why = (
+        "the output has no device headers" if lspci.orphan_acs and not lspci.devices
+        else f"{lspci.elided} part(s) of the output were left out" if lspci.elided
+        else "the output starts inside a device block" if lspci.orphan_acs
+        else None
+    )  # fmt: skip
+    if why is None:
+        return None
+    lines = [[name for name in ACS_ENABLED if flags.get(name)] for flags in lspci.orphan_acs]
+    devices = [d for d in lspci.devices if d.acs_enabled and d.port_type != "Root Port"]
+    lines += [d.acs_enabled for d in devices]
+    on = [flags for flags in lines if flags]
+    if not on:
+        return None
+    redirect = sum(1 for flags in on if any(name in flags for name in ACS_REDIRECT))
+    named = ", ".join(f"{d.bdf} ({'/'.join(d.acs_enabled)})" for d in devices[:MAX_BRIDGES_NAMED])
+    return (
+        f"{len(on)} ACSCtl line(s) show ACS controls on (SrcValid+, ReqRedir+ or CmpltRedir+), {redirect} of them "
+        f"redirecting peer-to-peer traffic (ReqRedir+/CmpltRedir+){'; ' + named if named else ''}; {why}, so "
+        "which GPUs or HCAs sit below them is unknown"
+    )
 
 
 def lspci_access_rules(lspci: Lspci, expect: Expectation) -> list[Finding]:

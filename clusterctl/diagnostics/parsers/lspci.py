@@ -12,7 +12,9 @@ rules need inside it are::
 
 `lspci -vvv | grep ACSCtl` (a common way to post it) has the ACSCtl lines without any device: they go
 to ``orphan_acs``; an excerpt copied from the middle of a device block (no header) keeps the LnkSta
-lines lspci marked ``(downgraded)`` in ``orphan_downgraded``. Shape::
+lines lspci marked ``(downgraded)`` in ``orphan_downgraded``. Lines a poster put in place of what they
+left out (``....``, ``...``, ``[...]``) are counted in ``elided``: with them, or with orphan lines,
+the device tree is known to be incomplete. Shape::
 
     Lspci(devices=[PciDevice(bdf="0000:19:00.0", class_name="3D controller", ...)], orphan_acs=[...])
 """
@@ -41,12 +43,17 @@ _WIDTH = re.compile(r"Width\s+x(\d{1,3})(?!\d)(\s*\(downgraded\))?")  # PCIe wid
 _ACS = re.compile(r"^ACSCtl:\s*(.*)$")
 _FLAG = re.compile(r"(\w+)([+-])")
 _DRIVER = re.compile(r"^Kernel driver in use:\s*(\S+)")
+# A line standing for lines left out of an excerpt: dots or an ellipsis, bracketed or not.
+_ELIDED = re.compile(r"^\[?(?:\.{3,}|\u2026)\]?$")
 
 GPU_CLASSES = ("3D controller", "VGA compatible controller", "Display controller")
 HCA_CLASSES = ("Infiniband controller", "Ethernet controller", "Network controller")
 # The ACS controls that make a switch send peer-to-peer requests and completions up to the root
 # complex instead of straight across (NCCL troubleshooting, "PCI Access Control Services").
 ACS_REDIRECT = ("ReqRedir", "CmpltRedir")
+# The ACSCtl flags NCCL's troubleshooting guide reads as "ACS may be enabled" (SrcValid+ first of all),
+# with the redirect ones: a line with any of them on is worth a look when it cannot be placed.
+ACS_ENABLED = ("SrcValid", *ACS_REDIRECT)
 
 
 class PciLink(BaseModel):
@@ -110,6 +117,11 @@ class PciDevice(BaseModel):
         """The peer-to-peer redirect controls that are on."""
         return [name for name in ACS_REDIRECT if (self.acs_ctl or {}).get(name)]
 
+    @property
+    def acs_enabled(self) -> list[str]:
+        """The ACS controls on that NCCL's guide reads as "ACS may be enabled" (``ACS_ENABLED``)."""
+        return [name for name in ACS_ENABLED if (self.acs_ctl or {}).get(name)]
+
 
 class Lspci(Parsed):
     """Every device of `lspci -vvv`, and ACSCtl lines seen outside a device block."""
@@ -122,6 +134,7 @@ class Lspci(Parsed):
         default_factory=list,
         description="LnkSta lines that lspci marked '(downgraded)', seen without a device header (an excerpt).",
     )
+    elided: int = Field(0, description="Lines standing for parts a poster left out (`....`, `[...]`).")
     error: str | None = Field(None, description="What was printed instead of devices.")
     # (domain, bus) -> the bridges in front of that bus, nearest first; built once, on first use.
     _by_bus: dict[tuple[str, int], list[PciDevice]] | None = PrivateAttr(None)
@@ -159,6 +172,9 @@ def parse_lspci(text: str) -> Lspci:
     for raw in text.splitlines():
         line = raw.strip()
         if not line:
+            continue
+        if _ELIDED.match(line):
+            result.elided += 1
             continue
         if not raw[:1].isspace() and (m := _HEADER.match(line)):
             domain = m["domain"] or "0000"
