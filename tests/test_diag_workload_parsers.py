@@ -10,7 +10,8 @@ from clusterctl.diagnostics.parsers.nccl_log import parse_nccl_log
 from clusterctl.diagnostics.parsers.nccl_tests import parse_nccl_tests
 from clusterctl.diagnostics.parsers.tf_cnn_benchmarks import parse_tf_cnn_benchmarks
 from clusterctl.diagnostics.rules import separate_jobs_rules
-from tests.fixtures import all_fixtures, fixture_text
+from tests.fixtures import FIXTURES, all_fixtures, fixture_text
+from tests.strictjson import strict_loads
 
 
 def test_tf_cnn_settings_and_total_from_lambda_log() -> None:
@@ -257,3 +258,37 @@ def test_every_real_single_job_nccl_tests_output_is_one_job() -> None:
         parsed = parse_nccl_tests(fixture_text(f"nccl_tests/{path.name}"))
         assert parsed.jobs <= 1, path.name
         assert separate_jobs_rules(parsed) == []
+
+
+_ROWS_ONLY = "nccl_tests/nccl-tests-issue294-2node-h100-built-without-mpi-rows-only-busbw-0-partial.txt"
+
+
+def test_rows_pasted_alone_with_sizes_repeated_at_busbw_0_are_one_rank_jobs() -> None:
+    """No header, no summary, no repeated banner: only each size twice, moving data with a busbw of 0."""
+    parsed = parse_nccl_tests(fixture_text(_ROWS_ONLY))
+    assert parsed.jobs == 0 and parsed.unparsed_lines == []
+    assert [row.size for row in parsed.rows] == [134217728, 134217728, 536870912, 536870912, 268435456]
+    assert (parsed.repeated_rows, parsed.single_rank_rows) == (2, 5)
+    [finding] = separate_jobs_rules(parsed, "n1")
+    assert (finding.severity, finding.code, finding.node) == ("error", "nccl-tests-not-mpi", "n1")
+    assert "appears up to 2 times" in finding.message and "busbw of 0" in finding.message
+    assert "make MPI=1" in finding.advice
+
+
+def test_inspect_detects_rows_pasted_alone_and_names_the_build_without_mpi(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from clusterctl.cli import main
+
+    assert main(["inspect", str(FIXTURES / _ROWS_ONLY), "--json"]) == 1
+    [result] = strict_loads(capsys.readouterr().out)
+    assert result["kind"] == "nccl-tests" and result["unparsed_lines"] == []
+    assert "nccl-tests-not-mpi" in [f["code"] for f in result["findings"]]
+
+
+def test_a_real_multi_rank_table_is_not_taken_for_one_rank_jobs() -> None:
+    """One job whose rows each appear once per reduction op (`-o all`) or with a real busbw is one job."""
+    for path in (f for f in all_fixtures() if f.parent.name == "nccl_tests" and "without-mpi" not in f.name):
+        parsed = parse_nccl_tests(fixture_text(f"nccl_tests/{path.name}"))
+        assert parsed.single_rank_processes <= 1, path.name
+        assert not (parsed.repeated_rows > 1 and parsed.single_rank_rows >= parsed.repeated_rows), path.name

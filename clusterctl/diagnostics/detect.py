@@ -101,7 +101,10 @@ _SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
         "nccl-tests",
         re.compile(
             r"^#?[ \t\r]*nThread \d+ nGpus|^#?[ \t\r]*Avg bus bandwidth|^#?[ \t\r]*Out of bounds values|"
-            r"^#?[ \t\r]*size[ \t\r]+count[ \t\r]+type[ \t\r]",  # a table published without its summary
+            r"^#?[ \t\r]*size[ \t\r]+count[ \t\r]+type[ \t\r]|"  # a table published without its summary
+            # rows alone (`size count type redop root time ...`): nccl-tests' type and reduction-op names
+            r"^[ \t\r]*\d{1,20}[ \t\r]+\d{1,20}[ \t\r]+(?:float|double|half|bfloat16|u?int(?:8|32|64)|"
+            r"f8e4m3|f8e5m2)[ \t\r]+(?:sum|prod|max|min|avg|none|mulsum)[ \t\r]+-?\d{1,6}[ \t\r]+[\d.]+[ \t\r]",
             re.M,
         ),
     ),

@@ -387,16 +387,35 @@ def nccl_tests_rules(result: NcclTestsOutput, expect: Expectation) -> list[Findi
 
 def separate_jobs_rules(result: NcclTestsOutput, node: str | None = None) -> list[Finding]:
     """Several nccl-tests jobs in one output: a binary built without MPI, started by mpirun or srun,
-    runs one job per process, so no byte crossed the fabric and the bandwidth is each node's own."""
-    if result.jobs <= 1:
+    runs one job per process, so no byte crossed the fabric and the bandwidth is each node's own.
+
+    Seen by the repeated headers, Rank 0 lines or summaries; or, in a copy of the table alone, by each
+    message size printed several times with a busbw of 0 (one rank moves nothing over a bus), or by
+    several processes whose NCCL init line says ``nranks 1``.
+    """
+    if result.jobs > 1:
+        seen = (
+            f"the output holds {result.jobs} separate nccl-tests jobs (each prints its own header, "
+            "its own Rank 0 or its own summary)"
+        )
+    elif result.repeated_rows > 1 and result.single_rank_rows >= result.repeated_rows:
+        seen = (
+            f"each message size appears up to {result.repeated_rows} times, and {result.single_rank_rows} rows "
+            "move data (algbw above 0) with a busbw of 0 (several one-rank jobs printing the same table)"
+        )
+    elif result.single_rank_processes > 1:
+        seen = (
+            f"{result.single_rank_processes} processes each set up NCCL with `nranks 1` (several one-rank "
+            "jobs, not one job over all ranks)"
+        )
+    else:
         return []
     return [
         Finding(
             severity="error",
             code="nccl-tests-not-mpi",
-            message=f"the output holds {result.jobs} separate nccl-tests jobs (each prints its own header, "
-            "its own Rank 0 or its own summary): every process ran alone, so the figures are one node's, "
-            "not the fabric's",
+            message=f"{seen}: nccl-tests was built without MPI, so every process ran alone and the figures "
+            "are one GPU's or one node's, not the fabric's",
             advice="Rebuild nccl-tests with MPI (`make clean && make MPI=1 MPI_HOME=<your MPI>`) and launch it "
             "with mpirun or srun; one job prints one header and ranks 0..N-1 once.",
             node=node,

@@ -1,12 +1,20 @@
 """nccl-tests (all_reduce_perf and friends) output: the result table and its summary lines.
 
 Handles the current format (``redop root ... #wrong``), the older one (``redop ... error``) and the
-NCCL 1.x one (``bytes N type op ... res``); NCCL INFO lines interleaved in the table are skipped.
+NCCL 1.x one (``bytes N type op ... res``); NCCL INFO lines interleaved in the table are skipped. Rows
+pasted without their header are read by their cell count (13: the current format, 12: the older one).
+
+A binary built without MPI and started N times (mpirun, srun) runs N one-rank jobs: each prints the whole
+table, so one message size appears N times, and its busbw is 0 (an all-reduce, all-gather or
+reduce-scatter over one rank moves no byte: busbw = algbw x 2(n-1)/n or (n-1)/n). ``repeated_rows`` and
+``single_rank_rows`` keep those signs, and ``single_rank_processes`` the processes whose NCCL INFO lines
+say ``nranks 1``, for a copy without the repeated headers ``jobs`` counts.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 from pydantic import BaseModel, Field
 
@@ -20,6 +28,8 @@ _RANK_ZERO = re.compile(r"^#\s*Rank\s+0\s")
 _JOB_HEADER = re.compile(r"^#?\s*nThread\s+\d+\s+nGpus\b")
 _FAILURE = re.compile(r"(?:NCCL failure|Test failure|NCCL error|CUDA failure)")
 _NCCL_LOG = re.compile(r"\bNCCL (?:INFO|WARN)\b")
+# NCCL's init line of a communicator of one rank, with the process (`host:pid`) that printed it.
+_ONE_RANK = re.compile(r"^\s*([^\s:\[\]]+:\d+):\d+\s.*\bNCCL INFO\b.*\brank 0 nranks 1\b")
 # The table's legend and units lines, which some copies print without their leading '#'.
 _LEGEND = re.compile(r"^(?:out-of-place\b|\(B\))")
 # Header names of the table per format, mapped to our field names; the second occurrence of the
@@ -27,6 +37,11 @@ _LEGEND = re.compile(r"^(?:out-of-place\b|\(B\))")
 _NAMES = {"size": "size", "bytes": "size", "count": "count", "n": "count", "type": "type",
           "redop": "redop", "op": "redop", "root": "root", "time": "time_us", "algbw": "algbw",
           "busbw": "busbw", "error": "error", "#wrong": "error", "wrong": "error", "res": "error"}  # fmt: skip
+# The columns of a row pasted without its header, by cell count: the current format, then the older one.
+_HEADERLESS = {
+    13: "size count type redop root time algbw busbw #wrong time algbw busbw #wrong",
+    12: "size count type redop time algbw busbw error time algbw busbw error",
+}
 
 
 class NcclRow(BaseModel):
@@ -64,6 +79,15 @@ class NcclTestsOutput(Parsed):
         "runs one job per process).",
     )
     errors: list[str] = Field(default_factory=list, description="NCCL/CUDA failure lines.")
+    repeated_rows: int = Field(
+        0, description="The most times one row (size, type, redop, root) appears: 1 in one job's table."
+    )
+    single_rank_rows: int = Field(
+        0, description="Rows with an algbw above 0 and a busbw of 0, out of place and in place: one rank's."
+    )
+    single_rank_processes: int = Field(
+        0, description="Processes (host:pid) whose NCCL INFO init line says `rank 0 nranks 1`."
+    )
 
 
 def parse_nccl_tests(text: str) -> NcclTestsOutput:
@@ -78,6 +102,7 @@ def parse_nccl_tests(text: str) -> NcclTestsOutput:
     result = NcclTestsOutput()
     columns: list[str] = []
     headers = rank_zeros = summaries = 0
+    one_rank: set[str] = set()
     for raw in tagged_lines(text):  # mpirun --tag-output sometimes glues the next line onto a line
         _, line = split_tag(raw)
         stripped = line.strip()
@@ -100,12 +125,17 @@ def parse_nccl_tests(text: str) -> NcclTestsOutput:
         elif _RANK.match(stripped):
             result.ranks += 1
         elif stripped.startswith(("#", "nThread")) or _NCCL_LOG.search(stripped) or _LEGEND.match(stripped):
-            continue
+            if m := _ONE_RANK.match(stripped):
+                one_rank.add(m.group(1))
         elif (row := _row(stripped.split(), columns)) is not None:
             result.rows.append(row)
         else:
             result.unparsed_lines.append(raw)
     result.jobs = max(headers, rank_zeros, summaries)
+    seen = Counter((row.size, row.type, row.redop, row.root) for row in result.rows)
+    result.repeated_rows = max(seen.values(), default=0)
+    result.single_rank_rows = sum(_one_rank_row(row) for row in result.rows)
+    result.single_rank_processes = len(one_rank)
     busbws = [bw for row in result.rows for bw in (row.busbw, row.in_place_busbw) if bw is not None]
     result.peak_bus_bandwidth_gb_per_s = max(busbws, default=None)
     return result
@@ -124,8 +154,16 @@ def _columns(line: str) -> list[str]:
     return names
 
 
+def _one_rank_row(row: NcclRow) -> bool:
+    """A row a one-rank job prints: data moved (algbw above 0) but no bus bandwidth, both halves."""
+    halves = ((row.algbw, row.busbw), (row.in_place_algbw, row.in_place_busbw))
+    return all(algbw is not None and algbw > 0 and busbw == 0 for algbw, busbw in halves)
+
+
 def _row(cells: list[str], columns: list[str]) -> NcclRow | None:
-    """A table row, or None when the cells do not fit the header (or there is no header)."""
+    """A table row, or None when the cells do not fit the header (or, headerless, no known format)."""
+    if not columns and len(cells) in _HEADERLESS and to_float(cells[6]) is not None:
+        columns = _columns(_HEADERLESS[len(cells)])
     if not columns or len(cells) != len(columns) or to_int(cells[0]) is None:
         return None
     values = dict(zip(columns, cells, strict=True))
