@@ -4,8 +4,11 @@ only in WARN lines."""
 
 from __future__ import annotations
 
+import pytest
+
 from clusterctl.diagnostics.parsers.nccl_log import parse_nccl_log
-from tests.fixtures import fixture_text
+from tests.fixtures import FIXTURES, fixture_text
+from tests.strictjson import strict_loads
 
 # 4 IB HCAs with /SHARP, the HPC-X plugin (IBext, collnet SHARP).
 SHARP = fixture_text("nccl_logs/nccl-issue1357-h100-4x-ib-sharp-ibext-rdma-plugin-v6-partial.txt")
@@ -151,3 +154,36 @@ def test_each_gpus_nic_and_gdr_come_from_its_channel_lines() -> None:
     assert log.gpu_nics == {"nodea": {4: ["NET/IB/0"]}}
     assert log.gpu_gdr == {"nodea": {4: True}}
     assert any("CollNet is not supported" in w for w in log.warnings)
+
+
+def test_numeric_tuning_lines_naming_their_collective_are_read_per_collective() -> None:
+    """NCCL 2.23's `AllGather: 37756928 Bytes -> Algo 1 proto 2 time ...` under srun labels is an AllGather
+    on RING/SIMPLE; the COLL `opCount` lines are calls, not choices, and no AllReduce was logged."""
+    log = parse_nccl_log(
+        _log("ai-on-eks-slinky-nccl2.23-numeric-tuning-allgather-ring-simple-srun-labels.txt")
+    )
+    assert log.tuning == {"AllGather": {"RING/SIMPLE": 1}}
+    assert log.algorithms == {}
+
+
+def test_every_tuning_form_is_kept_per_collective() -> None:
+    """The named form (2.24+) under its collective; 2.20-2.22's numeric lines, which name none, under ""."""
+    named = parse_nccl_log(_log("repo-2x8-roce-nccl2.27-named-tuning-tree-ll-then-ring-simple-partial.txt"))
+    assert named.tuning == {"AllReduce": {"TREE/LL": 1, "RING/SIMPLE": 1}}
+    numeric = parse_nccl_log(_log("nccl-issue1595-numeric-tuning-ring-simple-no-host-prefix-partial.txt"))
+    assert numeric.tuning == {"": {"RING/SIMPLE": 5}}
+
+
+def test_inspect_says_which_algorithm_and_protocol_each_collective_ran(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from clusterctl.cli import main
+
+    path = (
+        FIXTURES / "nccl_logs/ai-on-eks-slinky-nccl2.23-numeric-tuning-allgather-ring-simple-srun-labels.txt"
+    )
+    assert main(["inspect", str(path), "--json"]) == 0
+    [result] = strict_loads(capsys.readouterr().out)
+    assert result["kind"] == "nccl-log" and result["parsed"]["tuning"] == {"AllGather": {"RING/SIMPLE": 1}}
+    [tuning] = [f for f in result["findings"] if f["code"] == "nccl-tuning"]
+    assert tuning["message"] == "NCCL chose (algorithm/protocol, calls): AllGather RING/SIMPLE x1"

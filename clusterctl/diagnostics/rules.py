@@ -296,7 +296,7 @@ def nccl_log_rules(log: NcclLog, expect: Expectation) -> list[Finding]:
         Finding(severity="error", code="nccl-error", message=error, node=expect.node)
         for error in log.errors[:20]
     ]
-    findings += _nccl_net_facts(log, expect)
+    findings += _nccl_net_facts(log, expect) + _nccl_tuning_facts(log, expect)
     if log.transport == "Socket" and expect.link_layer != "Ethernet":
         findings.append(
             Finding(
@@ -356,6 +356,25 @@ def _nccl_net_facts(log: NcclLog, expect: Expectation) -> list[Finding]:
             )
         )
     return findings
+
+
+def _nccl_tuning_facts(log: NcclLog, expect: Expectation) -> list[Finding]:
+    """An info with the algorithm/protocol NCCL chose per collective (TUNING lines, named or numeric)."""
+    if not log.tuning:
+        return []
+    said = [
+        f"{collective or 'collective not named'} "
+        + ", ".join(f"{choice} x{calls}" for choice, calls in sorted(chosen.items(), key=lambda kv: -kv[1]))
+        for collective, chosen in log.tuning.items()
+    ]
+    return [
+        Finding(
+            severity="info",
+            code="nccl-tuning",
+            message="NCCL chose (algorithm/protocol, calls): " + "; ".join(said),
+            node=expect.node,
+        )
+    ]
 
 
 def mpi_error_rules(error: MpiError, expect: Expectation) -> list[Finding]:

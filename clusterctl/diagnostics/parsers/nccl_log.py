@@ -17,11 +17,14 @@ what a channel did), and per HCA ``GPU Direct RDMA Disabled for HCA 1 'mlx5_1' (
 (net_ib.cc; newer releases drop the reason) or ``GPU Direct RDMA (DMABUF) enabled for HCA 0 'mlx5_0``.
 A run that failed early may name its transport only in WARN lines (``NET/IB : Got completion ...``).
 
-With ``NCCL_DEBUG_SUBSYS`` INIT and TUNING the log also says how NCCL reduced: per collective call
-(NCCL 2.20+, src/enqueue.cc) ``AllReduce: 4 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..0}``,
-or in older releases the numeric ``262144 Bytes -> Algo 0 proto 1 time 54.707825`` (the indexes of
-NCCL's ``NCCL_ALGO_*``/``NCCL_PROTO_*`` in src/include/devcomm.h: ``ALGORITHMS`` and ``PROTOCOLS``
-below); ``NVLS multicast support is (not) available on dev N`` at init; ``Channel 00/02 :    0   1``
+With ``NCCL_DEBUG_SUBSYS`` INIT and TUNING the log also says how NCCL ran each collective call
+(src/enqueue.cc, printed by rank 0), in one of three forms: named, NCCL 2.24+,
+``AllReduce: 4 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..0}``; numeric with the collective,
+2.23, ``AllGather: 37756928 Bytes -> Algo 1 proto 2 time 2860.208008``; numeric alone, 2.20-2.22,
+``262144 Bytes -> Algo 0 proto 1 time 54.707825`` (the numbers are the indexes of NCCL's
+``NCCL_ALGO_*``/``NCCL_PROTO_*`` in src/include/nccl_common.h: ``ALGORITHMS`` and ``PROTOCOLS`` below). Every
+collective is read (AllReduce, AllGather, ReduceScatter, Broadcast, Reduce...): ``tuning`` per
+collective, ``algorithms`` the AllReduce calls (a numeric line without a collective counts there); ``NVLS multicast support is (not) available on dev N`` at init; ``Channel 00/02 :    0   1``
 the ring channels (``NN/MM``: channel NN of MM). Which GPU a line speaks of is the ``[cudaDev]``
 after the host prefix, so a channel line also says which HCA NCCL gave that GPU.
 """
@@ -68,8 +71,9 @@ _TUNING = re.compile(
 )
 _NVLS = re.compile(r"^NVLS multicast support is (not )?available on dev (\d{1,4})\b")
 _NODES = re.compile(r"\bnRanks \d+ nNodes (\d{1,6})\b")
-# NCCL's algorithm and protocol indexes (src/include/devcomm.h, NCCL_ALGO_* and NCCL_PROTO_*); index 2
-# was plain COLLNET before 2.12 split it into COLLNET_DIRECT and COLLNET_CHAIN.
+# NCCL's algorithm and protocol indexes (NCCL_ALGO_* and NCCL_PROTO_*, src/include/nccl_common.h at v2.20.3
+# and v2.23.4, the releases whose INFO lines print numbers): TREE 0, RING 1, COLLNET_DIRECT 2, COLLNET_CHAIN 3,
+# NVLS 4, NVLS_TREE 5, PAT 6 (2.23); LL 0, LL128 1, SIMPLE 2. Index 2 was plain COLLNET before 2.12 split it.
 ALGORITHMS = ("TREE", "RING", "COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS", "NVLS_TREE", "PAT")
 PROTOCOLS = ("LL", "LL128", "SIMPLE")
 # Algorithms that reduce in the network (SHARP through CollNet; NVLS across nodes runs CollNet between
@@ -123,7 +127,13 @@ class NcclLog(Parsed):
     ib_no_device: bool = Field(False, description="`NET/IB : No device found.` was printed.")
     algorithms: dict[str, int] = Field(
         default_factory=dict,
-        description='AllReduce calls per algorithm/protocol NCCL chose (TUNING lines), e.g. {"RING/SIMPLE": 40}.',
+        description='AllReduce calls per algorithm/protocol NCCL chose (TUNING lines), e.g. {"RING/SIMPLE": 40}; '
+        "a numeric line that names no collective (NCCL 2.20-2.22) counts here.",
+    )
+    tuning: dict[str, dict[str, int]] = Field(
+        default_factory=dict,
+        description="Per collective, the calls per algorithm/protocol NCCL chose, named or numeric form, e.g. "
+        '{"AllGather": {"RING/SIMPLE": 1}}; "" for numeric lines that name no collective.',
     )
     nvls_multicast: bool | None = Field(
         None, description="NVLS multicast support available (True) or not (False); None: not said."
@@ -215,8 +225,10 @@ def _host_devices(devices: dict[str, dict[str, str]], host: str) -> dict[str, st
 def _read_init_and_tuning(result: NcclLog, message: str) -> None:
     """The algorithm/protocol of a collective call, NVLS multicast, ring channels and node count."""
     if m := _TUNING.match(message):
-        if m.group("coll") in (None, "AllReduce"):  # numeric lines name no collective
-            key = f"{_named(m.group('algo'), ALGORITHMS)}/{_named(m.group('proto'), PROTOCOLS)}"
+        key = f"{_named(m.group('algo'), ALGORITHMS)}/{_named(m.group('proto'), PROTOCOLS)}"
+        chosen = result.tuning.setdefault(m.group("coll") or "", {})
+        chosen[key] = chosen.get(key, 0) + 1
+        if m.group("coll") in (None, "AllReduce"):  # 2.20-2.22's numeric lines name no collective
             result.algorithms[key] = result.algorithms.get(key, 0) + 1
     elif m := _NVLS.match(message):
         result.nvls_multicast = bool(result.nvls_multicast) or m.group(1) is None
