@@ -7,10 +7,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from clusterctl.hosts.command import CommandResult
 from clusterctl.inventory import FabricSpec, SlurmSpec
 from clusterctl.run.launchers import slurm as slurm_launcher
-from clusterctl.run.launchers.slurm import SlurmLaunch
+from clusterctl.run.launchers.slurm import LoginReaders, SlurmLaunch
 from clusterctl.run.slurm.script import BatchJob, login_node
 from tests.fixtures import fixture_text
 
@@ -19,28 +18,49 @@ ETHERNET = FabricSpec(kind="ethernet", interface="eth0")
 
 @dataclass
 class LoginNode:
-    """Answers the launcher's commands: scontrol from ``states`` in turn, the output file in chunks."""
+    """The login node behind the launch's readers: the controller's record of the job from ``states`` in
+    turn (the last one stays), the output file in ``chunks``, the snapshot files, the queue until scancel."""
 
-    states: list[str]
+    states: list[str | None]  # None: the controller no longer knows the job (scontrol failed)
     chunks: list[str]
-    calls: list[list[str]] = field(default_factory=list)
+    calls: list[tuple[str, str]] = field(default_factory=list)  # (reader, job id or path)
     cancelled: bool = False
     files: str = ""  # what the job directory's snapshot files print
+    sacct: str | None = None  # what accounting prints of the job
 
-    def run(self, conn: object, node: object, argv: list[str], *, timeout_s: float) -> CommandResult:
-        self.calls.append(argv)
-        out = ""
-        if argv[0] == "scontrol":
-            out = self.states.pop(0) if len(self.states) > 1 else self.states[0]
-        elif argv[0] == "sh" and "snapshots" in argv:  # the job's snapshot files
-            out = self.files
-        elif argv[0] == "sh":  # the read of the output file from an offset
-            out = self.chunks.pop(0) if self.chunks else ""
-        elif argv[0] == "scancel":
-            self.cancelled = True
-        elif argv[0] == "squeue":
-            out = "" if self.cancelled else "PENDING|Resources\n"
-        return CommandResult("slurm-login", " ".join(argv), 0, out)
+    def job_state(self, job_id: str) -> str | None:
+        self.calls.append(("job_state", job_id))
+        return self.states.pop(0) if len(self.states) > 1 else self.states[0]
+
+    def output(self, path: str, offset: int) -> str:
+        self.calls.append(("output", path))
+        return self.chunks.pop(0) if self.chunks else ""
+
+    def job_files(self, directory: str) -> str:
+        self.calls.append(("job_files", directory))
+        return self.files
+
+    def accounting(self, job_id: str) -> str | None:
+        self.calls.append(("accounting", job_id))
+        return self.sacct
+
+    def cancel(self, job_id: str) -> None:
+        self.calls.append(("cancel", job_id))
+        self.cancelled = True
+
+    def queue(self, job_id: str) -> str:
+        self.calls.append(("queue", job_id))
+        return "" if self.cancelled else _text("sandbox_squeue_pending.out")
+
+    def readers(self) -> LoginReaders:
+        return LoginReaders(
+            job_state=self.job_state,
+            accounting=self.accounting,
+            queue=self.queue,
+            output=self.output,
+            job_files=self.job_files,
+            cancel=self.cancel,
+        )
 
 
 class Closed:
@@ -48,14 +68,15 @@ class Closed:
         pass
 
 
-def _launch(login: LoginNode, monkeypatch: pytest.MonkeyPatch, **spec: object) -> SlurmLaunch:
-    monkeypatch.setattr(slurm_launcher, "run", login.run)
+def _launch(
+    login: LoginNode, monkeypatch: pytest.MonkeyPatch, job_id: str = "8", **spec: object
+) -> SlurmLaunch:
     monkeypatch.setattr(slurm_launcher.time, "sleep", lambda s: None)
     slurm = SlurmSpec.model_validate(
         {"login": {"address": "10.0.0.1"}, "run_dir": "/shared", "runtime": "none", **spec}
     )
     job = BatchJob(script="#!/bin/bash\n", directory="/shared/j", output="/shared/j/output.log")
-    return SlurmLaunch(slurm, login_node(slurm), Closed(), job, "8", ETHERNET)
+    return SlurmLaunch(slurm, login_node(slurm), Closed(), job, job_id, ETHERNET, login.readers())
 
 
 def _text(name: str) -> str:
@@ -82,7 +103,7 @@ def test_a_job_pending_past_its_limit_is_cancelled_with_its_reason(monkeypatch: 
     launch = _launch(login, monkeypatch, pending_limit_s=0.001)
     seen: list[str] = []
     assert launch.follow(seen.append, deadline=float("inf")) == 1
-    assert ["scancel", "8"] in login.calls
+    assert ("cancel", "8") in login.calls
     assert "clusterctl: slurm job 8 cancelled; it has left the queue" in seen
     assert any("still PENDING" in line and "reason Resources" in line for line in seen)
 
@@ -93,9 +114,9 @@ def test_the_deadline_stops_following_and_cancel_waits_for_the_queue(monkeypatch
     assert launch.follow(lambda line: None, deadline=0.0) is None
     assert not login.cancelled
     launch.cancel()
-    assert login.cancelled and login.calls[-1][0] == "squeue"
+    assert login.cancelled and login.calls[-1] == ("queue", "8")
     launch.cancel()  # a second cancel does nothing
-    assert login.calls.count(["scancel", "8"]) == 1
+    assert login.calls.count(("cancel", "8")) == 1
 
 
 def _framed_snapshot(name: str, counters: str) -> str:
@@ -132,8 +153,32 @@ def test_a_job_that_can_never_start_is_cancelled_at_once_with_the_cause_and_the_
     launch = _launch(login, monkeypatch)  # pending_limit_s: the default hour
     seen: list[str] = []
     assert launch.follow(seen.append, deadline=float("inf")) == 1
-    assert login.calls.count(["scancel", "8"]) == 1
-    assert sum(call[0] == "scontrol" for call in login.calls) == 1  # no second poll
+    assert login.calls.count(("cancel", "8")) == 1
+    assert login.calls.count(("job_state", "8")) == 1  # no second poll
     (cause,) = [line for line in seen if "can never start" in line]
     assert "reason PartitionConfig" in cause and "more tasks per node than a node has CPUs" in cause
     assert "Fix: ask for what the partition has" in cause and "--ranks-per-node" in cause
+
+
+def test_a_job_the_controller_forgot_is_read_from_accounting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pending, then gone from the controller (MinJobAge passed): sacct's allocation line gives the end."""
+    login = LoginNode(
+        states=[_text("sandbox_scontrol_o_pending.out"), None],
+        chunks=["0: started\n"],
+        sacct=_text("sacct_P_failed.out"),
+    )
+    launch = _launch(login, monkeypatch, job_id="2355542")
+    seen: list[str] = []
+    assert launch.follow(seen.append, deadline=float("inf")) == 1
+    assert login.calls.count(("accounting", "2355542")) == 1  # asked only once the controller forgot
+    assert "0: started" in seen and seen[-1].startswith("clusterctl: slurm job 2355542 FAILED")
+
+
+def test_a_job_neither_the_controller_nor_accounting_knows_ends_unknown(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    login = LoginNode(states=[None], chunks=[])
+    launch = _launch(login, monkeypatch)
+    seen: list[str] = []
+    assert launch.follow(seen.append, deadline=float("inf")) == 1
+    assert seen[-1] == "clusterctl: slurm job 8 left the queue; its state is unknown"

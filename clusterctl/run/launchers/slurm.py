@@ -9,6 +9,10 @@ bounded, until the job has left ``squeue`` (its Epilog has run by then). ``colle
 the snapshots the job took on the nodes it got, before and after the run
 (``clusterctl.run.slurm.snapshots``): the run directory's topology and the fabric counters the proof by
 counters judges, from inside the allocation, never read over SSH on the inventory's nodes.
+
+What the launch reads from the login node (the job's state, its output file, its snapshot files) and the
+scancel it asks for go through ``LoginReaders``, one command each on the login node by default
+(``ssh_login_readers``): the seam the ssh launcher has for its counter, snapshot and telemetry readers.
 """
 
 from __future__ import annotations
@@ -52,6 +56,63 @@ COMMAND_TIMEOUT_S = 60.0
 CANCEL_DEADLINE_S = 120.0
 
 
+@dataclass(frozen=True)
+class LoginReaders:
+    """What a launch reads from the login node and asks of it, by job id (or path): each returns what
+    the command printed, None where the command failed; each raises ConnectError when the login node
+    cannot be reached."""
+
+    job_state: Callable[[str], str | None]
+    """`scontrol show job -o ID`: the controller's record of the job."""
+    accounting: Callable[[str], str | None]
+    """`sacct -X -P -j ID -o JobID,State,ExitCode,Reason`: the record once the controller forgot the job."""
+    queue: Callable[[str], str | None]
+    """`squeue -h -j ID -o %T|%r`: the job's state while it is queued or running."""
+    output: Callable[[str, int], str]
+    """The job's output file from a byte offset (1-based, as ``tail -c +N``); "" when it is not there yet."""
+    job_files: Callable[[str], str | None]
+    """The job directory's snapshot files, framed by ``job_files_command``."""
+    cancel: Callable[[str], None]
+    """`scancel ID`."""
+
+
+def ssh_login_readers(conn: fabric.Connection, node: Node) -> LoginReaders:
+    """The readers as commands on the login node ``node`` over ``conn``."""
+
+    def command(argv: list[str]) -> CommandResult:
+        result = run(conn, node, argv, timeout_s=COMMAND_TIMEOUT_S)
+        if result.unreachable:
+            raise ConnectError(f"slurm login node {node.address}: {result.error}")
+        return result
+
+    def printed(argv: list[str]) -> str | None:
+        result = command(argv)
+        return result.stdout if result.ok else None
+
+    def output(path: str, offset: int) -> str:
+        return command(
+            ["sh", "-c", 'tail -c +"$1" -- "$2" 2>/dev/null || true', "read", str(offset), path]
+        ).stdout
+
+    def cancel(job_id: str) -> None:
+        command(["scancel", job_id])  # whether it took is read from squeue afterwards
+
+    return LoginReaders(
+        job_state=lambda job_id: printed(["scontrol", "show", "job", "-o", job_id]),
+        accounting=lambda job_id: printed(
+            ["sacct", "-X", "-P", "-j", job_id, "-o", "JobID,State,ExitCode,Reason"]
+        ),
+        queue=lambda job_id: printed(["squeue", "-h", "-j", job_id, "-o", "%T|%r"]),
+        output=output,
+        job_files=lambda directory: printed(job_files_command(directory)),
+        cancel=cancel,
+    )
+
+
+LoginReadersFactory = Callable[[fabric.Connection, Node], LoginReaders]
+"""Builds the readers of the login node reached over a connection (``ssh_login_readers`` by default)."""
+
+
 @dataclass
 class SlurmLaunch:
     """One submitted batch job, followed over an open connection to the login node."""
@@ -62,17 +123,12 @@ class SlurmLaunch:
     job: BatchJob
     job_id: str
     fabric: FabricSpec
+    login: LoginReaders
     lines: list[str] = field(default_factory=list)
     _offset: int = 0
     _partial: bytes = b""
     _done: bool = False
     _on_line: Callable[[str], None] = field(default=lambda line: None)
-
-    def _run(self, argv: list[str]) -> CommandResult:
-        result = run(self.conn, self.node, argv, timeout_s=COMMAND_TIMEOUT_S)
-        if result.unreachable:
-            raise ConnectError(f"slurm login node {self.node.address}: {result.error}")
-        return result
 
     def _emit(self, line: str, on_line: Callable[[str], None]) -> None:
         self.lines.append(line)
@@ -80,9 +136,7 @@ class SlurmLaunch:
 
     def _read_output(self, on_line: Callable[[str], None], final: bool = False) -> None:
         """Pass on the complete lines the job's output file gained since the last read."""
-        script = 'tail -c +"$1" -- "$2" 2>/dev/null || true'
-        result = self._run(["sh", "-c", script, "read", str(self._offset + 1), self.job.output])
-        data = result.stdout.encode()
+        data = self.login.output(self.job.output, self._offset + 1).encode()
         self._offset += len(data)
         *complete, self._partial = (self._partial + data).split(b"\n")
         for raw in complete:
@@ -93,11 +147,11 @@ class SlurmLaunch:
 
     def status(self) -> JobStatus | None:
         """The job's state from the controller, else accounting; None when neither knows it any more."""
-        shown = self._run(["scontrol", "show", "job", "-o", self.job_id])
-        status = parse_scontrol_job(shown.stdout) if shown.ok else None
+        shown = self.login.job_state(self.job_id)
+        status = parse_scontrol_job(shown) if shown is not None else None
         if status is None:
-            sacct = self._run(["sacct", "-X", "-P", "-j", self.job_id, "-o", "JobID,State,ExitCode,Reason"])
-            status = parse_sacct(sacct.stdout, self.job_id) if sacct.ok else None
+            sacct = self.login.accounting(self.job_id)
+            status = parse_sacct(sacct, self.job_id) if sacct is not None else None
         return status
 
     def follow(self, on_line: Callable[[str], None], deadline: float) -> int | None:
@@ -152,11 +206,11 @@ class SlurmLaunch:
             return
         self._done = True
         try:
-            self._run(["scancel", self.job_id])
+            self.login.cancel(self.job_id)
             end = time.monotonic() + CANCEL_DEADLINE_S
             while time.monotonic() < end:
-                queued = self._run(["squeue", "-h", "-j", self.job_id, "-o", "%T|%r"])
-                status = parse_squeue(queued.stdout, self.job_id) if queued.ok else None
+                queued = self.login.queue(self.job_id)
+                status = parse_squeue(queued, self.job_id) if queued is not None else None
                 if status is None or not status.active:
                     self._emit(
                         f"clusterctl: slurm job {self.job_id} cancelled; it has left the queue", self._on_line
@@ -177,7 +231,7 @@ class SlurmLaunch:
         """Every line of the job's output file and the launcher's own lines, the batch script, and the
         job's snapshots of its nodes (bundles, counters) and their telemetry; closes the connection."""
         try:
-            printed = self._run(job_files_command(self.job.directory))
+            printed = self.login.job_files(self.job.directory)
         except ConnectError as exc:
             self._emit(
                 f"clusterctl: could not read slurm job {self.job_id}'s snapshots: {exc}", self._on_line
@@ -185,7 +239,7 @@ class SlurmLaunch:
             printed = None
         finally:
             self.conn.close()
-        files = split_job_files(printed.stdout) if printed is not None and printed.ok else {}
+        files = split_job_files(printed) if printed is not None else {}
         snapshots = read_job_snapshots(files, self.fabric, datetime.now(UTC).isoformat(timespec="seconds"))
         return Collected(
             "\n".join(self.lines) + "\n",
@@ -198,9 +252,13 @@ class SlurmLaunch:
 
 
 class SlurmLauncher:
-    """sbatch + srun through the inventory's slurm block."""
+    """sbatch + srun through the inventory's slurm block; ``login_readers`` reads the login node (over
+    SSH unless told otherwise)."""
 
     name: LauncherName = "slurm"
+
+    def __init__(self, login_readers: LoginReadersFactory = ssh_login_readers) -> None:
+        self.login_readers = login_readers
 
     def describe(self, inventory: Inventory, plan: LaunchPlan) -> str:
         """The batch script ``start`` would submit (its directory name differs per run)."""
@@ -223,7 +281,9 @@ class SlurmLauncher:
         except BaseException:
             conn.close()
             raise
-        return SlurmLaunch(slurm, node, conn, job, job_id, inventory.primary.fabric)
+        return SlurmLaunch(
+            slurm, node, conn, job, job_id, inventory.primary.fabric, self.login_readers(conn, node)
+        )
 
 
 def _submit(conn: fabric.Connection, node: Node, slurm: SlurmSpec, job: BatchJob) -> str:
