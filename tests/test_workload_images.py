@@ -10,16 +10,16 @@ import pytest
 
 from clusterctl.errors import InputError
 from clusterctl.inventory import load_inventory
-from clusterctl.run.plan import build_plan, run_options
+from clusterctl.run.plan import LaunchPlan, build_plan, run_options
 from clusterctl.workloads import NAMES, get_workload
 from clusterctl.workloads.images import profiles_running
 
 INVENTORIES = Path(__file__).resolve().parents[1] / "inventories"
 
 
-def _plan(example: str, workload: str) -> None:
+def _plan(example: str, workload: str) -> LaunchPlan:
     inventory = load_inventory(INVENTORIES / example)
-    build_plan(inventory, run_options(inventory, workload), get_workload(workload))
+    return build_plan(inventory, run_options(inventory, workload), get_workload(workload))
 
 
 @pytest.mark.parametrize(
@@ -45,16 +45,32 @@ def test_a_workload_the_image_cannot_run_is_refused_when_the_plan_is_built(
 
 
 @pytest.mark.parametrize(
-    ("example", "workload"),
+    ("example", "workload", "program", "gpu", "world"),
     [
-        ("paper-c4140.yml", "tf_cnn_benchmarks"),
-        ("modern-h100.yml", "resnet50"),
-        ("modern-h100.yml", "nccl-tests"),
-        ("sandbox-example.yml", "resnet50"),
+        (
+            "paper-c4140.yml",
+            "tf_cnn_benchmarks",
+            "/benchmarks/scripts/tf_cnn_benchmarks/tf_cnn_benchmarks.py",
+            True,
+            8,
+        ),
+        ("modern-h100.yml", "resnet50", "/opt/clusterctl/payload/resnet50_bench.py", True, 16),
+        ("modern-h100.yml", "nccl-tests", "/opt/nccl-tests/build/all_reduce_perf", True, 16),
+        ("sandbox-example.yml", "resnet50", "/opt/clusterctl/payload/resnet50_bench.py", False, 2),
     ],
 )
-def test_a_workload_the_image_runs_gets_its_plan(example: str, workload: str) -> None:
-    _plan(example, workload)
+def test_a_workload_the_image_runs_gets_its_plan(
+    example: str, workload: str, program: str, gpu: bool, world: int
+) -> None:
+    """The image's profile runs the workload, and the plan is mpirun of the workload's own program on every
+    device the inventory gives it (GPUs, or the sandbox's CPU ranks)."""
+    inventory = load_inventory(INVENTORIES / example)
+    assert inventory.image.profile in profiles_running(get_workload(workload))
+    plan = _plan(example, workload)
+    assert plan.argv[0] == "mpirun" and plan.argv[-len(plan.rank_argv) :] == plan.rank_argv
+    assert program in plan.rank_argv[:2]
+    assert (plan.gpu, plan.world_size) == (gpu, world)
+    assert plan.argv[plan.argv.index("-np") + 1] == str(world)
 
 
 def test_run_on_the_wrong_image_exits_2_before_printing_a_plan(capsys: pytest.CaptureFixture[str]) -> None:
