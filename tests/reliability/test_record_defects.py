@@ -274,8 +274,13 @@ def test_inspect_json_is_strict_for_a_nan_bus_bandwidth(
 ) -> None:
     path = tmp_path / "nccl.txt"
     path.write_text(NCCL_TESTS.read_text().replace("222.88", "nan").replace("220.921", "inf"))
-    main(["inspect", str(path), "--json"])
-    strict_loads(capsys.readouterr().out)
+    # `# Avg bus bandwidth : inf` is no figure: the output has no result, an error (exit 1), not a crash.
+    assert main(["inspect", str(path), "--json"]) == 1
+    out, err = capsys.readouterr()
+    [result] = strict_loads(out)
+    assert [f["code"] for f in result["findings"]] == ["nccl-tests-no-result"]
+    assert result["parsed"]["peak_bus_bandwidth_gb_per_s"] is None  # the nan busbw, written as null ...
+    assert "peak_bus_bandwidth_gb_per_s was nan" in err  # ... and said so
 
 
 json_value = st.recursive(
