@@ -12,10 +12,8 @@ from __future__ import annotations
 import copy
 import re
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
-import docker
 import pytest
 
 from clusterctl.errors import InventoryError
@@ -294,27 +292,22 @@ def test_inventory_show_and_render_print_the_pinned_base(
     assert f"@{DIGEST}, context hash" in capsys.readouterr().out
 
 
-def test_the_build_checks_the_builder_for_the_pinned_base(
+@pytest.mark.integration
+def test_the_build_asks_the_builder_for_the_pinned_base(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`image build` makes sure of the digest-pinned reference, the one FROM names, not the bare tag."""
-    from clusterctl.image import build
+    """`image build` makes sure of the digest-pinned reference, the one FROM names, not the bare tag, before
+    anything is sent: on the real local engine, which has no image of that digest and cannot pull one
+    (offline, or a registry that does not know the digest), the build stops there, naming that reference."""
+    from clusterctl.errors import EnvironmentProblem
+    from clusterctl.image.build import build_image
+    from clusterctl.image.render import write_context
 
-    built: list[str] = []  # filled by the fake build: before it, the tag is not on the builder
-
-    class Images:
-        def get(self, name: str) -> object:
-            if name in built:
-                return SimpleNamespace(id="sha256:" + "1" * 64)
-            raise docker.errors.ImageNotFound(name)
-
-    client = SimpleNamespace(images=Images(), close=lambda: None)
-    checked: list[str] = []
     monkeypatch.setenv("CLUSTERCTL_STATE_DIR", str(tmp_path / "state"))
-    monkeypatch.setattr(build, "builder_client", lambda inventory, builder: client)
-    monkeypatch.setattr(build, "ensure_base_image", lambda client, base, builder: checked.append(base))
-    monkeypatch.setattr(build, "run_build", lambda client, directory, tag, *args, **kwargs: built.append(tag))
     inventory = _inventory(MODERN, base_digest=DIGEST)
-    build.build_image(inventory)
-    assert checked == [f"{inventory.image.base}@{DIGEST}"]
-    assert len(built) == 1
+    pinned = f"{inventory.image.base}@{DIGEST}"
+    dockerfile = (write_context(inventory, tmp_path / "context").directory / "Dockerfile").read_text()
+    assert re.search(rf"^FROM {re.escape(pinned)}\b", dockerfile, re.M)
+    with pytest.raises(EnvironmentProblem) as caught:
+        build_image(inventory)
+    assert f"the base image {pinned} is not on the local Docker engine" in str(caught.value)
