@@ -231,12 +231,18 @@ def test_a_ranks_line_glued_onto_another_ranks_line_is_still_counted() -> None:
     assert [row.size for row in parsed.rows] == [1048576]
 
 
+_TWO_RANK0_NRANKS_1 = (
+    "nccl_tests/nccl-tests-issue329-2-containers-built-without-mpi-two-rank0-nranks-1-partial.txt"
+)
+
+
 @pytest.mark.parametrize(
     "fixture",
     [
         "nccl_tests/nccl-tests-issue107-2node-built-without-mpi-two-rank0-jobs-partial.txt",
         "nccl_tests/nccl-tests-issue27-2node-built-without-mpi-two-summaries-partial.txt",
         "nccl_tests/nccl-tests-issue213-2node-h800-run-separately-partial.txt",
+        _TWO_RANK0_NRANKS_1,
     ],
 )
 def test_nccl_tests_built_without_mpi_is_named_as_that_mistake_not_a_slow_fabric(fixture: str) -> None:
@@ -292,3 +298,15 @@ def test_a_real_multi_rank_table_is_not_taken_for_one_rank_jobs() -> None:
         parsed = parse_nccl_tests(fixture_text(f"nccl_tests/{path.name}"))
         assert parsed.single_rank_processes <= 1, path.name
         assert not (parsed.repeated_rows > 1 and parsed.single_rank_rows >= parsed.repeated_rows), path.name
+
+
+def test_processes_whose_nccl_init_says_nranks_1_are_one_rank_jobs() -> None:
+    """Two processes (454 and 808) each set up NCCL with `rank 0 nranks 1`: the sign that still names the
+    mistake in a paste that kept the NCCL lines but not the repeated banner or Rank 0 lines."""
+    parsed = parse_nccl_tests(fixture_text(_TWO_RANK0_NRANKS_1))
+    assert parsed.single_rank_processes == 2
+    [finding] = separate_jobs_rules(parsed.model_copy(update={"jobs": 1}), "n1")
+    assert (
+        finding.code == "nccl-tests-not-mpi"
+        and "2 processes each set up NCCL with `nranks 1`" in finding.message
+    )
