@@ -28,8 +28,10 @@ _RANK_ZERO = re.compile(r"^#\s*Rank\s+0\s")
 _JOB_HEADER = re.compile(r"^#?\s*nThread\s+\d+\s+nGpus\b")
 _FAILURE = re.compile(r"(?:NCCL failure|Test failure|NCCL error|CUDA failure)")
 _NCCL_LOG = re.compile(r"\bNCCL (?:INFO|WARN)\b")
-# NCCL's init line of a communicator of one rank, with the process (`host:pid`) that printed it.
-_ONE_RANK = re.compile(r"^\s*([^\s:\[\]]+:\d+):\d+\s.*\bNCCL INFO\b.*\brank 0 nranks 1\b")
+# NCCL's init line of a communicator of one rank, and the process (`host:pid`) that printed it; two
+# patterns, each searched once, so a long hostile line costs linear time.
+_ONE_RANK = re.compile(r"\brank 0 nranks 1\b")
+_PROCESS = re.compile(r"^\s*([^\s:\[\]]{1,255}:\d{1,10}):\d{1,10}\s")
 # The table's legend and units lines, which some copies print without their leading '#'.
 _LEGEND = re.compile(r"^(?:out-of-place\b|\(B\))")
 # Header names of the table per format, mapped to our field names; the second occurrence of the
@@ -125,8 +127,12 @@ def parse_nccl_tests(text: str) -> NcclTestsOutput:
         elif _RANK.match(stripped):
             result.ranks += 1
         elif stripped.startswith(("#", "nThread")) or _NCCL_LOG.search(stripped) or _LEGEND.match(stripped):
-            if m := _ONE_RANK.match(stripped):
-                one_rank.add(m.group(1))
+            if (
+                "NCCL INFO" in stripped
+                and _ONE_RANK.search(stripped)
+                and (process := _PROCESS.match(stripped))
+            ):
+                one_rank.add(process.group(1))
         elif (row := _row(stripped.split(), columns)) is not None:
             result.rows.append(row)
         else:
