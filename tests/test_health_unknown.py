@@ -103,6 +103,10 @@ def test_a_section_marked_ok_whose_file_is_gone_is_unknown(tmp_path: Path) -> No
         "Feb 23 16:24:18 hgx-02 kernel: NVRM: Xid (PCI:0000:91:00): 79, pid=1, name=x, GPU has fallen off the bus.",
         "2025-02-23T16:24:18+0000 hgx-02 kernel: NVRM: Xid (PCI:0000:91:00): 79, pid=1, name=x, GPU has fallen "
         "off the bus.",
+        "Feb 23 16:24:18.123456 hgx-02 kernel: NVRM: Xid (PCI:0000:91:00): 79, pid=1, name=x, GPU has fallen off "
+        "the bus.",  # -o short-precise
+        "[ 6781741.548779] hgx-02 kernel: NVRM: Xid (PCI:0000:91:00): 79, pid=1, name=x, GPU has fallen off the "
+        "bus.",  # -o short-monotonic
     ],
 )
 def test_the_kernel_log_prefixes_of_real_tools_are_read(line: str) -> None:

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from clusterctl.cli import DEBUG_ENV, main
 from clusterctl.diagnostics.bundle import META, NodeBundle, write_bundle
 from clusterctl.diagnostics.health import health_collectors, judge_health
+from clusterctl.diagnostics.junit import Case, junit_xml
 from clusterctl.diagnostics.parsers.kernel_log import parse_kernel_log
 from clusterctl.inventory import load_inventory
 from tests.reliability.hostile import reproducible
@@ -144,3 +145,12 @@ def test_each_defect_alone_makes_the_node_unknown(tmp_path: Path) -> None:
                 health.unknown,
             )
             assert report.nodes["hgx-01"].verdict == "ok"
+
+
+@given(texts=st.lists(st.text(), min_size=4, max_size=4))
+@reproducible(INPUTS)
+def test_junit_is_well_formed_for_any_text(texts: list[str]) -> None:
+    name, failure, details, suite = texts
+    cases = [Case(name, "clusterctl.check-health", failure, details), Case(name, "c", None, details)]
+    root = ElementTree.fromstring(junit_xml(suite, cases).encode("utf-8"))
+    assert len(root.findall(".//testcase")) == 2

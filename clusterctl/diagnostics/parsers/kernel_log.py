@@ -13,7 +13,8 @@ without stamps). Each of these prefixes may come first, in this order, and is re
 - ``kern  :err   : ``: ``dmesg -x`` (``--decode``), facility and level;
 - the stamp above, then ``[  T123]`` or ``[    C0]``: the printk caller (``CONFIG_PRINTK_CALLER``),
   the task or CPU that printed;
-- ``Feb 23 16:24:18 host kernel: `` or ``2025-02-23T16:24:18+0000 host kernel: ``: journalctl -k and
+- ``Feb 23 16:24:18 host kernel: `` or ``2025-02-23T16:24:18+0000 host kernel: ``: journalctl -k
+  (``-o short``, ``short-precise``, ``short-iso``; ``short-monotonic`` puts the stamp above first) and
   syslog, whose time becomes the stamp.
 
 Every other line is context (the driver's own dumps, other drivers) and is only counted, never reported
@@ -40,8 +41,8 @@ _EVENT = re.compile(
     r"(?:[a-z]{2,8} *:[a-z]{3,7} *: ?)?"  # dmesg -x: facility and level
     r"(?:\[(?P<stamp>[^\]]{1,40})\]\s*)?"
     r"(?:\[ *[TC]\d{1,10}\]\s*)?"  # the printk caller: task or CPU
-    r"(?:(?P<journal>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT[\d:.,]{8,16}(?:Z|[+-]\d\d:?\d\d)?)"
-    r" [\w.-]{1,64} kernel: )?"  # journalctl -k, syslog
+    r"(?:(?:(?P<journal>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d{1,9})?"
+    r"|\d{4}-\d\d-\d\dT[\d:.,]{8,16}(?:Z|[+-]\d\d:?\d\d)?) )?[\w.-]{1,64} kernel: )?"  # journalctl -k, syslog
     r"(?:(?P<source>[\w-]{1,40}):\s*)?"
     r"(?P<kind>S?Xid)\s*\(PCI:(?P<device>[0-9A-Fa-f:.]{7,16})\):\s*(?P<code>\d{1,5})(?=[,\s]|$),?\s*(?P<detail>.*)$"
 )
