@@ -5,6 +5,8 @@ that lost a GPU fails; a bundle's node is the directory it sits in. No host is c
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -14,7 +16,7 @@ from clusterctl.cli import main
 from clusterctl.diagnostics.active import NodeCollective, collective_findings
 from clusterctl.diagnostics.bundle import META, NodeBundle, write_bundle
 from clusterctl.diagnostics.collectors import COLLECTORS
-from clusterctl.diagnostics.health import HealthReport, judge_health
+from clusterctl.diagnostics.health import _KERNEL_LOG, HealthReport, judge_health
 from clusterctl.diagnostics.junit import Case, junit_xml
 from clusterctl.diagnostics.parsers.kernel_log import parse_kernel_log
 from clusterctl.diagnostics.parsers.nvbandwidth import parse_nvbandwidth
@@ -326,3 +328,17 @@ def test_junit_is_well_formed_for_any_node_text_and_paths_print_no_escape(
 def test_window_must_be_a_finite_number_of_seconds(window: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check", "health", "-i", str(INVENTORY), "--from", "x", "--window", window]) == 2
     assert "--window" in capsys.readouterr().err
+
+
+def test_an_xid_line_with_a_byte_that_is_no_utf8_still_reaches_the_parser(tmp_path: Path) -> None:
+    """GNU grep in a UTF-8 locale calls such a line binary and prints "binary file matches" instead of it."""
+    fake = tmp_path / "dmesg"
+    fake.write_bytes(
+        b"#!/bin/sh\nprintf 'NVRM: Xid (PCI:0000:91:00): 79, name=\\377, GPU has fallen off the bus.\\n'\n"
+    )
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}", "LC_ALL": "C.UTF-8"}
+    done = subprocess.run(["sh", "-c", _KERNEL_LOG], capture_output=True, env=env, timeout=30, check=False)
+    assert done.returncode == 0 and b"binary file" not in done.stderr, done.stderr
+    log = parse_kernel_log(done.stdout.decode("utf-8", errors="replace"))
+    assert [(e.code, e.device) for e in log.events] == [(79, "0000:91:00")]

@@ -69,10 +69,12 @@ DEFAULT_WINDOW_S = 5.0
 MAX_WINDOW_S = COMMAND_TIMEOUT_S - 10
 _PORT_COUNTERS = "/sys/class/infiniband/*/ports/*/counters/*"
 # dmesg's whole ring buffer stays on the node: only its Xid/SXid lines come back. A dmesg that fails
-# (dmesg_restrict without root) fails the collector, with its message on stderr.
+# (dmesg_restrict without root) fails the collector, with its message on stderr. grep -a: in a UTF-8
+# locale GNU grep calls a line with an invalid byte binary and prints "binary file matches" on stderr
+# instead of it, which hid the Xid lines; the parser counts such a line unreadable instead.
 _KERNEL_LOG = (
     'out=$(dmesg 2>&1) || { printf "%s\\n" "$out" >&2; exit 1; }; '
-    'printf "%s\\n" "$out" | grep -E "S?Xid \\(PCI:"; exit 0'
+    'printf "%s\\n" "$out" | grep -a -E "S?Xid \\(PCI:"; exit 0'
 )
 # The topology collectors whose outputs the health check also judges.
 _SHARED = ("nvidia-smi-q", "lspci-vvv", "ibstat")
