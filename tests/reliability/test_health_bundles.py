@@ -5,12 +5,14 @@ Hypothesis draws, for one node of a healthy two-node bundle of real outputs, wha
 section (keep it, drop it from meta.json, drop its file, mark it failed, replace its text with lines
 built from the pieces attackers use: Xid lines with odd prefixes, NUL and escape bytes, U+FFFE,
 thousands of digits, saturated or vanished counters) and to its meta.json (nested past the parser's
-depth, another node's name). The other node stays healthy and must stay ``ok``; the command runs
+depth, another node's name), and its collective's figures (NaN, infinities, 0, negative). The other
+node stays healthy and must stay ``ok``; the command runs
 in-process with ``CLUSTERCTL_DEBUG`` set, so a bug raises instead of printing "internal error".
 """
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from xml.etree import ElementTree
@@ -20,16 +22,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from clusterctl.cli import DEBUG_ENV, main
+from clusterctl.diagnostics.active import NodeCollective
 from clusterctl.diagnostics.bundle import META, NodeBundle, write_bundle
 from clusterctl.diagnostics.health import health_collectors, judge_health
 from clusterctl.diagnostics.junit import Case, junit_xml
 from clusterctl.diagnostics.parsers.kernel_log import parse_kernel_log
 from clusterctl.inventory import load_inventory
+from clusterctl.run.health_collective import save_collectives
 from tests.reliability.hostile import reproducible
 from tests.strictjson import strict_loads
 from tests.test_health_checks import HEALTHY, INVENTORY, _bundle
 
-INPUTS = int(os.environ.get("CLUSTERCTL_FUZZ_INPUTS", "150"))
+INPUTS = int(os.environ.get("CLUSTERCTL_FUZZ_INPUTS", "100"))
 KEYS = [c.key for c in health_collectors()]
 # What a section can suffer; the first three take away what a check needs (the node must not be ok).
 DEFECTS = ("drop-section", "drop-file", "failed")
@@ -55,6 +59,9 @@ counter_lines = st.builds(
 hostile_text = st.lists(st.one_of(xid_lines, counter_lines, st.text(max_size=40)), max_size=12).map("\n".join)
 sections = st.fixed_dictionaries({key: st.sampled_from(ACTIONS) for key in KEYS})
 metas = st.sampled_from(["keep"] * 6 + ["nested", "other-node", "not-json"])
+# hgx-02's collective figures (None: no collectives.json, a quick-level bundle); hgx-01's is 150 GB/s.
+SAMPLES = [150.0, 0.0, float("nan"), float("inf"), float("-inf"), -1.0, 1e308]
+collectives = st.one_of(st.none(), st.lists(st.sampled_from(SAMPLES), min_size=1, max_size=3))
 
 
 def _mutated(actions: dict[str, str], texts: list[str]) -> tuple[NodeBundle, bool]:
@@ -77,12 +84,15 @@ def _mutated(actions: dict[str, str], texts: list[str]) -> tuple[NodeBundle, boo
     return bundle, defect
 
 
-@given(actions=sections, texts=st.lists(hostile_text, min_size=6, max_size=6), meta=metas)
+@given(
+    actions=sections, texts=st.lists(hostile_text, min_size=6, max_size=6), meta=metas, samples=collectives
+)
 @reproducible(INPUTS)
 def test_a_hostile_health_bundle_is_refused_or_judged_and_what_is_missing_is_never_ok(
     actions: dict[str, str],
     texts: list[str],
     meta: str,
+    samples: list[float] | None,
     tmp_path_factory: pytest.TempPathFactory,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
@@ -91,6 +101,9 @@ def test_a_hostile_health_bundle_is_refused_or_judged_and_what_is_missing_is_nev
     directory = tmp_path_factory.mktemp("bundle")
     bundle, defect = _mutated(actions, list(texts))
     write_bundle(directory, {"hgx-01": _bundle("hgx-01", HEALTHY), "hgx-02": bundle})
+    if samples is not None:
+        save_collectives(directory, [NodeCollective("hgx-01", (150.0,), (), ("r1",)),
+                                     NodeCollective("hgx-02", tuple(samples), (), ("r2",))])  # fmt: skip
     meta_file = directory / "hgx-02" / META
     if meta == "nested":
         meta_file.write_text("[" * 50_000 + "]" * 50_000)
@@ -111,8 +124,8 @@ def test_a_hostile_health_bundle_is_refused_or_judged_and_what_is_missing_is_nev
     report = strict_loads(out)
     assert report["nodes"]["hgx-01"]["verdict"] == "ok"
     verdict = report["nodes"]["hgx-02"]["verdict"]
-    if defect:
-        assert verdict in ("unknown", "fail"), (actions, report["nodes"]["hgx-02"])
+    if defect or (samples is not None and not all(math.isfinite(x) for x in samples)):
+        assert verdict in ("unknown", "fail"), (actions, samples, report["nodes"]["hgx-02"])
     assert verdict != "ok" or code == 0
     ElementTree.fromstring(junit.read_bytes())  # well-formed whatever the nodes printed
     assert "\x1b" not in out + err
