@@ -268,6 +268,8 @@ def test_the_node_is_its_directory_and_a_copy_or_rename_is_refused(
     err = capsys.readouterr().err
     assert "hgx-02/meta.json says node 'hgx-01'" in err and "sits in the directory of node 'hgx-02'" in err
     assert "hgx-01 is there too" in err.replace("\n", " ").replace(str(tmp_path) + "/", "")
+    assert main(["check", "topology", "-i", str(INVENTORY), "--from", str(tmp_path)]) == 2  # one reader
+    assert "hgx-02/meta.json says node 'hgx-01'" in capsys.readouterr().err
 
     # A duplicate directory of one node (a copy under another name) is refused the same way.
     write_bundle(tmp_path, bundles)
