@@ -188,6 +188,12 @@ def test_a_node_that_lost_a_gpu_fails_against_its_own_inventory_count(tmp_path: 
     assert "lists 7 GPUs" in finding.message and "gives this node 8" in finding.message
     assert not [f for f in report.nodes["hgx-01"].findings if f.code == "gpu-count-mismatch"]
 
+    # An output cut short (8 attached, 7 listed) is no evidence of a lost GPU: unknown, not a drain.
+    bundles["hgx-02"].outputs["nvidia-smi-q"] = "\nGPU 0000".join([head, *gpus[:7]])
+    health = judge_health(bundles, inventory, tmp_path, 5).nodes["hgx-02"]
+    assert health.verdict == "unknown" and health.unknown == ["nvidia-smi-q"]
+    assert [f.code for f in health.findings if f.code.startswith("gpu-count")] == ["gpu-count-unknown"]
+
     # Per node: a node the inventory gives 7 GPUs is right with 7.
     text = INVENTORY.read_text().replace(
         "  - name: hgx-02\n", "  - name: hgx-02\n    gpus:\n      count: 7\n", 1

@@ -269,7 +269,9 @@ def judge_health_node(
     if isinstance(smi := topology.facts.get("nvidia-smi-q"), NvidiaSmiQ) and needs(node, "gpu"):
         findings += smi_health_rules(smi, node.name)
         if bundle.meta.sections["nvidia-smi-q"].status == "ok":
-            findings += gpu_count_rule(smi, node.gpus.count, node.name)
+            counted = gpu_count_rule(smi, node.gpus.count, node.name)
+            findings += [f for f in counted if f.code != "gpu-count-unknown"]
+            unsure("nvidia-smi-q", [f for f in counted if f.code == "gpu-count-unknown"])
     if isinstance(bandwidth := _parsed(collectors[H2D_KEY], bundle), NvBandwidth) and needs(node, "gpu"):
         findings += h2d_findings(bandwidth, node.name)
         unsure(H2D_KEY, h2d_unknown(bandwidth, node.name, node.gpus.count))

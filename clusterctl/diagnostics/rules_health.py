@@ -124,24 +124,34 @@ def _count(value: str | None) -> int:
 
 
 def gpu_count_rule(report: NvidiaSmiQ, expected: int, node: str | None) -> list[Finding]:
-    """An error when `nvidia-smi -q` lists fewer GPUs than the inventory gives the node (one fell off the
-    bus, or its driver did not attach it), a warning when it lists more. None when it printed an error
-    instead (its section says so)."""
-    listed = len(report.gpus)
-    if report.error or listed == expected:
+    """An error when `nvidia-smi -q` says fewer GPUs are attached than the inventory gives the node (one
+    fell off the bus, or its driver did not attach it), a warning when more. A report whose GPU sections
+    do not match its own "Attached GPUs" line (cut short) or that lacks the line gives a warning with
+    code ``gpu-count-unknown`` instead: a partial output is no evidence of a lost GPU. None when it
+    printed an error instead (its section says so)."""
+    listed, attached = len(report.gpus), report.attached_gpus
+    if report.error:
+        return []
+    if attached != listed:
+        said = f"says {attached} are attached" if attached is not None else "prints no Attached GPUs line"
+        return [
+            Finding(
+                severity="warning",
+                code="gpu-count-unknown",
+                message=f"nvidia-smi -q lists {listed} GPUs but {said} (a partial output), so the GPU count "
+                "is unknown",
+                advice="Run `nvidia-smi -q` on the node by hand: an output cut short hides what it did not print.",
+                node=node,
+            )
+        ]
+    if listed == expected:
         return []
     fewer = listed < expected
     return [
         Finding(
             severity="error" if fewer else "warning",
             code="gpu-count-mismatch",
-            message=f"nvidia-smi -q lists {listed} GPUs"
-            + (
-                f" (it says {report.attached_gpus} attached)"
-                if report.attached_gpus not in (None, listed)
-                else ""
-            )
-            + f"; the inventory gives this node {expected}",
+            message=f"nvidia-smi -q lists {listed} GPUs; the inventory gives this node {expected}",
             advice="Drain the node and look for the missing GPU: dmesg (Xid 79: fallen off the bus), `nvidia-smi "
             "-L`, `lspci | grep -i nvidia`; reseat or replace it. If the node really has fewer GPUs, set its "
             "gpus.count in the inventory."
