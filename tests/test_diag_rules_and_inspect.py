@@ -89,7 +89,7 @@ def test_inspect_json_array_and_exit_code(capsys) -> None:
     out = strict_loads(capsys.readouterr().out)
     assert code == 1
     assert [item["kind"] for item in out] == ["ibstat", "ofed-info"]
-    assert set(out[0]) == {"file", "kind", "parsed", "findings", "unparsed_lines", "also_read_as"}
+    assert set(out[0]) == {"schema", "file", "kind", "parsed", "findings", "unparsed_lines", "also_read_as"}
     assert out[0]["parsed"]["cas"][1]["ports"][0]["state"] == "Down"
     assert out[0]["findings"][0]["code"] == "ib-port-down"
     assert out[1]["parsed"]["version"] == "4.7-1.0.0.1"

@@ -54,6 +54,7 @@ def test_json_is_strict_and_names_the_finding_node_and_evidence(
 ) -> None:
     assert main(["explain", "20261125T210000Z_resnet50_2n", "--runs-dir", str(runs), "--json"]) == 0
     data = strict_loads(capsys.readouterr().out)
+    assert data["schema"] == "clusterctl.explain/1"  # first, before the fields it versions
     assert data["verdict"]["code"] == "straggler"
     [found] = [d for d in data["diagnoses"] if d["code"] == "straggler"]
     assert found["node"] == "node2" and found["evidence"]["cpu_util"] == 1.0

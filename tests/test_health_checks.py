@@ -29,20 +29,24 @@ XID119 = "kernel_log/gpud-xid119-gsp-rpc-timeout-ctime.txt"
 REMAP = "nvidia_smi_q/gpud-a10-535.129.03-remapped-rows-pending.txt"
 SLOWED = "nvidia_smi_q/gpud-8gpu-535.183.01-power-brake-thermal-slowdown.txt"
 HEALTHY_SMI = "nvidia_smi_q/lent-h100-vm-580.159.04-fabric-na-health-block.txt"
+# 8 GPUs, as the inventory gives each node: one GPU fewer is a fault (gpu-count-mismatch).
+HEALTHY_SMI_8 = "nvidia_smi_q/gpud-8xrtx4090-535.154.05-fabric-na-idle-gen1.txt"
 LSPCI_OK = "lspci_vvv/gpud-h100-pex890xx-cx7-acs-on-storage-switch-partial.txt"
 LSPCI_X8 = "lspci_vvv/fah-readme-2x-rtx2060-width-x8-downgraded-grep-gt.txt"
 IBSTAT = "ibstat/gpud-h100-8cx7-ib-400-plus-bluefield3-bond-eth.txt"
 COUNTERS = "sysfs_counters/gpud-h100-9hca-all-counters-grep.txt"
+# The same node after its saturated counters were cleared: what a healthy node's two reads look like.
+COUNTERS_CLEARED = "sysfs_counters/constructed-h100-9hca-counters-saturated-ones-cleared.txt"
 COUNTERS_FLAPPED = "sysfs_counters/constructed-h100-second-read-mlx5_0-link-downed-plus-1.txt"
 
 # What a healthy H100 node's health bundle holds, by collector key: real outputs, no Xid line.
 HEALTHY: dict[str, str] = {
     "kernel-log": "",
-    "nvidia-smi-q": HEALTHY_SMI,
+    "nvidia-smi-q": HEALTHY_SMI_8,
     "lspci-vvv": LSPCI_OK,
     "ibstat": IBSTAT,
-    "ib-port-errors": COUNTERS,
-    "ib-port-errors-2": COUNTERS,
+    "ib-port-errors": COUNTERS_CLEARED,
+    "ib-port-errors-2": COUNTERS_CLEARED,
 }
 
 

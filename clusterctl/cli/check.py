@@ -4,6 +4,7 @@ judges a bundle saved earlier instead, without contacting any host."""
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -138,6 +139,18 @@ def topology(
     return exit_code(report.findings, strict=strict)
 
 
+def window_seconds(value: float) -> float:
+    """``--window``'s callback: the seconds refused unless finite (the range check lets nan through).
+
+    Raises:
+        typer.BadParameter: nan (a usage error: exit 2); inf and negatives fail the range check first.
+    """
+    if not math.isfinite(value):
+        raise typer.BadParameter(f"{value!r} is not a number of seconds. Fix: give the seconds between the two "
+                                 "counter reads as a plain number from 1 to 20, e.g. 5.")  # fmt: skip
+    return value
+
+
 _VERDICT_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "unknown": "red"}
 
 
@@ -183,6 +196,7 @@ def health(
         "--window",
         min=1,
         max=20,
+        callback=window_seconds,
         help="Seconds between the two reads of the IB port counters (a link that flaps between them is "
         "found); nodes without HCAs do not wait.",
     ),
@@ -214,6 +228,13 @@ def health(
         raise InputError(
             f"--from {source} and {given} together: --from judges a saved bundle, collects nothing and "
             "writes none. Fix: drop --bundle/--timeout, or drop --from to collect a new one."
+        )
+    if slurm_drain and slurm_resume:
+        raise InputError(
+            f"--slurm-drain and --slurm-resume {', '.join(slurm_resume)} together: the check may drain "
+            f"{'that node' if len(slurm_resume) == 1 else 'those nodes'} for a failure and the same command "
+            "would then resume it. Fix: run the check with --slurm-drain alone, then `check health "
+            "--slurm-resume NODE` once the node is repaired."
         )
     junit = checked_junit(junit)
     inventory = load(inventory_path)
@@ -256,7 +277,7 @@ def health(
     else:
         _show_health(report, done)
         done_word = "judged from" if source is not None else "written to"
-        err_console.print(f"bundle {done_word} {directory}", highlight=False, markup=False)
+        err_console.print(safe_text(f"bundle {done_word} {directory}"), highlight=False, markup=False)
     # A node whose checks could not look is not called healthy: it fails the command like an error.
     unsure = any(h.verdict == "unknown" for h in report.nodes.values()) or any(not a.ok for a in done)
     return max(exit_code(report.findings, strict=strict), int(unsure))

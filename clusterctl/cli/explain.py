@@ -9,6 +9,9 @@ import typer
 from clusterctl.cli.common import console, output_file, print_json, writing
 from clusterctl.cli.run import JsonOption, RunsDirOption
 
+# The version of `explain --json`'s shape: it changes when a field changes meaning or goes away.
+SCHEMA = "clusterctl.explain/1"
+
 
 def explain(
     run: str | None = typer.Argument(
@@ -36,7 +39,7 @@ def explain(
         with writing(plot_file, "--plot"):
             plot_explanation(explanation, facts.telemetry, plot_file)
     if as_json:
-        print_json(explanation.model_dump(mode="json"))
+        print_json({"schema": SCHEMA, **explanation.model_dump(mode="json")})
     else:
         print_explanation(explanation, console)
     return 0

@@ -13,6 +13,8 @@ from clusterctl.errors import InputError
 if TYPE_CHECKING:
     from clusterctl.diagnostics.inspect import Inspection
 
+# The version of each object of `inspect --json`: it changes when a field changes meaning or goes away.
+SCHEMA = "clusterctl.inspect/1"
 _WORD_STYLE = {"FAIL": "bold red", "WARN": "yellow", "ok": "green"}
 
 
@@ -23,7 +25,9 @@ def inspect(
         "--kind",
         help="Skip detection: the kind of every FILE (a name it does not know lists the kinds).",
     ),
-    as_json: bool = typer.Option(False, "--json", help="Print a JSON array, one object per file."),
+    as_json: bool = typer.Option(
+        False, "--json", help=f"Print a JSON array, one object per file (each with schema {SCHEMA})."
+    ),
     strict: bool = typer.Option(False, "--strict", help="Warnings fail too (exit 1)."),
     hca: str | None = typer.Option(None, "--hca", help="The HCA that should be up, e.g. mlx5_0."),
     rate: float | None = typer.Option(None, "--expected-rate", help="Expected IB rate in Gb/s."),
@@ -43,7 +47,12 @@ def inspect(
     expect = Expectation(hca=hca, rate_gbps=rate, gdr_level=gdr_level)
     results = [inspect_file(path, kind, expect) for path in files]
     if as_json:
-        print_json([result.model_dump(exclude={"findings": {"__all__": {"node"}}}) for result in results])
+        print_json(
+            [
+                {"schema": SCHEMA, **result.model_dump(exclude={"findings": {"__all__": {"node"}}})}
+                for result in results
+            ]
+        )
     else:
         for result in results:
             _show(result)

@@ -41,7 +41,7 @@ def write_junit(path: Path | None, suite: str, cases: list[Case]) -> None:
 
     if path is not None:
         with writing(path, "--junit"):
-            path.write_text(junit_xml(suite, cases))
+            path.write_text(junit_xml(suite, cases), encoding="utf-8")
 
 
 def health_cases(report: HealthReport) -> list[Case]:

@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 
 RunsDirOption = typer.Option(Path("runs"), "--runs-dir", help="Where run directories and history.sqlite go.")
 JsonOption = typer.Option(False, "--json", help="Machine-readable output on stdout.")
+# The version of each object `run --dry-run --json` (and sweep's) prints, one per plan: it changes when a
+# field changes meaning or goes away.
+DRY_RUN_SCHEMA = "clusterctl.run-dry-run/1"
 TimeoutOption = typer.Option(
     3600.0, "--timeout", min=1, callback=finite_seconds, help="Seconds one run may take before it is killed."
 )
@@ -284,7 +287,12 @@ def _print_dry_run(context: RunContext, as_json: bool) -> None:
     if as_json:
         print_json(
             [
-                {"launcher": launcher.name, "script": script, "counters": _dumped(expected)}
+                {
+                    "schema": DRY_RUN_SCHEMA,
+                    "launcher": launcher.name,
+                    "script": script,
+                    "counters": _dumped(expected),
+                }
                 for script, expected in zip(scripts, expectations, strict=True)
             ]
         )
@@ -316,7 +324,13 @@ def _print_plans(
     if as_json:
         print_json(
             [
-                {"argv": p.argv, "env": p.env, "command": p.shell_command(), "counters": _dumped(e)}
+                {
+                    "schema": DRY_RUN_SCHEMA,
+                    "argv": p.argv,
+                    "env": p.env,
+                    "command": p.shell_command(),
+                    "counters": _dumped(e),
+                }
                 for p, e in zip(plans, expectations, strict=True)
             ]
         )

@@ -16,6 +16,7 @@ DCGM installed) is reported as ``unknown`` with its reason and does not count ag
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 from typing import Literal
@@ -96,9 +97,32 @@ def dcgm_findings(diag: DcgmDiag, node: str) -> list[Finding]:
     ]
 
 
+def h2d_unknown(bandwidth: NvBandwidth, node: str, gpus: int) -> list[Finding]:
+    """A warning (code ``h2d-bandwidth-unknown``) when nvbandwidth measured nothing, left a figure
+    unreadable, or measured fewer than the node's ``gpus`` GPUs: what it did not measure is unknown."""
+    if not bandwidth.gpus:
+        why = "printed no host-to-GPU figure" + (" (only its header)" if bandwidth.testcase else "")
+    elif bandwidth.unparsed_lines:
+        why = f"printed {len(bandwidth.unparsed_lines)} lines that could not be read as figures"
+    elif len(bandwidth.gpus) < gpus:
+        why = f"measured {len(bandwidth.gpus)} GPUs of the {gpus} the inventory gives this node"
+    else:
+        return []
+    return [
+        Finding(
+            severity="warning",
+            code="h2d-bandwidth-unknown",
+            message=f"nvbandwidth {why}, so the host-to-GPU copy bandwidth is unknown",
+            advice="Run `nvbandwidth -t host_to_device_memcpy_ce` on the node by hand to see why (a GPU it "
+            "cannot open, a build without the testcase).",
+            node=node,
+        )
+    ]
+
+
 def h2d_findings(bandwidth: NvBandwidth, node: str) -> list[Finding]:
     """An info line with every GPU's copy rate, and a warning per GPU below ``H2D_TOLERANCE`` of the
-    median of the node's GPUs."""
+    median of the node's GPUs (none when nothing was measured: ``h2d_unknown`` says so)."""
     if not bandwidth.gpus:
         return []
     median = statistics.median(bandwidth.gpus.values())
@@ -128,14 +152,16 @@ def h2d_findings(bandwidth: NvBandwidth, node: str) -> list[Finding]:
 
 
 def missing_dcgm_table(diag: DcgmDiag, node: str) -> list[Finding]:
-    """A warning when dcgmi ran but printed no test: its run level did not run (no host engine, ...)."""
-    if diag.tests:
+    """A warning when dcgmi ran but printed no test, or skipped every test: its run level did not run
+    (no host engine, ...), so nothing was measured."""
+    if any(not test.skipped for test in diag.tests):
         return []
+    what = f"skipped all {len(diag.tests)} of its tests" if diag.tests else "printed no test result"
     return [
         Finding(
             severity="warning",
             code="dcgm-diag-unknown",
-            message="dcgmi diag printed no test result, so DCGM's diagnostics are unknown",
+            message=f"dcgmi diag {what}, so DCGM's diagnostics are unknown",
             advice="Start DCGM's host engine (`systemctl start nvidia-dcgm`) and run `dcgmi diag -r 2` by hand "
             "to see why.",
             node=node,
@@ -157,8 +183,16 @@ class NodeCollective:
 
     @property
     def busbw(self) -> float:
-        """The median of the runs (0 when every run failed)."""
+        """The median of the runs (0 when every run failed; NaN when a run's figure is not a finite
+        number: what it measured is unknown)."""
+        if not all(math.isfinite(s) for s in self.samples):
+            return math.nan
         return statistics.median(self.samples) if self.samples else 0.0
+
+    @property
+    def measured(self) -> bool:
+        """Whether it started and every figure is a finite number (a failed run's 0 included)."""
+        return self.started and math.isfinite(self.busbw)
 
 
 def collective_findings(
@@ -169,7 +203,7 @@ def collective_findings(
     since two cannot be told apart), an info line with its figure otherwise."""
     found = []
     for result in results:
-        peers = [r.busbw for r in results if r.node != result.node and r.started]
+        peers = [r.busbw for r in results if r.node != result.node and r.measured]
         floor_of = (
             reference if reference is not None else (statistics.median(peers) if len(peers) >= 2 else None)
         )
@@ -181,6 +215,19 @@ def collective_findings(
                     code="collective-unknown",
                     message="the single-node collective could not start: " + "; ".join(result.failures),
                     advice="Start the benchmark containers (`clusterctl up`) and check the node is reachable.",
+                    node=result.node,
+                )
+            )
+        elif not result.measured:
+            found.append(
+                Finding(
+                    severity="warning",
+                    code="collective-unknown",
+                    message="the single-node collective gave no figure that is a number ("
+                    + ", ".join(f"{s:g}" for s in result.samples)
+                    + " GB/s), so what it measured is unknown",
+                    advice="Read the run directory's output: the benchmark printed a bandwidth it could not "
+                    "have measured.",
                     node=result.node,
                 )
             )

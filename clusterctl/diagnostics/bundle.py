@@ -84,9 +84,13 @@ def write_bundle(directory: Path, bundles: Mapping[str, NodeBundle]) -> Path:
 def read_bundle(directory: Path) -> dict[str, NodeBundle]:
     """Read every ``<node>/meta.json`` under ``directory`` with the outputs it lists.
 
+    A node is the directory its meta.json sits in; the ``node`` that meta.json names must be the same
+    (a copied or renamed directory would otherwise stand in for, and hide, the node it names).
+
     Raises:
         InputError: ``directory`` does not exist, holds no node directory with a meta.json, or holds a
-            meta.json that is not one, or a file over its cap (``MAX_META_BYTES``, ``MAX_OUTPUT_BYTES``).
+            meta.json that is not one (nested too deep included), names another node than its
+            directory, or a file over its cap (``MAX_META_BYTES``, ``MAX_OUTPUT_BYTES``).
     """
     fix = (
         "Fix: pass the directory `clusterctl check topology --bundle DIR` or `clusterctl collect -o DIR` "
@@ -96,23 +100,60 @@ def read_bundle(directory: Path) -> dict[str, NodeBundle]:
         raise InputError(f"{directory} does not exist, so there is no bundle to read. {fix}")
     bundles: dict[str, NodeBundle] = {}
     for meta_path in sorted(directory.glob(f"*/{META}")):
-        again = "collect the bundle again"
-        try:
-            meta = NodeMeta.model_validate(json.loads(read_capped(meta_path, MAX_META_BYTES, again)))
-        except (ValueError, ValidationError) as exc:
+        meta = _read_meta(meta_path)
+        node = meta_path.parent.name
+        if meta.node != node:
+            also = f" (and {directory / meta.node} is there too)" if (directory / meta.node).is_dir() else ""
             raise InputError(
-                f"{meta_path} is not a bundle meta.json ({exc}). Fix: collect the bundle again."
-            ) from exc
-        fix = f"{again}, or cut the section to its relevant part"
+                f"{meta_path} says node {meta.node!r}, but it sits in the directory of node {node!r}{also}: "
+                "a bundle's node is its directory, and the two must agree. Fix: remove the copied or "
+                f"renamed directory {meta_path.parent}, or collect the bundle again."
+            )
+        fix = "collect the bundle again, or cut the section to its relevant part"
         outputs = {
             key: read_capped(path, MAX_OUTPUT_BYTES, fix).decode("utf-8", errors="replace")
             for key in meta.sections
             if (path := meta_path.parent / f"{key}.txt").is_file()
         }
-        bundles[meta.node] = NodeBundle(meta=meta, outputs=outputs)
+        bundles[node] = answered(NodeBundle(meta=meta, outputs=outputs))
     if not bundles:
         raise InputError(f"{directory} holds no bundle (no <node>/{META} in it). {fix}")
     return bundles
+
+
+def answered(bundle: NodeBundle) -> NodeBundle:
+    """``bundle`` with every section its meta calls ok but whose output it lacks (a file deleted from a
+    saved bundle) as ``no-answer``, the reason in its stderr tail: an output that is not there is not
+    an empty one, and no rule may judge it as one."""
+    lost = [
+        key
+        for key, section in bundle.meta.sections.items()
+        if section.status == "ok" and key not in bundle.outputs
+    ]
+    if not lost:
+        return bundle
+    sections = dict(bundle.meta.sections)
+    for key in lost:
+        why = f"meta.json says it ran, but its output {key}.txt is not in the bundle"
+        sections[key] = sections[key].model_copy(update={"status": "no-answer", "stderr_tail": why})
+    return bundle.model_copy(update={"meta": bundle.meta.model_copy(update={"sections": sections})})
+
+
+def _read_meta(meta_path: Path) -> NodeMeta:
+    """One meta.json, validated.
+
+    Raises:
+        InputError: not a bundle meta.json: not JSON, nested past the parser's depth, or not its shape.
+    """
+    try:
+        return NodeMeta.model_validate(
+            json.loads(read_capped(meta_path, MAX_META_BYTES, "collect the bundle again"))
+        )
+    except (ValueError, ValidationError, RecursionError) as exc:
+        why = "nested too deep" if isinstance(exc, RecursionError) else str(exc)
+        raise InputError(
+            f"{meta_path} is not a bundle meta.json ({why}). Fix: collect the bundle again."
+        ) from None
 
 
 def read_bundle_of(directory: Path, inventory: Inventory) -> dict[str, NodeBundle]:

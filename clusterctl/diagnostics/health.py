@@ -38,9 +38,10 @@ from clusterctl.diagnostics.active import (
     collective_findings,
     dcgm_findings,
     h2d_findings,
+    h2d_unknown,
     missing_dcgm_table,
 )
-from clusterctl.diagnostics.bundle import NodeBundle, NodeMeta
+from clusterctl.diagnostics.bundle import NodeBundle, NodeMeta, answered
 from clusterctl.diagnostics.collect import bundle_of_every_node
 from clusterctl.diagnostics.collectors import COLLECTOR_BY_KEY, COMMAND_TIMEOUT_S, Collector
 from clusterctl.diagnostics.model import Parsed
@@ -49,7 +50,14 @@ from clusterctl.diagnostics.parsers.kernel_log import KernelLog
 from clusterctl.diagnostics.parsers.nvbandwidth import NvBandwidth
 from clusterctl.diagnostics.parsers.nvidia_smi_q import NvidiaSmiQ
 from clusterctl.diagnostics.parsers.port_counters import PortCounters
-from clusterctl.diagnostics.rules_health import port_error_rules, smi_health_rules, xid_rules
+from clusterctl.diagnostics.rules_health import (
+    gpu_count_rule,
+    kernel_log_unknown,
+    port_counter_gaps,
+    port_error_rules,
+    smi_health_rules,
+    xid_rules,
+)
 from clusterctl.diagnostics.rules_node import judge_node, needs, section_findings
 from clusterctl.findings import Finding
 from clusterctl.inventory import Inventory, Node
@@ -61,15 +69,20 @@ DEFAULT_WINDOW_S = 5.0
 MAX_WINDOW_S = COMMAND_TIMEOUT_S - 10
 _PORT_COUNTERS = "/sys/class/infiniband/*/ports/*/counters/*"
 # dmesg's whole ring buffer stays on the node: only its Xid/SXid lines come back. A dmesg that fails
-# (dmesg_restrict without root) fails the collector, with its message on stderr.
+# (dmesg_restrict without root) fails the collector, with its message on stderr. grep -a: in a UTF-8
+# locale GNU grep calls a line with an invalid byte binary and prints "binary file matches" on stderr
+# instead of it, which hid the Xid lines; the parser counts such a line unreadable instead.
 _KERNEL_LOG = (
     'out=$(dmesg 2>&1) || { printf "%s\\n" "$out" >&2; exit 1; }; '
-    'printf "%s\\n" "$out" | grep -E "S?Xid \\(PCI:"; exit 0'
+    'printf "%s\\n" "$out" | grep -a -E "S?Xid \\(PCI:"; exit 0'
 )
 # The topology collectors whose outputs the health check also judges.
 _SHARED = ("nvidia-smi-q", "lspci-vvv", "ibstat")
 _HEALTH_KEYS = ("kernel-log", "ib-port-errors", "ib-port-errors-2", H2D_KEY, DCGM_KEY)
-_ACTIVE_CODES = {H2D_KEY: ("h2d-bandwidth-low",), DCGM_KEY: ("dcgm-diag-fail", "dcgm-diag-unknown")}
+_ACTIVE_CODES = {
+    H2D_KEY: ("h2d-bandwidth-low", "h2d-bandwidth-unknown"),
+    DCGM_KEY: ("dcgm-diag-fail", "dcgm-diag-unknown"),
+}
 
 
 def health_collectors(window_s: float = DEFAULT_WINDOW_S, level: Level = "quick") -> tuple[Collector, ...]:
@@ -139,12 +152,12 @@ class HealthReport:
     def add_collectives(self, results: list[NodeCollective], reference: float | None, basis: str) -> None:
         """Join the single-node collectives: each node's finding, its ``collective`` check and verdict."""
         self.collectives = [r for r in results if r.node in self.nodes]  # a saved file may name others
-        started = {r.node: r.started for r in self.collectives}
+        measured = {r.node: r.measured for r in self.collectives}
         for finding in collective_findings(self.collectives, reference, basis):
             health = self.nodes[finding.node or ""]
             health.findings.append(finding)
             status = _verdict([finding], [])
-            if not started[health.node]:
+            if not measured[health.node]:  # not started, or a figure that is no number
                 status = "unknown"
                 health.unknown.append("collective")
             health.active["collective"] = ActiveStatus(status, "" if status == "ok" else finding.message)
@@ -187,10 +200,43 @@ def _parsed(collector: Collector, bundle: NodeBundle) -> Parsed | None:
     return collector.parse(text)
 
 
+def _absent(node: Node, bundle: NodeBundle, collectors: Mapping[str, Collector]) -> list[tuple[str, Finding]]:
+    """A warning (code ``health-input-missing``) per check this node needs whose input the bundle lacks:
+    a passive collector it never ran (a topology bundle given to `check health`), or an active one
+    beside another that ran. (A section its meta.json calls ok whose file is not there is a no-answer:
+    ``bundle.answered``.)"""
+    sections = bundle.meta.sections
+    wanted = [c.key for c in health_collectors(level="quick")]
+    if any(key in sections for key in _ACTIVE_CODES):  # collected at an active level: both its checks
+        wanted += list(_ACTIVE_CODES)
+    found = []
+    for key in wanted:
+        if not needs(node, collectors[key].needs):
+            continue
+        if key in sections:
+            continue
+        missing = Finding(
+            severity="warning",
+            code="health-input-missing",
+            message=f"the bundle has no {key} section (a topology bundle, or one collected by another "
+            "version), so its checks are unknown",
+            advice="Judge a bundle `clusterctl check health` wrote, whole (`--from DIR`), or collect one "
+            "again with `clusterctl check health`.",
+            node=node.name,
+        )
+        found.append((key, missing))
+    return found
+
+
 def judge_health_node(
     inventory: Inventory, node: Node, bundle: NodeBundle | None, window_s: float = DEFAULT_WINDOW_S
 ) -> NodeHealth:
-    """The verdict and findings of ``node`` from its part of a health bundle (None: not in it). Pure."""
+    """The verdict and findings of ``node`` from its part of a health bundle (None: not in it). Pure.
+
+    Every input a check needs and could not read (missing, unreadable, partial, measured nothing) is
+    named in ``unknown``, with a finding saying why: the node is then never ``ok``.
+    """
+    bundle = answered(bundle) if bundle is not None else None  # an ok section without its output: no-answer
     topology = judge_node(inventory, node, bundle)  # unreachable node, shared collectors, their rules
     findings = list(topology.findings)
     if bundle is None or bundle.meta.unreachable or not bundle.meta.sections:
@@ -205,25 +251,42 @@ def judge_health_node(
         and needs(node, collector.needs)
         and not (key in OPTIONAL_KEYS and bundle.meta.sections[key].status == "missing")
     ]
+
+    def unsure(key: str, found: list[Finding]) -> None:
+        """``found`` joins the findings; when there are any, ``key``'s checks are unknown."""
+        findings.extend(found)
+        if found and key not in unknown:
+            unknown.append(key)
+
+    for key, missing in _absent(node, bundle, collectors):
+        unsure(key, [missing])
     for key in _HEALTH_KEYS:
         if key in bundle.meta.sections:
             findings += section_findings(node, collectors[key], bundle.meta.sections[key])
     if isinstance(log := _parsed(collectors["kernel-log"], bundle), KernelLog):
         findings += xid_rules(log, node.name)
+        unsure("kernel-log", kernel_log_unknown(log, node.name))
     if isinstance(smi := topology.facts.get("nvidia-smi-q"), NvidiaSmiQ) and needs(node, "gpu"):
         findings += smi_health_rules(smi, node.name)
+        if bundle.meta.sections["nvidia-smi-q"].status == "ok":
+            counted = gpu_count_rule(smi, node.gpus.count, node.name)
+            findings += [f for f in counted if f.code != "gpu-count-unknown"]
+            unsure("nvidia-smi-q", [f for f in counted if f.code == "gpu-count-unknown"])
     if isinstance(bandwidth := _parsed(collectors[H2D_KEY], bundle), NvBandwidth) and needs(node, "gpu"):
         findings += h2d_findings(bandwidth, node.name)
+        unsure(H2D_KEY, h2d_unknown(bandwidth, node.name, node.gpus.count))
     if isinstance(diag := _parsed(collectors[DCGM_KEY], bundle), DcgmDiag) and needs(node, "gpu"):
-        findings += dcgm_findings(diag, node.name) + missing_dcgm_table(diag, node.name)
+        findings += dcgm_findings(diag, node.name)
+        unsure(DCGM_KEY, missing_dcgm_table(diag, node.name))
     first = _parsed(collectors["ib-port-errors"], bundle)
     second = _parsed(collectors["ib-port-errors-2"], bundle)
     if isinstance(first, PortCounters):
-        findings += port_error_rules(first, second if isinstance(second, PortCounters) else None, window_s,
-                                     node.name)  # fmt: skip
+        later = second if isinstance(second, PortCounters) else None
+        findings += port_error_rules(first, later, window_s, node.name)
+        if needs(node, "rdma") and "ib-port-errors-2" not in unknown:  # a failed second read says why already
+            unsure("ib-port-errors", port_counter_gaps(first, later, node.name))
         if node.rdma and not first.ports and "ib-port-errors" not in unknown:
-            unknown.append("ib-port-errors")
-            findings.append(
+            unsure("ib-port-errors", [
                 Finding(
                     severity="warning",
                     code="ib-port-counters-unknown",
@@ -233,13 +296,16 @@ def judge_health_node(
                     "counters through the subnet manager's interface.",
                     node=node.name,
                 )
-            )
+            ])  # fmt: skip
     return NodeHealth(node=node.name, verdict=_verdict(findings, unknown), findings=findings,
-                      unknown=unknown, meta=bundle.meta, active=_active(node, bundle, findings))  # fmt: skip
+                      unknown=unknown, meta=bundle.meta, active=_active(node, bundle, findings, unknown))  # fmt: skip
 
 
-def _active(node: Node, bundle: NodeBundle, findings: list[Finding]) -> dict[str, ActiveStatus]:
-    """The status of each active check the bundle holds (none at level quick)."""
+def _active(
+    node: Node, bundle: NodeBundle, findings: list[Finding], unknown: list[str]
+) -> dict[str, ActiveStatus]:
+    """The status of each active check the bundle holds (none at level quick); one that could not
+    measure is unknown, with the finding that says why."""
     statuses = {}
     for key, codes in _ACTIVE_CODES.items():
         section = bundle.meta.sections.get(key)
@@ -251,7 +317,7 @@ def _active(node: Node, bundle: NodeBundle, findings: list[Finding]) -> dict[str
             statuses[key] = ActiveStatus("unknown", f"{section.argv[0]} {section.status}")
         else:
             mine = [f for f in findings if f.code in codes]
-            status: Verdict = _verdict(mine, [])
+            status: Verdict = _verdict(mine, [key] if key in unknown else [])
             statuses[key] = ActiveStatus(status, mine[0].message if mine else "")
     return statuses
 

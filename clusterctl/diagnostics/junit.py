@@ -3,18 +3,30 @@ that read it: one testcase per node and one per finding, a failure carrying the 
 Pure: verdicts and findings in, the document's text out.
 
 A node's testcase fails when the check failed it; a finding's fails when it is an error (a warning's
-testcase passes and says it in ``system-out``; info is left out). Every text goes through ``safe_text``
-first: a control character read from a node would make the XML unreadable.
+testcase passes and says it in ``system-out``; info is left out). Every text goes through ``xml_text``
+first: a control character read from a node, or a character XML 1.0 does not allow (U+FFFE, U+FFFF, a
+lone surrogate), would make the XML unreadable.
 """
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from clusterctl.findings import Finding
 from clusterctl.terminal import safe_text
+
+# What XML 1.0 allows (its Char production), after safe_text has shown every control: tab, newline and
+# the rest of the BMP but surrogates and U+FFFE/U+FFFF, and the planes above.
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def xml_text(text: str) -> str:
+    """``text`` for an XML document: controls as ``\\xNN`` (``safe_text``), any other character XML 1.0
+    does not allow as ``\\uNNNN``."""
+    return _NOT_XML.sub(lambda m: f"\\u{ord(m.group()):04x}", safe_text(text))
 
 
 @dataclass(frozen=True)
@@ -51,16 +63,19 @@ def check_cases(
 def junit_xml(suite: str, cases: Sequence[Case]) -> str:
     """The JUnit XML document of ``cases`` in one testsuite named ``suite``."""
     failures = sum(case.failure is not None for case in cases)
+    suite = xml_text(suite)
     root = ET.Element("testsuites", name="clusterctl", tests=str(len(cases)), failures=str(failures))
     element = ET.SubElement(
         root, "testsuite", name=suite, tests=str(len(cases)), failures=str(failures), errors="0"
     )
     for case in cases:
-        testcase = ET.SubElement(element, "testcase", name=safe_text(case.name), classname=case.classname)
+        testcase = ET.SubElement(
+            element, "testcase", name=xml_text(case.name), classname=xml_text(case.classname)
+        )
         if case.failure is not None:
-            failure = ET.SubElement(testcase, "failure", message=safe_text(case.failure), type="failure")
-            failure.text = safe_text(case.details)
+            failure = ET.SubElement(testcase, "failure", message=xml_text(case.failure), type="failure")
+            failure.text = xml_text(case.details)
         elif case.details:
-            ET.SubElement(testcase, "system-out").text = safe_text(case.details)
+            ET.SubElement(testcase, "system-out").text = xml_text(case.details)
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"

@@ -73,6 +73,22 @@ PORT_ERRORS: dict[str, tuple[str, str]] = {
     "local_link_integrity_errors": ("LocalLinkIntegrityErrors", "local link integrity errors"),
     "excessive_buffer_overrun_errors": ("ExcessiveBufferOverrunErrors", "excessive buffer overruns"),
 }
+# The widest value each counter holds (IBA PortCounters: SymbolErrorCounter 16 bits, LinkDownedCounter 8,
+# LocalLinkIntegrityErrors 4, PortXmitData 32, ...). A counter there has saturated: it stops counting,
+# so a rise cannot be seen. The 64-bit data counters of sysfs and `perfquery -x` never reach 2**32 - 1
+# by saturating, but a 32-bit one read through them sits at exactly that value.
+COUNTER_MAX: dict[str, int] = {
+    **{name: 0xFFFF for name in ("symbol_error", "port_rcv_errors", "port_rcv_remote_physical_errors")},
+    **{name: 0xFF for name in ("link_error_recovery", "link_downed")},
+    **{name: 0xF for name in ("local_link_integrity_errors", "excessive_buffer_overrun_errors")},
+    **{
+        name: 0xFFFFFFFF
+        for name in ("port_xmit_data", "port_rcv_data", "port_xmit_packets", "port_rcv_packets")
+    },
+}
+COUNTER_MAX |= {PORT_ERRORS[name][0]: width for name, width in COUNTER_MAX.items() if name in PORT_ERRORS}
+COUNTER_MAX |= {"PortXmitData": 0xFFFFFFFF, "PortRcvData": 0xFFFFFFFF, "PortXmitPkts": 0xFFFFFFFF,
+                "PortRcvPkts": 0xFFFFFFFF}  # fmt: skip
 _CABLE = (
     "Reseat or replace the cable (or transceiver) of this port, then clear the counters "
     "(`perfquery -x -R -C <hca> -P <port>`) and check again"
@@ -105,6 +121,68 @@ def _count(value: str | None) -> int:
         return int(value) if value is not None else 0
     except ValueError:
         return 0
+
+
+def gpu_count_rule(report: NvidiaSmiQ, expected: int, node: str | None) -> list[Finding]:
+    """An error when `nvidia-smi -q` says fewer GPUs are attached than the inventory gives the node (one
+    fell off the bus, or its driver did not attach it), a warning when more. A report whose GPU sections
+    do not match its own "Attached GPUs" line (cut short) or that lacks the line gives a warning with
+    code ``gpu-count-unknown`` instead: a partial output is no evidence of a lost GPU. None when it
+    printed an error instead (its section says so)."""
+    listed, attached = len(report.gpus), report.attached_gpus
+    if report.error:
+        return []
+    if attached != listed:
+        said = f"says {attached} are attached" if attached is not None else "prints no Attached GPUs line"
+        return [
+            Finding(
+                severity="warning",
+                code="gpu-count-unknown",
+                message=f"nvidia-smi -q lists {listed} GPUs but {said} (a partial output), so the GPU count "
+                "is unknown",
+                advice="Run `nvidia-smi -q` on the node by hand: an output cut short hides what it did not print.",
+                node=node,
+            )
+        ]
+    if listed == expected:
+        return []
+    fewer = listed < expected
+    return [
+        Finding(
+            severity="error" if fewer else "warning",
+            code="gpu-count-mismatch",
+            message=f"nvidia-smi -q lists {listed} GPUs; the inventory gives this node {expected}",
+            advice="Drain the node and look for the missing GPU: dmesg (Xid 79: fallen off the bus), `nvidia-smi "
+            "-L`, `lspci | grep -i nvidia`; reseat or replace it. If the node really has fewer GPUs, set its "
+            "gpus.count in the inventory."
+            if fewer
+            else "Set the node's gpus.count in the inventory to what it has, so every GPU is checked and used.",
+            node=node,
+        )
+    ]
+
+
+def kernel_log_unknown(log: KernelLog, node: str | None) -> list[Finding]:
+    """A warning (code ``kernel-log-unreadable``) when the log printed a refusal, or lines that name an
+    Xid or SXid but could not be read as one: an event nobody read must not pass for none."""
+    if log.error is None and not log.unparsed_lines:
+        return []
+    why = (
+        f"dmesg printed {log.error[:200]!r} instead of the log"
+        if log.error
+        else f"{len(log.unparsed_lines)} lines name an Xid or SXid but could not be read as one (the first: "
+        f"{log.unparsed_lines[0][:160]!r})"
+    )
+    return [
+        Finding(
+            severity="warning",
+            code="kernel-log-unreadable",
+            message=f"{why}, so the node's GPU events are unknown",
+            advice="Read the node's `dmesg | grep Xid` by hand; a line in a form this check does not read (or "
+            "damaged, with NUL bytes) may be a fault. Report its form so it can be read.",
+            node=node,
+        )
+    ]
 
 
 def xid_rules(log: KernelLog, node: str | None) -> list[Finding]:
@@ -287,6 +365,55 @@ def port_error_counts(port: PortCount) -> dict[str, int]:
         if value is not None:
             counts[name] = value
     return counts
+
+
+def port_counter_gaps(first: PortCounters, second: PortCounters | None, node: str | None) -> list[Finding]:
+    """Warnings (code ``ib-port-counters-unknown``) for what makes the two reads unable to show a rise: a
+    port or counter of the first read that is gone from the second (or no second read), a counter that
+    went down between them (cleared while we watched), one at its maximum (saturated: it stopped
+    counting), and lines of either read that could not be read as counters."""
+    later = {_port_name(p): p for p in second.ports} if second else {}
+    gaps: list[str] = []
+    unread = len(first.unparsed_lines) + (len(second.unparsed_lines) if second else 0)
+    if unread:
+        gaps.append(f"{unread} lines of the counter reads could not be read")
+    if first.ports and second is None:
+        gaps.append("the second read gave nothing")
+    for port in first.ports:
+        name = _port_name(port)
+        after = later.get(name)
+        if second is not None and after is None:
+            gaps.append(f"{name} is gone from the second read")
+            continue
+        gone = sorted(set(port.counters) - set(after.counters)) if after else []
+        down = sorted(
+            k for k, v in port.counters.items() if after and k in after.counters and after.counters[k] < v
+        )
+        full = sorted(
+            k
+            for p in (port, after)
+            if p
+            for k, v in p.counters.items()
+            if k in COUNTER_MAX and v == COUNTER_MAX[k]
+        )
+        for what, names in (("gone from the second read", gone), ("went down between the reads (cleared?)", down),
+                            ("at its maximum (saturated)", sorted(set(full)))):  # fmt: skip
+            if names:
+                gaps.append(f"{name} {', '.join(names[:4])}{' ...' * (len(names) > 4)} {what}")
+    if not gaps:
+        return []
+    return [
+        Finding(
+            severity="warning",
+            code="ib-port-counters-unknown",
+            message="port errors and flaps are unknown: "
+            + "; ".join(gaps[:3])
+            + (" ..." if len(gaps) > 3 else ""),
+            advice="Clear the port counters (`perfquery -x -R -C <hca> -P <port>`) so they count again, and check "
+            "that the HCA driver stays loaded; then check again.",
+            node=node,
+        )
+    ]
 
 
 def port_error_rules(

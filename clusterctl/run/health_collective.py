@@ -107,8 +107,9 @@ def load_collectives(directory: Path) -> list[NodeCollective] | None:
             )
             for r in rows
         ]
-    except (ValueError, TypeError, KeyError) as exc:
+    except (ValueError, TypeError, KeyError, RecursionError) as exc:
+        why = "nested too deep" if isinstance(exc, RecursionError) else exc
         raise InputError(
-            f"{path} is not the collectives file `check health --level` writes ({exc}). Fix: delete it, or "
+            f"{path} is not the collectives file `check health --level` writes ({why}). Fix: delete it, or "
             "collect the bundle again."
         ) from None

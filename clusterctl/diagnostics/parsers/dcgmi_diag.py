@@ -50,6 +50,11 @@ class DcgmTest(BaseModel):
         """A result of Fail (on all GPUs or some)."""
         return self.result.lower().startswith("fail")
 
+    @property
+    def skipped(self) -> bool:
+        """A result of Skip or Not Run: the test measured nothing."""
+        return self.result.lower().startswith(("skip", "not run"))
+
 
 class DcgmDiag(Parsed):
     """The tests of a `dcgmi diag` table and the DCGM version its Metadata rows name."""
