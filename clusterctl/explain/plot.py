@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TypeGuard
 
 import matplotlib
 
@@ -50,7 +51,7 @@ PANELS: tuple[tuple[str, Series], ...] = (
 )
 
 
-def _drawable(value: float | None) -> bool:
+def _drawable(value: float | None) -> TypeGuard[float]:
     """Whether ``value`` can be drawn: finite and within ``MAX_PLOTTED`` (a sample or phase beyond it is
     no measurement, and matplotlib's tick locators overflow near float's limit)."""
     return value is not None and math.isfinite(value) and abs(value) <= MAX_PLOTTED
@@ -59,7 +60,7 @@ def _drawable(value: float | None) -> bool:
 def _points(samples: Sequence[Sample], series: Series, start: float) -> tuple[list[float], list[float]]:
     """The drawable (time since ``start``, value) points of ``series``; any other is left out."""
     pairs = [(t, v) for s in samples if _drawable(v := series(s)) and _drawable(t := s.t - start)]
-    return [t for t, _ in pairs], [v for _, v in pairs]  # type: ignore[misc]  # None left out above
+    return [t for t, _ in pairs], [v for _, v in pairs]
 
 
 def plot_explanation(e: Explanation, telemetry: Mapping[str, Sequence[Sample]], path: Path) -> Path:

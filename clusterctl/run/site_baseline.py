@@ -66,7 +66,7 @@ def baseline_from(source: Path, inventory: Inventory, *, name: str | None, toler
 def _from_run(directory: Path) -> tuple[int, float, str]:
     try:
         record = read_record(directory)
-    except (ValidationError, ValueError) as exc:
+    except (ValidationError, ValueError, OSError) as exc:
         raise InputError(f"baseline save {directory}: {RESULT_FILE} cannot be read ({exc}).") from None
     busbw = record.metrics.get(LARGE_BUSBW)
     problem = (
