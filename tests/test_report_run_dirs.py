@@ -140,7 +140,12 @@ def test_report_html_replaces_only_its_own_page_and_never_writes_through_a_link(
     done = _cli("report", "--runs-dir", str(runs), "--html", str(page_dir))
     assert done.returncode == 2 and "not a regular file" in done.stderr
     theirs.unlink()
-    for _ in range(2):  # its own page, written and then replaced
+    before_the_mark = '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+    before_the_mark += '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+    theirs.write_text(
+        before_the_mark + "<title>clusterctl report: runs</title>"
+    )  # an older clusterctl's page
+    for _ in range(2):  # its own page, replaced, and replaced again
         done = _cli("report", "--runs-dir", str(runs), "--html", str(page_dir))
         assert done.returncode == 0, done.stderr
     assert [p.name for p in page_dir.iterdir()] == ["index.html"]  # nothing left aside

@@ -34,6 +34,12 @@ PAGE = "index.html"
 # The page's <meta name="generator">: what marks a page this command wrote, and may replace.
 GENERATOR = "clusterctl report --html"
 _MARK = f'<meta name="generator" content="{GENERATOR}">'.encode()
+# The page's start as clusterctl wrote it before the mark existed: replaced as its own too, so an
+# upgrade does not refuse the page the last `report --html` wrote (scripts/quickstart.sh rewrites one).
+_BEFORE_THE_MARK = (
+    b'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+    b'<meta name="viewport" content="width=device-width, initial-scale=1">\n<title>clusterctl report: '
+)
 # The mark sits in the page's first lines; this much of an existing page is read to find it.
 _HEAD_BYTES = 4096
 
@@ -147,5 +153,5 @@ def _refuse_foreign_page(page: Path) -> None:
         os.close(fd)
     if not regular:
         raise InputError(f"--html {page}: is not a regular file. Fix: {fix}.")
-    if _MARK not in head:
+    if _MARK not in head and not head.startswith(_BEFORE_THE_MARK):
         raise InputError(f"--html {page}: a page clusterctl did not write is there. Fix: {fix}.")
