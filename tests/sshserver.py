@@ -1,14 +1,16 @@
 """Real SSH servers for tests, in this process on loopback (paramiko's server side).
 
-``SshServer`` accepts any public key, can forward ``direct-tcpip`` channels (a ProxyJump gateway) and
-can serve SFTP over a local directory with OpenSSH's semantics (an open follows symlinks), so
-clusterctl's own connect and upload code runs unchanged against it.
+``SshServer`` accepts any public key, can forward ``direct-tcpip`` channels (a ProxyJump gateway), can
+serve SFTP over a local directory with OpenSSH's semantics (an open follows symlinks) and can run the
+commands it is sent with the local ``sh``, so clusterctl's own connect, upload and command code runs
+unchanged against it.
 """
 
 from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -47,6 +49,22 @@ class _Server(paramiko.ServerInterface):
         self.owner.forwards.append(destination)
         return OPEN_SUCCEEDED
 
+    def check_channel_exec_request(self, channel: paramiko.Channel, command: bytes) -> bool:
+        if not self.owner.exec_commands:
+            return False
+        threading.Thread(target=_execute, args=(channel, command.decode()), daemon=True).start()
+        return True
+
+
+def _execute(channel: paramiko.Channel, command: str) -> None:
+    """Run ``command`` with this machine's ``sh`` as sshd runs it with the user's shell; its output and
+    exit status go back on ``channel``."""
+    done = subprocess.run(["sh", "-c", command], capture_output=True, timeout=600, stdin=subprocess.DEVNULL)
+    channel.sendall(done.stdout)
+    channel.sendall_stderr(done.stderr)
+    channel.send_exit_status(done.returncode)
+    channel.close()
+
 
 def _pipe(channel: paramiko.Channel, sock: socket.socket) -> None:
     """Copy bytes both ways between a forwarded channel and a TCP socket until either closes."""
@@ -67,12 +85,23 @@ def _pipe(channel: paramiko.Channel, sock: socket.socket) -> None:
 
 class SshServer:
     """A loopback SSH server with its own host key; a gateway forwards direct-tcpip channels; with
-    ``sftp_root`` it serves SFTP over that directory (``/x`` is ``sftp_root/x``)."""
+    ``sftp_root`` it serves SFTP over that directory (``/x`` is ``sftp_root/x``); with ``exec_commands``
+    it runs the commands it is sent on this machine, as the test's user (give ``sftp_root=Path("/")`` so
+    both see the same paths)."""
 
-    def __init__(self, host_key: Path, address: str, *, gateway: bool = False, sftp_root: Path | None = None):
+    def __init__(
+        self,
+        host_key: Path,
+        address: str,
+        *,
+        gateway: bool = False,
+        sftp_root: Path | None = None,
+        exec_commands: bool = False,
+    ):
         self.host_key = paramiko.Ed25519Key.from_private_key_file(str(host_key))
         self.gateway = gateway
         self.sftp_root = sftp_root
+        self.exec_commands = exec_commands
         self.forwards: list[tuple[str, int]] = []
         self.logins = 0
         self.listener = socket.create_server((address, 0))

@@ -125,12 +125,12 @@ def test_sweep_s_line_explains_its_least_efficient_multi_device_row(runs: Path) 
     record_run(runs, one)
     history = load_runs(runs)
     rows = build_report(history.runs, [])
-    line = worst_row_line(rows, history.runs, runs)
+    line = worst_row_line(rows, history.runs, history, runs)
     assert line is not None
     assert line.startswith("worst row (resnet50 on 2 devices, efficiency ")
     assert "run 20261125T210000Z_resnet50_2n): straggler: node2 computes" in line
     # only the rows of the given runs: the 1-device run alone has no multi-device row
-    assert worst_row_line(rows, [one], runs) is None
+    assert worst_row_line(rows, [one], history, runs) is None
 
 
 def test_sweep_ends_with_its_worst_row_s_verdict(

@@ -217,7 +217,7 @@ def test_the_screen_and_the_report_lead_with_it(
 
 def test_sweep_s_worst_row_line_names_it(runs: Path) -> None:
     history = load_runs(runs)
-    line = worst_row_line(build_report(history.runs, []), history.runs, runs)
+    line = worst_row_line(build_report(history.runs, []), history.runs, history, runs)
     assert line == (
         f"worst row (resnet50 on 2 devices, efficiency 71%, run {TWO}): compute-scaling: computation "
         "scalability 0.75: each rank computes 1.3x as long per step as on 1 device"

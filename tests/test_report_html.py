@@ -17,6 +17,7 @@ import pytest
 
 from clusterctl.cli import main
 from clusterctl.findings import Finding
+from clusterctl.results.history import History
 from clusterctl.results.html import render_html
 from clusterctl.results.references import load_references
 from clusterctl.results.report import build_report
@@ -69,11 +70,12 @@ def test_the_page_has_the_table_the_figure_and_each_runs_findings_and_link(
 def test_values_are_escaped() -> None:
     shady = record("r<1>&", 1, 640.0)
     shady.findings = [Finding(severity="warning", code="odd", message="<script>alert(1)</script> & more")]
-    html = render_html(build_report([shady], load_references()), [shady], Path("/runs"), Path("/page"))
+    history = History(runs=[shady], directories={shady.run_id: shady.run_id})
+    html = render_html(build_report([shady], load_references()), history, Path("/runs"), Path("/page"))
     assert (
         "<script>alert(1)</script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt; &amp; more" in html
     )
-    assert 'href="../runs/r&lt;1&gt;&amp;/"' in html
+    assert 'href="../runs/r%3C1%3E%26/">r&lt;1&gt;&amp;</a>' in html
 
 
 def test_a_missing_html_parent_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import typer
@@ -33,6 +34,11 @@ def save(
     (its default minimum) then judge against it before the shipped figures."""
     from clusterctl.results.baselines import save_baseline
     from clusterctl.run.site_baseline import baseline_from
+
+    if not math.isfinite(tolerance):
+        raise typer.BadParameter(
+            f"{tolerance} is not a number; give a fraction such as 0.15", param_hint="--tolerance"
+        )
 
     inventory = load(inventory_path)
     path = output or inventory.baselines

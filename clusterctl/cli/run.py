@@ -404,7 +404,7 @@ def report(
         from clusterctl.results.html import write_html
 
         with writing(html_dir, "--html"):
-            page = write_html(rows, load_runs(runs_dir).runs, runs_dir, html_dir)
+            page = write_html(rows, load_runs(runs_dir), runs_dir, html_dir)
         err_console.print(safe_text(f"report page: {page}"), markup=False, highlight=False)
     if as_json:
         print_json(report_json(rows))
@@ -500,8 +500,8 @@ def sweep(
     done, rows, skipped = run_sweep(context)
     _warn_skipped(skipped)
     history = load_runs(runs_dir)
-    add_verdicts(rows, history.runs, runs_dir)
-    worst = worst_row_line(rows, [record for record, _ in done], runs_dir)
+    add_verdicts(rows, history, runs_dir)
+    worst = worst_row_line(rows, [record for record, _ in done], history, runs_dir)
     if as_json:
         print_json(report_json(rows))
     else:

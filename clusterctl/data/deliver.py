@@ -2,30 +2,30 @@
 
 Each node is asked first (``probe``), all before anything is written: a node holding the same manifest
 is skipped; a directory holding files `data synth` did not write is refused (exit 2, naming the node
-and the path) and nothing is written anywhere. The dataset travels as one tar archive over SFTP and is
-unpacked with ``tar --keep-old-files``, so a file clusterctl did not write is never replaced. Before
-unpacking, the paths about to be written are listed (``LISTING_NAME``) and an incomplete manifest is
-written, so an interrupted write is cleared by the next one; the complete manifest is written last. A
-node holding an older manifest has the files its listing names removed first. With ``shared``, the directory is one shared file system: written once,
-through the first node, and read back on the others.
+and the path) and nothing is written anywhere. The dataset travels as one tar archive over SFTP, beside
+the dataset, and is switched in by ``switch.write_script``: unpacked aside, the old dataset (the files its
+listing names, never a path outside it) taken down under an incomplete manifest, the new files moved in,
+the complete manifest last; a file clusterctl did not write is never replaced or removed. A full disk
+here, while the archive is made, is an EnvironmentProblem (exit 2). With ``shared``, the directory is
+one shared file system: written once, through the first node, and read back on the others.
 """
 
 from __future__ import annotations
 
+import errno
 import io
 import posixpath
-import shlex
 import tarfile
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from clusterctl.data.probe import NodeDataset, host_path, parse_probe, probe_command
 from clusterctl.data.shards import ShardWriter
+from clusterctl.data.switch import ARCHIVE, REFUSAL, REFUSED, prepare_script, uploads, write_script
 from clusterctl.data.synth import (
-    LISTING_NAME,
     MANIFEST_NAME,
     Manifest,
     SynthSpec,
@@ -34,7 +34,7 @@ from clusterctl.data.synth import (
     render_all,
 )
 from clusterctl.data.tfrecord import SHARDS_DIR
-from clusterctl.errors import ConnectError, InputError, StepError
+from clusterctl.errors import ConnectError, EnvironmentProblem, InputError, StepError
 from clusterctl.hosts.command import CommandResult
 from clusterctl.hosts.sftp import write_file
 from clusterctl.hosts.ssh import connect, fan_out, run, run_on_nodes
@@ -43,8 +43,6 @@ from clusterctl.inventory import Inventory, Node
 PROBE_TIMEOUT_S = 60.0
 # Unpacking on a node: generous for a few GB on a slow disk; every call is bounded all the same.
 WRITE_TIMEOUT_S = 1800.0
-# The incomplete manifest's digest: never equal to a real one, so the next synth rewrites the node.
-INCOMPLETE = "incomplete"
 
 Outcome = Literal["written", "skipped", "seen"]
 """written: the dataset was written there; skipped: it held the same manifest; seen (shared storage):
@@ -130,48 +128,50 @@ def _write_node(
     archive: Path,
     manifest: Manifest,
     paths: list[str],
-    rewrite: bool,
 ) -> NodeSynth | CommandResult:
-    """Write the dataset onto one node at ``path`` (``rewrite``: first remove the files an earlier synth
-    listed there); its outcome, or the command that failed there."""
-    staged = f"/tmp/clusterctl-data-{manifest.digest[:16]}.tar"
-    p, s = shlex.quote(path), shlex.quote(staged)
-    listing = shlex.quote(LISTING_NAME)
+    """Write the dataset onto one node at ``path``: uploaded aside, then switched in by ``write_script``
+    (which takes down what an earlier synth listed there); its outcome, or the command that failed there."""
     try:
         conn = connect(inventory, node)
     except ConnectError as exc:
         return CommandResult(node.name, "connect", None, error=str(exc), unreachable=True)
     with conn:
-        clear = (
-            f"if [ -f {listing} ]; then tr '\\n' '\\0' < {listing} | xargs -0 -r rm -f --; "
-            # the class directories those files were in, then train/ and val/, where that left them empty
-            f"sed 's|/[^/]*$||' {listing} | sort -u | tr '\\n' '\\0' | xargs -0 -r rmdir --ignore-fail-on-non-empty --; "
-            f"sed 's|/.*$||' {listing} | sort -u | tr '\\n' '\\0' | xargs -0 -r rmdir --ignore-fail-on-non-empty --; fi; "
-            if rewrite
-            else ""
-        )
-        made = run(conn, node, f"set -e; mkdir -p -- {p}; cd {p}; {clear}", timeout_s=WRITE_TIMEOUT_S)
+        made = run(conn, node, ["sh", "-c", prepare_script(path)], timeout_s=WRITE_TIMEOUT_S)
         if not made.ok:
             return made
         sftp = conn.sftp()
-        try:  # what is about to be written is listed before it is, so an interrupted write is cleared next time
-            write_file(
-                sftp, "".join(f"{x}\n" for x in paths).encode(), posixpath.join(path, LISTING_NAME), 0o644
-            )
-            pending = replace(manifest, digest=INCOMPLETE)
-            write_file(sftp, pending.to_json().encode(), posixpath.join(path, MANIFEST_NAME), 0o644)
-            write_file(sftp, archive, staged, 0o600)
+        try:
+            for name, data in uploads(manifest, paths).items():
+                write_file(sftp, data, posixpath.join(path, name), 0o644)
+            write_file(sftp, archive, posixpath.join(path, ARCHIVE), 0o600)
         except OSError as exc:
             return CommandResult(node.name, "sftp", None, error=f"writing {path}: {exc}")
-        script = f"set -e; trap 'rm -f {s}' EXIT; cd {p}; tar -x --keep-old-files --no-same-owner -f {s}"
-        result = run(conn, node, script, timeout_s=WRITE_TIMEOUT_S)
+        result = run(conn, node, ["sh", "-c", write_script(path)], timeout_s=WRITE_TIMEOUT_S)
         if not result.ok:
             return result
-        try:
-            write_file(sftp, manifest.to_json().encode(), posixpath.join(path, MANIFEST_NAME), 0o644)
-        except OSError as exc:
-            return CommandResult(node.name, "sftp", None, error=f"writing the manifest in {path}: {exc}")
         return NodeSynth(node.name, path, "written", made.duration_s + result.duration_s)
+
+
+def _render(spec: SynthSpec, progress: Callable[[int, int], None], tmp: str) -> tuple[Manifest, list[str]]:
+    """``render_archive`` into ``tmp``, a full or failing local disk turned into an EnvironmentProblem."""
+    try:
+        return render_archive(spec, Path(tmp) / "dataset.tar", progress)
+    except OSError as exc:
+        raise _local_disk_problem(exc, spec) from None
+
+
+def _local_disk_problem(exc: OSError, spec: SynthSpec) -> EnvironmentProblem:
+    """What a failed write of the archive on this machine (the controller) means, and what to do."""
+    where = tempfile.gettempdir()
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        problem = "the disk is full (no space left, or over quota)"
+    else:
+        problem = f"{exc.strerror or exc}"
+    return EnvironmentProblem(
+        f"data synth: writing the dataset's archive ({spec.count()} images) on this machine, in {where} "
+        f"(TMPDIR), failed: {problem}; nothing was written on any node. Fix: free space there, or point "
+        "TMPDIR at a file system with room for the whole dataset, and run again."
+    )
 
 
 def synth_on_nodes(
@@ -193,21 +193,27 @@ def synth_on_nodes(
     """
     answers = probe_nodes(inventory, nodes, path)
     refuse_foreign(answers)
-    with tempfile.TemporaryDirectory(prefix="clusterctl-synth-") as tmp:
+    try:
+        scratch = tempfile.TemporaryDirectory(prefix="clusterctl-synth-")
+    except OSError as exc:
+        raise _local_disk_problem(exc, spec) from None
+    with scratch as tmp:
         archive = Path(tmp) / "dataset.tar"
-        manifest, paths = render_archive(spec, archive, progress)
+        manifest, paths = _render(spec, progress, tmp)
         same = {name for name, a in answers.items() if a.manifest and a.manifest.digest == manifest.digest}
         targets = [n for n in nodes if n.name not in same]
         if shared and targets:
             targets = targets[:1]
         results = fan_out(
             targets,
-            lambda n: _write_node(
-                inventory, n, path, archive, manifest, paths, answers[n.name].state == "manifest"
-            ),
+            lambda n: _write_node(inventory, n, path, archive, manifest, paths),
             deadline_s=WRITE_TIMEOUT_S + 120,
         )
     failed = [r for r in results.values() if isinstance(r, CommandResult)]
+    refused = [r for r in failed if r.exit_code == REFUSED and REFUSAL in r.stderr]
+    if refused:
+        lines = "; ".join(f"{r.node}: {r.stderr.split(REFUSAL, 1)[1].strip()[:400]}" for r in refused)
+        raise InputError(f"data synth: {path} was refused on {len(refused)} node(s): {lines}")
     if failed:
         lines = "; ".join(
             f"{r.node}: {r.error or f'exit {r.exit_code}: {r.stderr.strip()[:300]}'}" for r in failed
@@ -269,6 +275,8 @@ def _lacks(answer: NodeDataset) -> str:
     """What a node's dataset lacks, in words."""
     if answer.state in ("absent", "empty"):
         return answer.state
+    if answer.incomplete:
+        return "half-written (its manifest says incomplete: a `data synth` was interrupted or is writing it)"
     if not answer.layout:
         return "without train/ and val/"
     return f"without {SHARDS_DIR}/train-*-of-* (TFRecord shards)"

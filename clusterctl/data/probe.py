@@ -13,7 +13,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Literal
 
-from clusterctl.data.synth import MANIFEST_NAME, Manifest, read_manifest
+from clusterctl.data.synth import INCOMPLETE, MANIFEST_NAME, Manifest, read_manifest
 from clusterctl.data.tfrecord import SHARDS_DIR
 from clusterctl.errors import InputError
 from clusterctl.inventory import Inventory
@@ -40,9 +40,15 @@ class NodeDataset:
     """Whether ``tfrecords/`` holds training shards (``train-*-of-*``) for tf_cnn_benchmarks."""
 
     @property
+    def incomplete(self) -> bool:
+        """Whether `data synth` is writing here, or was interrupted while it did: its manifest says so."""
+        return self.manifest is not None and self.manifest.digest == INCOMPLETE
+
+    @property
     def usable(self) -> bool:
-        """Whether a run can read a dataset here: a non-empty directory with train/ and val/."""
-        return self.state in ("foreign", "manifest") and self.layout
+        """Whether a run can read a dataset here: a non-empty directory with train/ and val/, not one a
+        `data synth` left half-written (its files, shards included, may be cut short)."""
+        return self.state in ("foreign", "manifest") and self.layout and not self.incomplete
 
 
 def probe_command(path: str) -> str:

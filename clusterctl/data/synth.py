@@ -16,6 +16,7 @@ import hashlib
 import io
 import json
 import math
+import re
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
@@ -30,6 +31,16 @@ LISTING_NAME = ".clusterctl-dataset.files"
 SPLITS = ("train", "val")
 # A listing line's fields are separated by tabs; class names and file names never hold one.
 _EXTENSION = ".JPEG"
+# The incomplete manifest's digest: never equal to a real one, so the next synth rewrites the node, and
+# a run refuses the directory (it is being written, or its write was interrupted).
+INCOMPLETE = "incomplete"
+# Every path `data synth` writes (``plan_files``, ``tfrecord.shard_path``), as a POSIX extended regular
+# expression: `grep -xE` checks a node's listing with it before a listed file is removed, and
+# ``listed_path_ok`` here. No `..`, no absolute path, nothing but the dataset's own layout.
+LISTED_PATH = (
+    r"(train|val)/n[0-9]{8,}/n[0-9]{8,}_(train|val)_[0-9]{6,}\.JPEG"
+    r"|tfrecords/(train|validation)-[0-9]{5,}-of-[0-9]{5,}"
+)
 
 
 @dataclass(frozen=True)
@@ -164,3 +175,9 @@ def read_manifest(text: str) -> Manifest | None:
         return Manifest(spec, int(data["files"]), int(data["bytes"]), str(data["digest"]))
     except (ValueError, KeyError, TypeError):
         return None
+
+
+def listed_path_ok(path: str) -> bool:
+    """Whether ``path`` (a line of a node's listing) is one `data synth` writes: inside the dataset, in
+    its layout. A later synth removes only such paths."""
+    return re.fullmatch(LISTED_PATH, path) is not None

@@ -33,19 +33,20 @@ def _where(runs_dir: Path, run: str | None) -> tuple[Path, str | None]:
     )
 
 
-def _pick(history: History, runs_dir: Path, run_id: str | None) -> RunRecord:
-    """The run ``run_id`` of ``history`` (None: its latest), or an InputError saying what is missing."""
-    if run_id is None:
+def _pick(history: History, runs_dir: Path, name: str | None) -> RunRecord:
+    """The run in the run directory ``name`` of ``history`` (None: its latest), or an InputError saying
+    what is missing. A run is found by its directory, never by the run id its record says."""
+    if name is None:
         if not history.runs:
             raise InputError(
                 f"no runs recorded in {runs_dir}. Fix: `clusterctl run` records one there, or pass "
                 "--runs-dir the directory your runs are in."
             )
         return history.runs[-1]
-    for record in history.runs:
-        if record.run_id == run_id:
-            return record
-    directory = runs_dir / run_id
+    record = history.record_in(name)
+    if record is not None:
+        return record
+    directory = runs_dir / name
     if not (directory / RESULT_FILE).exists():
         raise InputError(
             f"{directory} has no {RESULT_FILE}: the run was interrupted before it was judged, or the "
@@ -67,14 +68,14 @@ def _row(rows: list[ReportRow], record: RunRecord) -> ReportRow | None:
     )  # fmt: skip
 
 
-def facts_of(record: RunRecord, run_dir: Path, rows: list[ReportRow]) -> RunFacts:
-    """``record``'s facts: its telemetry in ``run_dir``, and the preflight figures and the computation
-    scalability's reference of its row in ``rows``."""
+def facts_of(record: RunRecord, run_dir: Path | None, rows: list[ReportRow]) -> RunFacts:
+    """``record``'s facts: its telemetry in ``run_dir`` (None: no directory of it was read, no telemetry),
+    and the preflight figures and the computation scalability's reference of its row in ``rows``."""
     row = _row(rows, record)
     predicted = row.predicted if row else None
     return RunFacts(
         record=record,
-        telemetry=load_telemetry(run_dir),
+        telemetry=load_telemetry(run_dir) if run_dir is not None else {},
         bus_bandwidth_gb_s=predicted.bus_bandwidth_gb_s if predicted else None,
         allreduce_s=predicted.allreduce_s if predicted else None,
         reference=row.scaling_reference if row else None,
@@ -88,10 +89,11 @@ def gather(runs_dir: Path, run: str | None) -> tuple[RunFacts, Path]:
     Raises:
         InputError: no such run, a run directory without a readable record, or no runs at all.
     """
-    runs_dir, run_id = _where(runs_dir, run)
+    runs_dir, name = _where(runs_dir, run)
     history = load_runs(runs_dir)
-    record = _pick(history, runs_dir, run_id)
-    run_dir = runs_dir / record.run_id
+    record = _pick(history, runs_dir, name)
+    run_dir = runs_dir / name if name is not None else history.run_dir(runs_dir, record)
+    assert run_dir is not None  # the latest run is one of history's runs
     return facts_of(record, run_dir, build_report(history.runs, [])), run_dir
 
 
@@ -101,13 +103,13 @@ def _latest_explained(row: ReportRow, records: list[RunRecord]) -> RunRecord | N
     return max(mine, key=lambda r: (r.started_at, r.run_id), default=None)
 
 
-def add_verdicts(rows: list[ReportRow], records: list[RunRecord], runs_dir: Path) -> None:
-    """Set each row's ``verdict``: the verdict code of its latest valid run with a breakdown (run
-    directories under ``runs_dir``); rows without such a run keep None."""
+def add_verdicts(rows: list[ReportRow], history: History, runs_dir: Path) -> None:
+    """Set each row's ``verdict``: the verdict code of its latest valid run with a breakdown among
+    ``history``'s runs (read from ``runs_dir``); rows without such a run keep None."""
     for row in rows:
-        latest = _latest_explained(row, records)
+        latest = _latest_explained(row, history.runs)
         if latest is not None:
-            row.verdict = explain(facts_of(latest, runs_dir / latest.run_id, rows)).verdict.code
+            row.verdict = explain(facts_of(latest, history.run_dir(runs_dir, latest), rows)).verdict.code
 
 
 def explained_report(runs_dir: Path) -> tuple[list[ReportRow], list[str]]:
@@ -118,14 +120,17 @@ def explained_report(runs_dir: Path) -> tuple[list[ReportRow], list[str]]:
     """
     history = load_runs(runs_dir)
     rows = build_report(history.runs, load_references())
-    add_verdicts(rows, history.runs, runs_dir)
+    add_verdicts(rows, history, runs_dir)
     return rows, history.skipped
 
 
-def worst_row_line(rows: list[ReportRow], records: list[RunRecord], runs_dir: Path) -> str | None:
+def worst_row_line(
+    rows: list[ReportRow], records: list[RunRecord], history: History, runs_dir: Path
+) -> str | None:
     """One line explaining the least efficient multi-device row among ``records``' rows (by scaling
-    efficiency, else POP parallel efficiency): which row, and its latest run's verdict; None when no
-    such row has a run with a breakdown."""
+    efficiency, else POP parallel efficiency): which row, and its latest run's verdict (its telemetry
+    from the directory ``history`` read it from, under ``runs_dir``); None when no such row has a run with
+    a breakdown."""
 
     def efficiency(row: ReportRow) -> float:
         value = row.efficiency if row.efficiency is not None else row.parallel_efficiency
@@ -135,7 +140,7 @@ def worst_row_line(rows: list[ReportRow], records: list[RunRecord], runs_dir: Pa
     for row in sorted(candidates, key=efficiency):
         latest = _latest_explained(row, records)
         if latest is not None:
-            line = explain(facts_of(latest, runs_dir / latest.run_id, rows)).verdict.line
+            line = explain(facts_of(latest, history.run_dir(runs_dir, latest), rows)).verdict.line
             how = "" if row.efficiency is None else f", efficiency {100 * row.efficiency:.0f}%"
             return f"worst row ({row.config.workload} on {row.devices} devices{how}, run {latest.run_id}): {line}"
     return None

@@ -1,10 +1,13 @@
 """The explanation as a PNG: stacked phase times per node and, when the run recorded telemetry, the
-nodes' fabric, CPU/GPU and storage over time (one panel each), like the Dell V100 study's figures."""
+nodes' fabric, CPU/GPU and storage over time (one panel each), like the Dell V100 study's figures. Names
+are drawn as written (a ``$`` starts no mathtext) and a figure that cannot be drawn is left out."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TypeGuard
 
 import matplotlib
 
@@ -14,6 +17,7 @@ import matplotlib.pyplot as plt
 from clusterctl.errors import InputError
 from clusterctl.explain.explanation import PHASES, Explanation
 from clusterctl.explain.model import mean_or_none
+from clusterctl.results.plot import MAX_PLOTTED, plain_text
 from clusterctl.results.telemetry import Sample
 
 Series = Callable[[Sample], float | None]
@@ -47,8 +51,15 @@ PANELS: tuple[tuple[str, Series], ...] = (
 )
 
 
+def _drawable(value: float | None) -> TypeGuard[float]:
+    """Whether ``value`` can be drawn: finite and within ``MAX_PLOTTED`` (a sample or phase beyond it is
+    no measurement, and matplotlib's tick locators overflow near float's limit)."""
+    return value is not None and math.isfinite(value) and abs(value) <= MAX_PLOTTED
+
+
 def _points(samples: Sequence[Sample], series: Series, start: float) -> tuple[list[float], list[float]]:
-    pairs = [(s.t - start, v) for s in samples if (v := series(s)) is not None]
+    """The drawable (time since ``start``, value) points of ``series``; any other is left out."""
+    pairs = [(t, v) for s in samples if _drawable(v := series(s)) and _drawable(t := s.t - start)]
     return [t for t, _ in pairs], [v for _, v in pairs]
 
 
@@ -58,8 +69,13 @@ def plot_explanation(e: Explanation, telemetry: Mapping[str, Sequence[Sample]], 
     Raises:
         InputError: the run has no breakdown and no telemetry: nothing to draw.
     """
+    with plain_text():
+        return _plot(e, telemetry, path)
+
+
+def _plot(e: Explanation, telemetry: Mapping[str, Sequence[Sample]], path: Path) -> Path:
     panels = [(title, series) for title, series in PANELS
-              if any(series(s) is not None for samples in telemetry.values() for s in samples)]  # fmt: skip
+              if any(_drawable(series(s)) for samples in telemetry.values() for s in samples)]  # fmt: skip
     if not e.phases and not panels:
         raise InputError(
             f"--plot: run {e.run_id} recorded no per-step breakdown and no telemetry: nothing to plot."
@@ -69,14 +85,16 @@ def plot_explanation(e: Explanation, telemetry: Mapping[str, Sequence[Sample]], 
     hosts = [n.host for n in e.phases]
     bottom = [0.0] * len(hosts)
     for name in PHASES:
-        heights = [n.phases_ms.get(name) or 0.0 for n in e.phases]
+        # A phase that is no drawable figure is drawn as nothing; the bars' sum stays within float too.
+        heights = [h if _drawable(h := n.phases_ms.get(name)) else 0.0 for n in e.phases]
+        heights = [h if _drawable(b + h) else 0.0 for b, h in zip(bottom, heights, strict=True)]
         bars.bar(hosts, heights, bottom=bottom, label=name.replace("_", " "))
         bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
     bars.set_ylabel("ms per step (mean of ranks)")
     bars.set_title(f"{e.run_id}: {e.verdict.code}", fontsize=10)
     if hosts:
         bars.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    start = min((s.t for samples in telemetry.values() for s in samples), default=0.0)
+    start = min((s.t for samples in telemetry.values() for s in samples if _drawable(s.t)), default=0.0)
     for row, (title, series) in enumerate(panels, start=1):
         ax = axes[row][0]
         for node, samples in sorted(telemetry.items()):

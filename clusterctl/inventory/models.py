@@ -551,9 +551,10 @@ class SlurmSpec(Strict):
 
     default: bool = Field(True, description="`run` uses the slurm launcher unless given --launcher ssh.")
     login: SlurmLogin
-    run_dir: SafePath = Field(
+    run_dir: ListPath = Field(
         description="Absolute directory on storage the login node and the batch host share: each run's "
-        "batch script and output go in a subdirectory."
+        "batch script and output go in a subdirectory (no ',' or ':': the job's payload is mounted from "
+        "there, and pyxis' --container-mounts and apptainer's --bind split a path at both)."
     )
     runtime: Literal["pyxis", "apptainer", "none", "docker"] = Field(
         description="How each rank runs: pyxis (--container-image), apptainer (apptainer exec --nv), none (on "
@@ -591,13 +592,6 @@ class SlurmSpec(Strict):
         description="More #SBATCH options, each --name or --name=value (e.g. --mail-type=END); not one the "
         "fields above set.",
     )
-
-    @field_validator("run_dir")
-    @classmethod
-    def _absolute(cls, value: str) -> str:
-        if not value.startswith("/"):
-            raise ValueError(f"{value!r} is not an absolute path; use a directory such as /shared/clusterctl")
-        return value
 
     @field_validator("extra_sbatch")
     @classmethod

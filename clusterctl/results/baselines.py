@@ -9,11 +9,13 @@ healthy value: ``value * (1 - tolerance)``.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from ruamel.yaml import YAML
 
 from clusterctl.errors import InputError
 from clusterctl.yamlio import load_yaml
@@ -34,9 +36,11 @@ class Baseline(BaseModel):
     name: str
     metric: str = Field(description="What is measured, e.g. nccl_allreduce_busbw_peak.")
     match: dict[str, str | int] = Field(description="The configuration it applies to.")
-    value: float = Field(gt=0)
+    value: float = Field(gt=0, allow_inf_nan=False, description="The figure: finite and above zero.")
     unit: str
-    tolerance: float = Field(ge=0, lt=1, description="Fraction below value still healthy.")
+    tolerance: float = Field(
+        ge=0, lt=1, allow_inf_nan=False, description="Fraction below value still healthy."
+    )
     source: str = Field(min_length=10, description="Where the number was published.")
 
     @property
@@ -123,11 +127,14 @@ def save_baseline(path: Path, baseline: Baseline) -> None:
     Raises:
         InputError: ``path`` holds something that is not a baselines file.
     """
-    import yaml  # on use: only saving writes YAML
-
     kept = [b for b in site_baselines(path) if b.name != baseline.name]
     document = {"baselines": [b.model_dump() for b in [*kept, baseline]]}
     header = (
         "# This site's own baselines, written by `clusterctl baseline save` (the inventory's `baselines`).\n"
     )
-    path.write_text(header + yaml.safe_dump(document, sort_keys=False))
+    text = io.StringIO()
+    writer = YAML(typ="safe", pure=True)  # ruamel.yaml, the YAML library clusterctl declares
+    writer.default_flow_style = False
+    writer.sort_base_mapping_type_on_output = False  # type: ignore[assignment]  # keep the fields' order
+    writer.dump(document, text)
+    path.write_text(header + text.getvalue())

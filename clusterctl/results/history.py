@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Literal
 
 from clusterctl.errors import InputError
-from clusterctl.results.record import RESULT_FILE, RunRecord
+from clusterctl.results.record import RESULT_FILE, RunRecord, read_record_bytes
 
 HISTORY_FILE = "history.sqlite"
 
@@ -82,11 +82,31 @@ def history_path(runs_dir: Path) -> Path:
 @dataclass
 class History:
     """What reading a runs directory gave: the runs, oldest first; one line per run directory (or index)
-    left out; and whether the index was current."""
+    left out; whether the index was current; where each run was read from; and the copies.
+
+    A run is found by its directory, never by the ``run_id`` its record says: a renamed run directory is
+    still its run, and a record cannot point at another directory. Two directories holding one run (the
+    same ``run_id``: a copy, e.g. ``cp -r``) give one run, read from the directory named after it (else
+    the first by name); the other is a copy, counted once and named in ``skipped``.
+    """
 
     runs: list[RunRecord] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     index: IndexState = "missing"
+    directories: dict[str, str] = field(default_factory=dict)
+    """Run id → the name of the run directory its record was read from."""
+    copies: dict[str, str] = field(default_factory=dict)
+    """Name of a run directory that copies another → the run id it holds."""
+
+    def run_dir(self, runs_dir: Path, record: RunRecord) -> Path | None:
+        """The run directory ``record`` was read from, under ``runs_dir``; None when it is none of these runs."""
+        name = self.directories.get(record.run_id)
+        return None if name is None else runs_dir / name
+
+    def record_in(self, name: str) -> RunRecord | None:
+        """The run read from, or copied into, the run directory ``name``; None when no record came from it."""
+        run_id = self.copies.get(name) or next((r for r, d in self.directories.items() if d == name), None)
+        return next((r for r in self.runs if r.run_id == run_id), None)
 
 
 @dataclass(frozen=True)
@@ -134,15 +154,16 @@ def _first_line(exc: Exception) -> str:
 
 
 def _read_record(result: Path, stamp: Stamp | None) -> RunRecord:
-    """The record in ``result`` (a run directory's result.json).
+    """The record in ``result`` (a run directory's result.json), read through ``read_capped``: a regular
+    file only (a FIFO or device is never opened to block), of at most ``record.MAX_RECORD_BYTES``.
 
     Raises:
-        ValueError: it is not a regular file, or holds no valid record (a ValidationError).
+        ValueError: it is not a regular file, is too large, or holds no valid record (a ValidationError).
         OSError: it cannot be read.
     """
     if stamp is None:
         raise ValueError("not a regular file")
-    return RunRecord.model_validate_json(result.read_bytes())
+    return RunRecord.model_validate_json(read_record_bytes(result))
 
 
 def _read_index(db: Path) -> _Index:
@@ -201,12 +222,25 @@ def load_runs(runs_dir: Path) -> History:
             f"{db} cannot be read ({index.problem}): read the {len(found)} run directories beside it "
             "instead; `clusterctl report --rebuild-index` or the next `clusterctl run` rebuilds it"
         )
+    read: dict[str, list[tuple[str, RunRecord]]] = {}
     for name in names:
         result, stamp = found[name]
         try:
-            history.runs.append(_read_record(result, stamp))
+            record = _read_record(result, stamp)
         except (OSError, ValueError) as exc:
             history.skipped.append(f"{result}: {_first_line(exc)}")
+            continue
+        read.setdefault(record.run_id, []).append((name, record))
+    for run_id, where in read.items():
+        name, record = next(((n, r) for n, r in where if n == run_id), min(where, key=lambda w: w[0]))
+        history.runs.append(record)
+        history.directories[run_id] = name
+        for other, _ in where:
+            if other != name:
+                history.copies[other] = run_id
+                history.skipped.append(
+                    f"{runs_dir / other}: a copy of run {run_id} (read from {runs_dir / name}), counted once"
+                )
     history.runs.sort(key=lambda r: (r.started_at.isoformat(), r.run_id))
     return history
 

@@ -5,15 +5,20 @@ bars coloured apart) with min-max whiskers and the speedup written on each bar, 
 from the 1-device median, the predicted range (no overlap .. full overlap) as a shaded band where a
 collective was measured, the scaling efficiency on a second axis, and the published reference points
 (``references.yml``) where the configuration matches. ``plot_report`` writes them into one PNG, a
-sub-figure each; ``configuration_figure`` draws one alone (the HTML report embeds them one by one).
+sub-figure each; ``configuration_png`` draws one alone (the HTML report embeds them one by one). Text is
+drawn as written (``plain_text``: a ``$`` in a name starts no mathtext) and a figure that is not finite,
+or too large to draw (``MAX_PLOTTED``), is left out like a missing one.
 """
 
 from __future__ import annotations
 
+import io
 import math
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import matplotlib
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
@@ -42,8 +47,20 @@ _NOTE = {"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none"
 SIZE = (8.0, 5.0)
 
 
+# The largest figure drawn: matplotlib's tick locators overflow near float's limit (1.7e308 gave an
+# OverflowError), and no throughput or bandwidth comes near it; a row beyond it is left out, as a NaN is.
+MAX_PLOTTED = 1e300
+
+
 def _finite(*values: float | None) -> bool:
-    return all(v is not None and math.isfinite(v) for v in values)
+    """Whether every value is a number that can be drawn: finite and within ``MAX_PLOTTED``."""
+    return all(v is not None and math.isfinite(v) and abs(v) <= MAX_PLOTTED for v in values)
+
+
+def plain_text() -> AbstractContextManager[None]:
+    """Text drawn as it is written: a ``$`` in a recorded name (a model, a node, a reference) starts no
+    mathtext, which could not parse it and raised. Figures are built and saved inside it."""
+    return matplotlib.rc_context({"text.parse_math": False})
 
 
 def title_of(config: RunConfig) -> str:
@@ -96,7 +113,8 @@ def draw_configuration(fig: Figure | SubFigure, group: list[ReportRow]) -> Axes:
     ideal = [base * r.devices for r in group] if base else []
     ideal = ideal if _finite(*ideal) else []
     tops = [r.maximum if r.maximum is not None else m for r, m in zip(group, medians, strict=True)]
-    highest = max([*tops, *ideal, *(r.predicted.full_overlap for r in group if r.predicted)])
+    predicted = [r.predicted.full_overlap for r in group if r.predicted and _finite(r.predicted.full_overlap)]
+    highest = max([*tops, *ideal, *predicted])
     # The bars fill the lower two thirds; the efficiency line (85-100 % on its axis) runs above them.
     top = highest * 1.5 if _finite(highest * 1.5) else highest  # 1.5 x a huge figure overflows
     ax.set_ylim(0, top or 1.0)
@@ -151,7 +169,7 @@ def _draw_references(ax: Axes, x: list[int], group: list[ReportRow], base: float
     drawn: list[object] = []
     for xi, row in zip(x, group, strict=True):
         for c in row.comparisons:
-            if c.metric == "speedup" and base:
+            if c.metric == "speedup" and base and _finite(c.expected * base):
                 (star,) = ax.plot([xi], [c.expected * base], marker="*", markersize=13, color=REFERENCE,
                                   linestyle="none", zorder=6, label=f"reference: {c.reference}")  # fmt: skip
                 ax.annotate(f"{c.expected:g}x ref", (xi, c.expected * base), xytext=(9, -3), fontsize=7,
@@ -165,7 +183,7 @@ def _draw_efficiency(ax: Axes, x: list[int], group: list[ReportRow]) -> list[obj
     points = [
         (xi, 100 * r.efficiency)
         for xi, r in zip(x, group, strict=True)
-        if r.efficiency is not None and math.isfinite(r.efficiency)
+        if r.efficiency is not None and _finite(100 * r.efficiency)
     ]
     if not points:
         return []
@@ -185,11 +203,14 @@ def _draw_efficiency(ax: Axes, x: list[int], group: list[ReportRow]) -> list[obj
     return [line]
 
 
-def configuration_figure(group: list[ReportRow]) -> Figure:
-    """One configuration's figure on its own (no pyplot state: nothing to close)."""
-    fig = Figure(figsize=SIZE, layout="constrained")
-    draw_configuration(fig, group)
-    return fig
+def configuration_png(group: list[ReportRow], dpi: int = 100) -> bytes:
+    """One configuration's figure on its own as PNG bytes (no pyplot state: nothing to close)."""
+    buffer = io.BytesIO()
+    with plain_text():
+        fig = Figure(figsize=SIZE, layout="constrained")
+        draw_configuration(fig, group)
+        fig.savefig(buffer, dpi=dpi, format="png")
+    return buffer.getvalue()
 
 
 def plot_report(rows: list[ReportRow], path: Path) -> Path:
@@ -202,11 +223,12 @@ def plot_report(rows: list[ReportRow], path: Path) -> Path:
     """
     groups = configurations(rows)
     shown = groups[:MAX_PANELS]
-    fig = Figure(figsize=(SIZE[0], SIZE[1] * len(shown)), layout="constrained")
-    for sub, group in zip(fig.subfigures(len(shown), 1, squeeze=False)[:, 0], shown, strict=True):
-        draw_configuration(sub, group)
-    if len(groups) > len(shown):
-        fig.text(0.01, 0.002, f"{len(groups) - len(shown)} more configurations not drawn (at most "
-                 f"{MAX_PANELS}); `clusterctl report` lists them all", fontsize=8)  # fmt: skip
-    fig.savefig(path, dpi=120, format="png")  # format given: matplotlib adds no suffix of its own
+    with plain_text():
+        fig = Figure(figsize=(SIZE[0], SIZE[1] * len(shown)), layout="constrained")
+        for sub, group in zip(fig.subfigures(len(shown), 1, squeeze=False)[:, 0], shown, strict=True):
+            draw_configuration(sub, group)
+        if len(groups) > len(shown):
+            fig.text(0.01, 0.002, f"{len(groups) - len(shown)} more configurations not drawn (at most "
+                     f"{MAX_PANELS}); `clusterctl report` lists them all", fontsize=8)  # fmt: skip
+        fig.savefig(path, dpi=120, format="png")  # format given: matplotlib adds no suffix of its own
     return path

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, Field
 
 from clusterctl.findings import Finding
+from clusterctl.readfile import read_bounded
 from clusterctl.results.counters import CounterProof
 from clusterctl.results.mfu import ModelFlops
 from clusterctl.results.nccl_log_proof import FabricProof
@@ -36,6 +37,9 @@ if TYPE_CHECKING:
     from clusterctl.inventory import Inventory
 
 RESULT_FILE = "result.json"
+# A record holds a few KB (a breakdown per rank: tens of KB for thousands of ranks); a larger file is no
+# record clusterctl wrote, and is never read whole.
+MAX_RECORD_BYTES = 64 << 20
 
 LauncherName = Literal["ssh", "slurm"]
 """What started a run: ``ssh`` (mpirun in the primary's container) or ``slurm`` (sbatch + srun)."""
@@ -150,6 +154,22 @@ class RunRecord(BaseModel):
         return metric.value if metric else None
 
 
+def read_record_bytes(path: Path) -> bytes:
+    """The bytes of a ``result.json``: a regular file (a FIFO or device is refused, never read), of at
+    most ``MAX_RECORD_BYTES``.
+
+    Raises:
+        ValueError: it is not a regular file, or is larger than the limit (``readfile.NotAFile``).
+        OSError: it cannot be read.
+    """
+    return read_bounded(path, MAX_RECORD_BYTES)
+
+
 def read_record(directory: Path) -> RunRecord:
-    """The ``RunRecord`` in a run directory's result.json."""
-    return RunRecord.model_validate_json((directory / RESULT_FILE).read_text())
+    """The ``RunRecord`` in a run directory's result.json.
+
+    Raises:
+        ValueError: as ``read_record_bytes``, or it holds no valid record (a ValidationError).
+        OSError: it cannot be read.
+    """
+    return RunRecord.model_validate_json(read_record_bytes(directory / RESULT_FILE))

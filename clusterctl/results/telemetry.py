@@ -29,7 +29,12 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from clusterctl.readfile import read_bounded
+
 TELEMETRY_DIR = "telemetry"
+# A sample a second of a node with 8 GPUs is under 2 KB: 128 MiB is over 18 hours of it. A larger file
+# is not read whole (it would be held in memory twice over while parsed).
+MAX_TELEMETRY_BYTES = 128 << 20
 
 
 class CpuSample(BaseModel):
@@ -110,10 +115,20 @@ def parse_samples(text: str) -> list[Sample]:
 
 
 def load_telemetry(run_dir: Path) -> dict[str, list[Sample]]:
-    """Every node's samples kept in ``run_dir``, by node name (empty: the run has no telemetry)."""
+    """Every node's samples kept in ``run_dir``, by node name (empty: the run has no telemetry).
+
+    Each file is read through ``readfile.read_bounded``: a FIFO, a device or a file over
+    ``MAX_TELEMETRY_BYTES`` there is never read (nor waited on), and gives that node no samples, as an
+    unreadable file does: its telemetry is unknown.
+    """
     folder = run_dir / TELEMETRY_DIR
     if not folder.is_dir():
         return {}
-    return {
-        path.stem: parse_samples(path.read_text(errors="replace")) for path in sorted(folder.glob("*.jsonl"))
-    }
+    samples = {}
+    for path in sorted(folder.glob("*.jsonl")):
+        try:
+            text = read_bounded(path, MAX_TELEMETRY_BYTES).decode(errors="replace")
+        except (OSError, ValueError):
+            text = ""
+        samples[path.stem] = parse_samples(text)
+    return samples

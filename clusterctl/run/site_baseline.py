@@ -9,6 +9,7 @@ pairs. It is matched to the inventory's hardware and the run's node count (``har
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from datetime import UTC, datetime
 from pathlib import Path
@@ -43,6 +44,12 @@ def baseline_from(source: Path, inventory: Inventory, *, name: str | None, toler
             f"baseline save {source}: neither a run directory (with {RESULT_FILE}) nor a file. Fix: name the "
             "run directory of a good nccl-tests/allreduce run, or a file holding `check pairs --json` output."
         )
+    if not math.isfinite(value) or value <= 0:
+        raise InputError(
+            f"baseline save {source}: the bus bandwidth read there is {value!r} GB/s, not a finite figure above "
+            "zero, so it is no measurement to judge others against. Fix: name a run or a check that measured "
+            "the collective."
+        )
     when = datetime.now(UTC).strftime("%Y-%m-%d")
     match = hardware_config(inventory, nodes)
     return Baseline(
@@ -59,7 +66,7 @@ def baseline_from(source: Path, inventory: Inventory, *, name: str | None, toler
 def _from_run(directory: Path) -> tuple[int, float, str]:
     try:
         record = read_record(directory)
-    except (ValidationError, ValueError) as exc:
+    except (ValidationError, ValueError, OSError) as exc:
         raise InputError(f"baseline save {directory}: {RESULT_FILE} cannot be read ({exc}).") from None
     busbw = record.metrics.get(LARGE_BUSBW)
     problem = (
@@ -90,6 +97,9 @@ def _from_check(path: Path) -> tuple[int, float, str]:
         named = [n["node"] for n in document["nodes"] if n["verdict"] != "ok"]
         named += ["-".join(link["nodes"]) for link in document["links"]]
         pairs = [float(g["median_gb_s"]) for g in document["groups"] if len(g["nodes"]) == 2]
+        bad = next((p for p in pairs if not (math.isfinite(p) and p > 0)), None)
+        if bad is not None:
+            raise ValueError(f"a finite median_gb_s above zero in every pair (one is {bad!r})")
     except (KeyError, TypeError, ValueError) as exc:
         raise InputError(f"baseline save {path}: a {SCHEMA} document lacks {exc}. Fix: {fix}.") from None
     if named or not pairs:
