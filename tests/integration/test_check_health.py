@@ -188,10 +188,10 @@ def test_slurmd_runs_the_generated_healthcheck_which_drains_once_for_an_error_xi
     _set_kernel_log(sandbox2, bad, xid45)
     _wait("the Xid 45 lines judged", lambda: "Xid (PCI:0000:02:00): 45" in _judged(sandbox2, bad))
     assert _node_state(sandbox2, bad)[0] == "IDLE"
-    # Xid 79 (fallen off the bus) after it: drained once, with it as the reason.
+    # Xid 79 (fallen off the bus) and fatal SXid 20034 after it: drained once, with them as the reason.
     _set_kernel_log(sandbox2, bad, xid45 + "\n" + _xid_lines(XID79))
     _wait("the node drained", lambda: "DRAIN" in _node_state(sandbox2, bad)[0])
-    assert _node_state(sandbox2, bad)[1] == "clusterctl health: kernel log: Xid 79"
+    assert _node_state(sandbox2, bad)[1] == "clusterctl health: kernel log: SXid 20034 Xid 79"
     # slurmd itself ran it (its log has the program's exit status and output) ...
     assert f"health_check failed: rc:1 output:drained {bad}:" in on_node(
         sandbox2, bad, "cat", "/var/log/slurm/slurmd.log"
