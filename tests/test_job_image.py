@@ -225,3 +225,17 @@ def test_the_batch_script_runs_the_check_before_the_snapshot_and_a_known_image_h
     known = _inventory(MODERN, runtime="pyxis", image=NGC_PYTORCH)
     script = plan_batch(known, plan_run(known, "resnet50", framework="ddp"), started, "t").script
     assert "no family clusterctl knows" not in script and f"exit {IMAGE_CHECK_EXIT}" not in script
+
+
+def test_an_unknown_image_is_checked_for_the_binary_nccl_tests_runs(tmp_path: Path) -> None:
+    inventory = _inventory(MODERN, runtime="pyxis", image="/shared/images/site.sqsh")
+    step = image_check_step(inventory, plan_run(inventory, "nccl-tests"), "pyxis", "/shared/images/site.sqsh")
+    argv = _check_command(step)
+    assert 'test -x "/opt/nccl-tests/build/all_reduce_perf"' in argv[2] and "import" not in argv[2]
+    done = subprocess.run(argv, env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=60)
+    assert done.returncode == IMAGE_CHECK_EXIT
+    assert done.stdout == (
+        "clusterctl: image /shared/images/site.sqsh lacks /opt/nccl-tests/build/all_reduce_perf. Fix: set "
+        "slurm.image to an image with nccl-tests built at /opt/nccl-tests/build (as the modern profile builds "
+        "it: image.versions.nccl_tests).\n"
+    )

@@ -227,9 +227,10 @@ def image_check_step(inventory: Inventory, plan: LaunchPlan, runtime: str, image
     for piece in job_needs(plan):
         # Module names and paths are the workloads' own constants; the message is plain words, in double
         # quotes inside the single-quoted script (nothing in it a shell would expand).
-        probe = (
-            f'python -c "import {piece.target}"' if piece.kind == "module" else f'test -x "{piece.target}"'
-        )
+        if piece.kind == "module":
+            probe = f'python -c "import {piece.target}"'
+        else:  # a script python runs need only be there; a binary must be executable
+            probe = f'test -{"f" if piece.target.endswith(".py") else "x"} "{piece.target}"'
         say = _SHELL_SPECIAL.sub(
             "", f"clusterctl: image {image or known.ref} lacks {piece.label}. Fix: {_fix(piece, 'slurm')}."
         )
