@@ -240,6 +240,7 @@ def run(
         on_line=_line_printer(as_json),
         on_record=_record_printer(as_json),
     )
+    _check_job_images(context)
     if dry_run:  # with --preflight, the collective's command first, as it would run
         _print_dry_run(context, as_json)
         return 0
@@ -271,6 +272,19 @@ def _refuse_other_workloads(workload: str, **options: object) -> None:
                 f"{option}: the {workload} workload does not read it; only {' and '.join(readers[name])} "
                 f"do. Fix: drop {option}, or run {readers[name][0]}."
             )
+
+
+def _check_job_images(context: RunContext) -> None:
+    """Refuse, before anything is submitted (dry runs too), a plan whose image, the one its launcher runs,
+    is known to lack what its ranks need (the preflight collective's included).
+
+    Raises:
+        InputError: as ``clusterctl.workloads.image_caps.check_job_image``.
+    """
+    from clusterctl.workloads.image_caps import check_job_image
+
+    for plan, _ in context.in_order():
+        check_job_image(context.inventory, context.launcher.name, plan)
 
 
 def _print_dry_run(context: RunContext, as_json: bool) -> None:
@@ -494,6 +508,7 @@ def sweep(
         on_line=_line_printer(as_json),
         on_record=_record_printer(as_json),
     )
+    _check_job_images(context)
     if dry_run:
         _print_dry_run(context, as_json)
         return 0

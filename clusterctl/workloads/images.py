@@ -4,6 +4,11 @@ A workload says what it needs from an image (``Workload.image_lacks``); the imag
 are derived from the profiles' default versions (``clusterctl.inventory.profiles.PROFILES``), never listed
 a second time. ``launch.build_plan`` calls ``check_image_runs`` first, so `run`, `sweep` and their dry
 runs refuse a workload the image cannot run before anything starts.
+
+Where the inventory's slurm block names the image the ranks run (``slurm.image``, or the nodes' own
+Python with runtime ``none``), the profile says nothing of that image: the judgement waits for the
+launcher to be known, and `run`/`sweep` make it with ``clusterctl.workloads.image_caps.check_job_image``
+(the image the job runs, by its family, before anything is submitted).
 """
 
 from __future__ import annotations
@@ -30,7 +35,20 @@ def profiles_running(workload: Workload) -> list[str]:
 
 
 def check_image_runs(workload: Workload, inventory: Inventory) -> None:
-    """Refuse, when the plan is built, a workload that the inventory's image cannot run.
+    """Refuse, when the plan is built, a workload that the inventory's image cannot run; nothing where the
+    slurm block names the image the ranks run (the launcher is not known yet: ``check_job_image`` judges).
+
+    Raises:
+        InputError: as ``check_profile_runs``.
+    """
+    slurm = inventory.slurm
+    if slurm is not None and (slurm.image or slurm.runtime == "none"):
+        return
+    check_profile_runs(workload, inventory)
+
+
+def check_profile_runs(workload: Workload, inventory: Inventory) -> None:
+    """Refuse a workload that the image `clusterctl image build` makes for the inventory cannot run.
 
     The image is judged by ``image.profile`` and ``image.versions`` (what `clusterctl image build`
     puts in it), also when ``container.image`` names a prebuilt image: the profile says what it holds.

@@ -2,18 +2,20 @@
 kernel log holds a real Xid line (a dmesg stand-in on that node, since the machine has no GPU) fails,
 and `--slurm-drain` drains exactly that node in the sandbox's real Slurm, with the finding as reason.
 The script of `check slurm-hc`, set as slurm.conf's HealthCheckProgram, is run by the real slurmd of
-each node and drains that node too, and only it."""
+each node: an application Xid (45) leaves the node idle, an error Xid (79) drains it once, and the node an
+admin resumes stays resumed while the kernel log still holds the line."""
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from clusterctl.cli import main
+from clusterctl.run.slurm.healthcheck import STATE_DIR
 from tests.fixtures import fixture_text
 from tests.integration.conftest import Sandbox, on_node
 from tests.strictjson import strict_loads
@@ -23,6 +25,10 @@ pytestmark = pytest.mark.integration
 FAKE_DMESG = "/usr/local/bin/dmesg"  # before /usr/bin on root's SSH PATH on the Debian nodes
 FAKE_LOG = "/usr/local/share/clusterctl-test-kmsg"
 HC_PATH = "/usr/local/sbin/clusterctl-healthcheck.sh"
+HC_STATE = STATE_DIR  # the script's cursor on each node
+HC_INTERVAL_S = 5
+XID45 = "kernel_log/forum-rtx2080ti-xid45-preemptive-cleanup-kernlog-partial.txt"
+XID79 = "kernel_log/gpud-xid79-fallen-off-bus-sxid20034-nvswitch-partial.txt"
 SLURM_CONF = "/etc/slurm/slurm.conf"
 # slurmd runs the program on `scontrol reconfigure`, then every interval; the drain shows within a second
 # or two on an idle machine.
@@ -121,42 +127,81 @@ def test_slurm_drain_drains_only_the_node_with_the_xid(
     assert "DRAIN" not in _node_state(sandbox2, bad)[0]
 
 
+def _set_kernel_log(sandbox: Sandbox, node: str, text: str) -> None:
+    """``node``'s dmesg stand-in prints ``text`` (the kernel keeps its lines: a later log holds the earlier)."""
+    script = f'printf "%s\\n" "$1" > {FAKE_LOG} && printf "#!/bin/sh\\ncat {FAKE_LOG}\\n" > {FAKE_DMESG} && chmod 755 {FAKE_DMESG}'
+    on_node(sandbox, node, "sh", "-c", script, "sh", text)
+
+
+def _xid_lines(fixture: str) -> str:
+    return "\n".join(ln for ln in fixture_text(fixture).splitlines() if "Xid (PCI" in ln)
+
+
 @pytest.fixture
-def healthcheck_program(sandbox2: Sandbox, xid_on_second_node: str, tmp_path: Path) -> Iterator[str]:
-    """`check slurm-hc`'s script on every node as slurm.conf's HealthCheckProgram (`scontrol reconfigure`);
-    slurm.conf restored (and reconfigured) before the Xid is removed and the node resumed."""
+def healthcheck_program(sandbox2: Sandbox, tmp_path: Path) -> Iterator[str]:
+    """`check slurm-hc`'s script on every node as slurm.conf's HealthCheckProgram (`scontrol reconfigure`),
+    the second node's kernel log a dmesg stand-in; slurm.conf restored (and reconfigured), the stand-in and
+    the script's cursor removed and the node resumed after."""
     script = tmp_path / "healthcheck.sh"
     assert main(["check", "slurm-hc", "-i", str(sandbox2.inventory_path), "-o", str(script)]) == 0
     install = 'printf "%s" "$1" > "$2" && chmod 755 "$2"'
-    for node in sandbox2.inventory.nodes:
-        on_node(sandbox2, node.name, "sh", "-c", install, "sh", script.read_text(), HC_PATH)
+    node = sandbox2.inventory.nodes[1].name
+    _set_kernel_log(sandbox2, node, "")
+    for each in sandbox2.inventory.nodes:
+        on_node(sandbox2, each.name, "rm", "-rf", HC_STATE)
+        on_node(sandbox2, each.name, "sh", "-c", install, "sh", script.read_text(), HC_PATH)
     controller = sandbox2.inventory.nodes[0].name
     conf = on_node(sandbox2, controller, "cat", SLURM_CONF)
-    wanted = f"{conf}HealthCheckProgram={HC_PATH}\nHealthCheckInterval=5\n"
+    wanted = f"{conf}HealthCheckProgram={HC_PATH}\nHealthCheckInterval={HC_INTERVAL_S}\n"
     write = 'printf "%s" "$1" > "$2" && scontrol reconfigure'
     on_node(sandbox2, controller, "sh", "-c", write, "sh", wanted, SLURM_CONF)
     try:
-        yield xid_on_second_node
+        yield node
     finally:
         on_node(sandbox2, controller, "sh", "-c", write, "sh", conf, SLURM_CONF)
-        for node in sandbox2.inventory.nodes:
-            on_node(sandbox2, node.name, "rm", "-f", HC_PATH)
+        for each in sandbox2.inventory.nodes:
+            on_node(sandbox2, each.name, "rm", "-rf", HC_PATH, HC_STATE)
+        on_node(sandbox2, node, "rm", "-f", FAKE_DMESG, FAKE_LOG)
+        on_node(sandbox2, controller, "scontrol", "update", f"nodename={node}", "state=resume", check=False)
 
 
-def test_slurmd_runs_the_generated_healthcheck_and_it_drains_only_the_node_with_the_xid(
+def _judged(sandbox: Sandbox, node: str) -> str:
+    """The Xid lines the node's health check has judged (its cursor); "" before its first look."""
+    return on_node(sandbox, node, "sh", "-c", f"cat {HC_STATE}/xid-lines 2>/dev/null || true")
+
+
+def _wait(what: str, done: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + DRAIN_DEADLINE_S
+    while not done():
+        assert time.monotonic() < deadline, f"not within {DRAIN_DEADLINE_S} s: {what}"
+        time.sleep(0.5)
+
+
+def test_slurmd_runs_the_generated_healthcheck_which_drains_once_for_an_error_xid_only(
     sandbox2: Sandbox, healthcheck_program: str
 ) -> None:
     bad = healthcheck_program
     good = sandbox2.inventory.nodes[0].name
-    deadline = time.monotonic() + DRAIN_DEADLINE_S
-    while "DRAIN" not in (state := _node_state(sandbox2, bad))[0] and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert "DRAIN" in state[0], f"{bad} not drained within {DRAIN_DEADLINE_S} s: {state}"
-    assert state[1] == "clusterctl health: kernel log: Xid: 79"
+    controller = good
+    # Xid 45 (what any killed CUDA process leaves): judged, and the node stays idle.
+    xid45 = _xid_lines(XID45)
+    _set_kernel_log(sandbox2, bad, xid45)
+    _wait("the Xid 45 lines judged", lambda: "Xid (PCI:0000:02:00): 45" in _judged(sandbox2, bad))
+    assert _node_state(sandbox2, bad)[0] == "IDLE"
+    # Xid 79 (fallen off the bus) and fatal SXid 20034 after it: drained once, with them as the reason.
+    _set_kernel_log(sandbox2, bad, xid45 + "\n" + _xid_lines(XID79))
+    _wait("the node drained", lambda: "DRAIN" in _node_state(sandbox2, bad)[0])
+    assert _node_state(sandbox2, bad)[1] == "clusterctl health: kernel log: SXid 20034 Xid 79"
     # slurmd itself ran it (its log has the program's exit status and output) ...
     assert f"health_check failed: rc:1 output:drained {bad}:" in on_node(
         sandbox2, bad, "cat", "/var/log/slurm/slurmd.log"
     )
-    # ... and the healthy node's copy, run as slurmd runs it (root, SLURMD_NODENAME), passes.
+    # ... an admin resumes the node: the kernel still holds the line, and the node stays resumed through
+    # the next checks (slurmd's own runs, and one run here as slurmd runs it, which exits 0).
+    on_node(sandbox2, controller, "scontrol", "update", f"nodename={bad}", "state=resume")
+    time.sleep(3 * HC_INTERVAL_S)
+    on_node(sandbox2, bad, "env", f"SLURMD_NODENAME={bad}", HC_PATH)
+    assert _node_state(sandbox2, bad)[0] == "IDLE"
+    # The healthy node's copy, run as slurmd runs it (root, SLURMD_NODENAME), passes.
     on_node(sandbox2, good, "env", f"SLURMD_NODENAME={good}", HC_PATH)
     assert _node_state(sandbox2, good)[0] == "IDLE"

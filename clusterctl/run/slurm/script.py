@@ -33,6 +33,7 @@ from clusterctl.paths import NODE_SAMPLER
 from clusterctl.run.plan import RENDEZVOUS_TRIES, LaunchPlan, mca_params
 from clusterctl.run.slurm.snapshots import job_collectors
 from clusterctl.templating import template_environment
+from clusterctl.workloads.image_caps import image_check_step
 
 TEMPLATE = "slurm-batch.sh.j2"
 # Label on every container a job's task starts (docker runtime): the Epilog removes by it.
@@ -243,6 +244,7 @@ def render_batch(
         "telemetry_cap_s": telemetry_cap_s(slurm.time_limit),
         "telemetry_stop_wait_s": TELEMETRY_STOP_WAIT_S,
         "interface": inventory.primary.fabric.interface,
+        "image_check": image_check_step(inventory, plan, slurm.runtime, image),
     }
     script = _environment().get_template(TEMPLATE).render(**values)
     return BatchJob(script=script, directory=directory, output=output)
