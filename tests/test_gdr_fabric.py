@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from clusterctl.diagnostics.bundle import SectionMeta
+from clusterctl.diagnostics.collectors import COLLECTOR_BY_KEY
 from clusterctl.diagnostics.model import Parsed
 from clusterctl.diagnostics.nccl_gdr import dmabuf_path
 from clusterctl.diagnostics.nvswitch import nvswitches_on_bus
@@ -23,7 +25,7 @@ from clusterctl.diagnostics.parsers.ofed_info import parse_ofed_info
 from clusterctl.diagnostics.parsers.peermem import parse_peermem
 from clusterctl.diagnostics.rules import Expectation
 from clusterctl.diagnostics.rules_host import smi_q_rules
-from clusterctl.diagnostics.rules_node import fabric_manager_rules, peermem_rules
+from clusterctl.diagnostics.rules_node import fabric_manager_rules, peermem_rules, section_findings
 from clusterctl.inventory import Inventory, load_inventory
 from clusterctl.paths import data_dir
 from clusterctl.provision.plan import step_context
@@ -195,6 +197,10 @@ def test_without_modinfo_the_rule_stays_a_warning_to_confirm(h100: Inventory) ->
     [finding] = peermem_rules(h100.nodes[0], h100, facts)
     assert finding.code == "peermem-missing" and finding.severity == "warning"
     assert "DMA-BUF instead" in (finding.advice or "")
+    # modinfo itself missing on a GPU node leaves only this path unjudged: a warning, not an error.
+    section = SectionMeta(argv=["modinfo", "nvidia"], status="missing", exit_status=127)
+    [missing] = section_findings(h100.nodes[0], COLLECTOR_BY_KEY["modinfo-nvidia"], section)
+    assert missing.code == "tool-missing" and missing.severity == "warning"
 
 
 # --- NVSwitch from the PCI bus, the fabric manager's state ------------------------------------------

@@ -32,6 +32,7 @@ _MISSING_SEVERITY: dict[str, Severity] = {
     "gpu": "error",
     "rdma": "error",
     "ofed-info": "warning",
+    "modinfo-nvidia": "warning",  # kmod's modinfo: only the DMA-BUF path goes unjudged without it
     "dcgmi-diag": "info",
     "h2d-bandwidth": "warning",
 }
