@@ -24,10 +24,11 @@ from clusterctl.paths import data_dir
 from clusterctl.results.counter_reading import read_fabric_counters
 from clusterctl.results.counters import (
     TIMING_TOLERANCE,
+    CounterExpectation,
     CounterProof,
+    counter_expectation,
     counter_findings,
     expected_bytes_per_node,
-    floor_bytes_per_node,
     prove_counters,
 )
 from clusterctl.results.nccl_log_proof import in_network_reduction
@@ -38,6 +39,7 @@ from clusterctl.run.launchers.ssh import SshLaunch, SshLauncher
 from clusterctl.run.plan import plan_run
 from clusterctl.run.runner import run_plans
 from clusterctl.workloads import get_workload
+from clusterctl.workloads.base import Volume
 from tests.fixtures import fixture_text
 
 H100 = data_dir("inventories") / "modern-h100.yml"
@@ -112,28 +114,92 @@ def test_expected_bytes_are_the_allreduce_lower_bound() -> None:
     assert expected_bytes_per_node(500, 1) == 0
 
 
-def test_the_floor_is_the_algorithms_bound_less_the_timing_tolerance() -> None:
-    # Ring/tree: 90% of 2(N-1)/N x G.
-    assert floor_bytes_per_node(1000, 2, in_network=False) == 900
-    assert floor_bytes_per_node(1500, 4, in_network=False) == 1350
-    # In-network reduction: 90% of G = 2(N-1)/N x G x N/(2(N-1)); the same as ring at 2 nodes.
-    assert floor_bytes_per_node(1000, 2, in_network=True) == 900
-    assert floor_bytes_per_node(1500, 4, in_network=True) == 900  # G = 1000
-    assert floor_bytes_per_node(0, 1, in_network=False) == 0
+def _expect(g: int, nodes: int = 2) -> CounterExpectation:
+    """The expectation of ``nodes`` nodes all-reducing ``g`` bytes per rank."""
+    expectation = counter_expectation(Volume(bytes=g, derivation=f"{g} B"), nodes)
+    assert expectation is not None
+    return expectation
+
+
+def test_the_floors_are_g_per_node_and_the_ring_tree_bound_on_average() -> None:
+    # Every node: 90% of G, whatever the algorithm (a tree's root moves about G).
+    assert _expect(1000, 2).floor_bytes_per_node == 900
+    assert _expect(1000, 4).floor_bytes_per_node == 900
+    # The mean over nodes: 90% of 2(N-1)/N x G; with in-network reduction across nodes, 90% of G.
+    assert _expect(1000, 2).mean_floor(in_network=False) == 900
+    assert _expect(1000, 4).mean_floor(in_network=False) == 1350
+    assert _expect(1000, 2).mean_floor(in_network=True) == 900
+    assert _expect(1000, 4).mean_floor(in_network=True) == 900
+    one = _expect(1000, 1)
+    assert one.expected_bytes_per_node == one.floor_bytes_per_node == one.mean_floor(in_network=False) == 0
+    assert counter_expectation(None, 4) is None
     assert TIMING_TOLERANCE == 0.10
+
+
+def test_the_expectation_says_both_floors() -> None:
+    words = _expect(2 * GB, 4).words()
+    assert "each node's fabric must carry >= 1.80 GB each way" in words
+    assert "the nodes' mean >= 2.70 GB (1.80 GB if the log shows in-network reduction across nodes)" in words
+
+
+def _pattern(g: int, shares: dict[str, float]) -> tuple[dict[str, NodeCounters], dict[str, NodeCounters]]:
+    """Readings of nodes that moved ``share x g`` bytes each way."""
+    before = {n: _eth(0, 0) for n in shares}
+    return before, {n: _eth(int(f * g), int(f * g)) for n, f in shares.items()}
+
+
+def test_a_ring_moves_the_bound_through_every_node() -> None:
+    g = 4 * GB
+    ring = prove_counters(
+        *_pattern(g, dict.fromkeys("abcd", 1.5)), fabric=ETHERNET, expectation=_expect(g, 4)
+    )
+    assert ring.valid and ring.floor_bytes_per_node == int(0.9 * g)
+    assert ring.mean_floor_bytes_per_node == int(0.9 * 1.5 * g)
+
+
+def test_a_double_binary_tree_at_4_nodes_is_not_short() -> None:
+    """NCCL's double binary tree at 4 nodes: the two trees' roots move about G each way, the two nodes
+    interior in one tree about 2G; the mean is 2(N-1)/N x G = 1.5 G. The roots are under the 1.35 G the
+    mean floor would ask of them (the false fabric-counters-short of before), over G's 90%."""
+    g = 4 * GB
+    tree = {"a": 1.0, "b": 2.0, "c": 2.0, "d": 1.0}
+    proof = prove_counters(*_pattern(g, tree), fabric=ETHERNET, expectation=_expect(g, 4))
+    assert proof.valid, proof.reason
+    assert counter_findings(proof) == []
+    # A root that moved less than G is short, named alone, against the per-node floor.
+    low = prove_counters(*_pattern(g, tree | {"d": 0.5}), fabric=ETHERNET, expectation=_expect(g, 4))
+    assert not low.valid and "d 2.00 GB against a floor of 3.60 GB per node" in (low.reason or "")
+    assert "a 4.00 GB" not in (low.reason or "")
+    # Every node above G, the mean below the bound: short on average.
+    flat = prove_counters(
+        *_pattern(g, dict.fromkeys("abcd", 1.1)), fabric=ETHERNET, expectation=_expect(g, 4)
+    )
+    assert not flat.valid and "on average" in (flat.reason or "")
+    assert "90% of the ring/tree bound" in (flat.reason or "")
+
+
+def test_the_mean_is_judged_only_when_every_node_was_read() -> None:
+    """The two roots read, the two interior nodes not: the roots' mean (G) says nothing of the run's."""
+    g = 4 * GB
+    before, after = _pattern(g, {"a": 1.0, "b": 2.0, "c": 2.0, "d": 1.0})
+    before |= {"b": NodeCounters(error="b: unreachable"), "c": NodeCounters(error="c: unreachable")}
+    proof = prove_counters(before, after, fabric=ETHERNET, expectation=_expect(g, 4))
+    assert proof.valid
+    assert [f.code for f in counter_findings(proof)] == ["fabric-counters-unread"] * 2
 
 
 def test_a_fabric_that_carried_60_percent_of_the_ring_volume_is_invalid() -> None:
     """The acceptance case: no in-network reduction in the log, 60% of 2(N-1)/N x G: invalid (the
     half-volume floor of before called it valid); the same bytes under SHARP's bound at 4 nodes pass."""
-    expected = 3 * GB  # 4 nodes: 1.5 x 2 GB
-    before = {n: _eth(0, 0) for n in "abcd"}
-    after = {n: _eth(int(0.6 * expected), int(0.6 * expected)) for n in "abcd"}
-    ring = prove_counters(before, after, fabric=ETHERNET, expected_bytes_per_node=expected)
-    assert not ring.valid and ring.bound == "ring/tree" and ring.floor_bytes_per_node == int(0.9 * expected)
+    g = 2 * GB  # 4 nodes: 2(N-1)/N x G = 3 GB
+    before, after = _pattern(g, dict.fromkeys("abcd", 0.9))  # 60% of 1.5 G
+    ring = prove_counters(before, after, fabric=ETHERNET, expectation=_expect(g, 4))
+    assert (
+        not ring.valid and ring.bound == "ring/tree" and ring.mean_floor_bytes_per_node == int(0.9 * 3 * GB)
+    )
     assert "90% of the ring/tree bound" in (ring.reason or "")
     assert [f.code for f in counter_findings(ring)] == ["fabric-counters-short"]
-    sharp = prove_counters(before, after, fabric=ETHERNET, expected_bytes_per_node=expected, in_network=True)
+    sharp = prove_counters(before, after, fabric=ETHERNET, expectation=_expect(g, 4), in_network=True)
     assert sharp.valid and sharp.bound == "in-network"  # G = 2 GB, floor 1.8 GB, carried 1.8 GB
 
 
@@ -155,7 +221,7 @@ def _eth(tx: int, rx: int) -> NodeCounters:
 def test_a_fabric_that_carried_the_gradients_is_valid() -> None:
     before = {"a": _eth(10, 20), "b": _eth(5, 5)}
     after = {"a": _eth(10 + 2 * GB, 20 + 2 * GB), "b": _eth(5 + 2 * GB, 5 + 2 * GB)}
-    proof = prove_counters(before, after, fabric=ETHERNET, expected_bytes_per_node=2 * GB)
+    proof = prove_counters(before, after, fabric=ETHERNET, expectation=_expect(2 * GB))
     assert proof.valid and proof.reason is None
     assert proof.nodes["a"].sent == 2 * GB and proof.nodes["b"].received == 2 * GB
     assert proof.bytes_per_node == 2 * GB
@@ -165,13 +231,13 @@ def test_a_fabric_that_carried_the_gradients_is_valid() -> None:
 def test_a_node_whose_fabric_carried_far_less_makes_the_run_invalid() -> None:
     before = {"a": _eth(0, 0), "b": _eth(0, 0)}
     after = {"a": _eth(2 * GB, 2 * GB), "b": _eth(2 * GB, GB // 10)}
-    proof = prove_counters(before, after, fabric=ETHERNET, expected_bytes_per_node=2 * GB)
+    proof = prove_counters(before, after, fabric=ETHERNET, expectation=_expect(2 * GB))
     assert not proof.valid
     assert proof.reason and "b 0.10 GB" in proof.reason and "a 2.00 GB" not in proof.reason
     [finding] = counter_findings(proof)
     assert finding.code == "fabric-counters-short" and finding.severity == "error"
     # One node has no other node to exchange with: nothing is judged.
-    alone = prove_counters({"a": _eth(0, 0)}, {"a": _eth(1, 1)}, fabric=ETHERNET, expected_bytes_per_node=0)
+    alone = prove_counters({"a": _eth(0, 0)}, {"a": _eth(1, 1)}, fabric=ETHERNET, expectation=_expect(GB, 1))
     assert alone.valid
 
 
@@ -192,7 +258,7 @@ def test_a_rail_that_carried_nothing_is_named(h100: Inventory) -> None:
     before, after = parse_counter_output(text), parse_counter_output(after_text)
     proof = prove_counters(
         {"n1": before, "n2": before}, {"n1": after, "n2": after},
-        fabric=h100.primary.fabric, expected_bytes_per_node=GB,
+        fabric=h100.primary.fabric, expectation=_expect(GB),
     )  # fmt: skip
     assert proof.valid  # 7 rails x 1 GB is more than the 1 GB expected
     assert proof.idle_rails == {"n1": ["mlx5_7:1"], "n2": ["mlx5_7:1"]}
@@ -205,7 +271,7 @@ def test_a_rail_that_carried_nothing_is_named(h100: Inventory) -> None:
 def test_counters_that_went_backwards_or_were_not_read_are_unknown_not_guessed() -> None:
     before = {"a": _eth(100, 100), "b": NodeCounters(error="b: unreachable")}
     after = {"a": _eth(50, 200), "b": _eth(1, 1)}
-    proof = prove_counters(before, after, fabric=ETHERNET, expected_bytes_per_node=GB)
+    proof = prove_counters(before, after, fabric=ETHERNET, expectation=_expect(GB))
     assert proof.valid  # unknown is not short
     assert "backwards" in (proof.nodes["a"].error or "") and proof.nodes["b"].error == "b: unreachable"
     assert [f.code for f in counter_findings(proof)] == ["fabric-counters-unread"] * 2
@@ -264,7 +330,7 @@ def test_a_reset_on_a_port_outside_the_fabric_is_left_out_not_fatal() -> None:
     before = NodeCounters(ports={"eth0": PortBytes(tx=0, rx=0), "eth1": PortBytes(tx=9, rx=9)})
     after = NodeCounters(ports={"eth0": PortBytes(tx=GB, rx=GB), "eth1": PortBytes(tx=1, rx=1)})
     proof = prove_counters({"a": before, "b": before}, {"a": after, "b": after}, fabric=ETHERNET,
-                           expected_bytes_per_node=GB)  # fmt: skip
+                           expectation=_expect(GB))  # fmt: skip
     assert proof.valid and proof.nodes["a"].sent == GB and proof.nodes["a"].other == {}
 
 
@@ -284,7 +350,7 @@ def test_an_unreachable_node_gets_a_reading_with_the_reason(
     inventory = validate_document(document, tmp_path / "inv.yml")
     [(name, reading)] = read_fabric_counters(inventory, inventory.nodes).items()
     assert name == "n1" and reading.ports == {} and reading.error and "unreachable" in reading.error
-    proof = prove_counters({"n1": reading}, {"n1": reading}, fabric=ETHERNET, expected_bytes_per_node=GB)
+    proof = prove_counters({"n1": reading}, {"n1": reading}, fabric=ETHERNET, expectation=_expect(GB))
     assert proof.valid and proof.nodes["n1"].error == reading.error
 
 
@@ -324,7 +390,7 @@ def test_a_port_filled_by_ipoib_is_invalid_and_named_and_near_zero_ipoib_is_vali
     expected = 2 * GB
     before = {"a": _ib(0, 0), "b": _ib(0, 0)}
     sockets = {"a": _ib(expected + GB // 10, expected), "b": _ib(expected + GB // 10, expected)}
-    proof = prove_counters(before, sockets, fabric=IB, expected_bytes_per_node=expected, rdma_only=True)
+    proof = prove_counters(before, sockets, fabric=IB, expectation=_expect(expected), rdma_only=True)
     assert not proof.valid and proof.over_ipoib
     assert proof.nodes["a"].sent == expected + GB // 10  # the port's own count, shown...
     assert proof.nodes["a"].ipoib_sent == expected and proof.nodes["a"].rdma_sent == GB // 10  # ...and split
@@ -333,10 +399,10 @@ def test_a_port_filled_by_ipoib_is_invalid_and_named_and_near_zero_ipoib_is_vali
     assert finding.code == "fabric-over-ipoib" and "/dev/infiniband" in (finding.advice or "")
 
     verbs = {"a": _ib(expected, 3000), "b": _ib(expected, 3000)}  # IPoIB near zero (ARP, SSH)
-    fine = prove_counters(before, verbs, fabric=IB, expected_bytes_per_node=expected, rdma_only=True)
+    fine = prove_counters(before, verbs, fabric=IB, expectation=_expect(expected), rdma_only=True)
     assert fine.valid and fine.nodes["b"].rdma_received == expected - 3000
     # A CPU run's Gloo/MPI go over IPoIB by design: judged on the port's total, valid.
-    cpu = prove_counters(before, sockets, fabric=IB, expected_bytes_per_node=expected)
+    cpu = prove_counters(before, sockets, fabric=IB, expectation=_expect(expected))
     assert cpu.valid and not cpu.over_ipoib
 
 
@@ -372,10 +438,14 @@ def test_judge_run_reads_the_in_network_bound_from_the_log(h100: Inventory) -> N
     assert ring.counters is not None and ring.counters.bound == "ring/tree" and not ring.counters.valid
 
 
-def test_only_a_chosen_collnet_or_nvls_algorithm_is_in_network_reduction() -> None:
-    assert in_network_reduction(NcclLog(algorithms={"RING/LL": 2, "NVLS/SIMPLE": 1}))
+def test_only_reduction_across_nodes_is_in_network_reduction() -> None:
+    """CollNet reduces in the network between nodes; NVLS reduces in a node's NVSwitch, and counts only
+    where a collnet plugin carries it across nodes (NCCL runs multi-node NVLS over CollNet)."""
     assert in_network_reduction(NcclLog(algorithms={"COLLNET_DIRECT/SIMPLE": 1}))
+    assert in_network_reduction(NcclLog(algorithms={"COLLNET_CHAIN/SIMPLE": 1, "RING/LL": 2}))
+    assert not in_network_reduction(NcclLog(algorithms={"RING/LL": 2, "NVLS/SIMPLE": 1}))
     assert not in_network_reduction(NcclLog(algorithms={"NVLS_TREE/SIMPLE": 4, "RING/SIMPLE": 1}))
+    assert in_network_reduction(NcclLog(algorithms={"NVLS/SIMPLE": 1}, collnet_plugin="SHARP"))
     # TUNING lines say what ran: SHARP listed on the HCAs does not override them.
     sharp = parse_nccl_log(
         fixture_text("nccl_logs/nccl-issue1357-h100-4x-ib-sharp-ibext-rdma-plugin-v6-partial.txt")

@@ -83,8 +83,8 @@ def _print_record(record: RunRecord, directory: Path) -> None:
 
 
 def _counters_line(proof: CounterProof) -> str:
-    """``  counters (eth0): node1 1.02/1.02 GB, ... sent/received; floor 0.92 GB per node (ring/tree)``;
-    with RDMA judged, each node's IPoIB share after its totals."""
+    """``  counters (eth0): node1 1.02/1.02 GB, ... sent/received; floor 0.92 GB per node, 1.38 GB mean
+    (ring/tree)``; with RDMA judged, each node's IPoIB share after its totals."""
 
     def moved(t: NodeTraffic) -> str:
         if t.error:
@@ -93,10 +93,11 @@ def _counters_line(proof: CounterProof) -> str:
         return f"{t.sent / 1e9:.2f}/{t.received / 1e9:.2f} GB{ipoib}"
 
     nodes = ", ".join(f"{name} {moved(t)}" for name, t in proof.nodes.items())
-    floor = proof.floor_bytes_per_node
+    floor, mean = proof.floor_bytes_per_node, proof.mean_floor_bytes_per_node
     judged = " RDMA" if proof.rdma_only else ""
+    means = f", {mean / 1e9:.2f} GB mean" if mean and mean != floor else ""
     return f"  counters ({proof.fabric}): {nodes} sent/received" + (
-        f"; floor{judged} {floor / 1e9:.2f} GB per node ({proof.bound})" if floor else ""
+        f"; floor{judged} {floor / 1e9:.2f} GB per node{means} ({proof.bound})" if floor else ""
     )
 
 
@@ -319,8 +320,7 @@ def _print_dry_run(context: RunContext, as_json: bool) -> None:
 def _expectation(plan: LaunchPlan, workload: Workload) -> CounterExpectation | None:
     from clusterctl.results.counters import counter_expectation
 
-    volume = workload.allreduce_volume(plan.options.settings)
-    return None if volume is None else counter_expectation(volume.bytes, volume.derivation, len(plan.hosts))
+    return counter_expectation(workload.allreduce_volume(plan.options.settings), len(plan.hosts))
 
 
 def _dumped(expected: CounterExpectation | None) -> dict[str, object] | None:

@@ -19,6 +19,7 @@ from clusterctl.diagnostics.parsers.ibv_devinfo import parse_ibv_devinfo
 from clusterctl.diagnostics.parsers.ip_addr import parse_ip_addr
 from clusterctl.diagnostics.parsers.kernel_log import parse_kernel_log
 from clusterctl.diagnostics.parsers.lspci import parse_lspci
+from clusterctl.diagnostics.parsers.modinfo import parse_modinfo
 from clusterctl.diagnostics.parsers.mpi_error import parse_mpi_error
 from clusterctl.diagnostics.parsers.nccl_log import parse_nccl_log
 from clusterctl.diagnostics.parsers.nccl_tests import parse_nccl_tests
@@ -60,6 +61,7 @@ PARSERS: dict[str, Callable[[str], Parsed]] = {
     "kernel-log": parse_kernel_log,
     "dcgmi-diag": parse_dcgmi_diag,
     "nvbandwidth": parse_nvbandwidth,
+    "modinfo": parse_modinfo,
 }
 
 

@@ -71,6 +71,8 @@ COLLECTORS: tuple[Collector, ...] = (
     Collector("lspci-vvv", ("lspci", "-vvv"), "lspci-vvv", "any"),
     Collector("nvidia-smi-q", ("nvidia-smi", "-q"), "nvidia-smi-q", "gpu"),
     Collector("proc-cmdline", ("cat", "/proc/cmdline"), "proc-cmdline", "gpu"),
+    # The NVIDIA module's flavor (license) and kernel (vermagic): GPUDirect RDMA through DMA-BUF.
+    Collector("modinfo-nvidia", ("modinfo", "nvidia"), "modinfo", "gpu"),
     # The HCA ports' data counters (4-byte words); grep exits 2 when a glob matched no file.
     Collector(
         "ib-counters",

@@ -43,6 +43,8 @@ _SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
             re.M,
         ),
     ),
+    # modinfo's aligned "field:   value" lines: the module's file, or its license and build kernel.
+    ("modinfo", re.compile(r"^[ \t\r]*(?:filename|vermagic|license):[ \t]{2,}\S", re.M)),
     ("nvidia-smi-q", re.compile(r"=+NVSMI LOG=+|^ *Fabric[ \t\r]*\n[ \t\r]+State[ \t\r]+:", re.M)),
     # Before perfquery and sysfs-counters: the fabric counters' output may hold theirs after its own.
     # (and the HCA a netdev sits on, which the counter command prints for the IPoIB subtraction)

@@ -103,3 +103,50 @@ class GdrPolicy:
         if self.legacy is None:
             return f"{current} on NCCL 2.6 or newer; {legacy} on older NCCL"
         return legacy if self.legacy else current
+
+
+# GPUDirect RDMA without a peer-memory module: NCCL 2.13 added DMA-BUF (src/init.cc "DMA-BUF is
+# available"); the kernel's RDMA core registers DMA-BUF memory from Linux 5.12 (ib_umem_dmabuf); the
+# NVIDIA driver exports GPU memory as DMA-BUF only from its open kernel modules.
+FIRST_DMABUF_NCCL = (2, 13)
+FIRST_DMABUF_KERNEL = (5, 12)
+
+
+@dataclass(frozen=True)
+class DmabufPath:
+    """Whether a node can do GPUDirect RDMA through DMA-BUF: ``usable`` True/False, None when a fact is
+    unknown; ``missing`` says what stands in the way, in words."""
+
+    usable: bool | None
+    missing: tuple[str, ...]
+
+    def words(self) -> str:
+        """What is missing, one sentence part; '' when nothing is known to be."""
+        return "; ".join(self.missing)
+
+
+def dmabuf_path(*, open_modules: bool | None, kernel: str | None, nccl: str | None) -> DmabufPath:
+    """Whether GPUDirect RDMA can go through DMA-BUF on a node, the one rule ``check topology`` and
+    ``provision``'s gpudirect-rdma step both apply.
+
+    Args:
+        open_modules: The NVIDIA kernel module is the open flavor (modinfo's license "Dual MIT/GPL").
+        kernel: The running kernel's release (or the one the module was built for, its vermagic).
+        nccl: The image's NCCL version; None: unknown (a PyTorch image's own), taken as new enough.
+    """
+    missing = []
+    nccl_version = version_tuple(nccl)
+    if nccl_version is not None and nccl_version < FIRST_DMABUF_NCCL:
+        missing.append(f"NCCL {nccl} predates DMA-BUF (2.13)")
+    if open_modules is False:
+        missing.append(
+            "the NVIDIA driver's proprietary kernel modules (license NVIDIA) export no DMA-BUF; "
+            "the open ones (license Dual MIT/GPL) do"
+        )
+    kernel_version = version_tuple(kernel)
+    if kernel_version is not None and kernel_version < FIRST_DMABUF_KERNEL:
+        missing.append(f"kernel {kernel} predates RDMA on DMA-BUF memory (5.12)")
+    if missing:
+        return DmabufPath(usable=False, missing=tuple(missing))
+    known = open_modules is not None and kernel_version is not None
+    return DmabufPath(usable=True if known else None, missing=())

@@ -203,7 +203,8 @@ def smi_q_rules(report: NvidiaSmiQ, expect: Expectation) -> list[Finding]:
     for gpu in report.gpus:
         name = f"GPU {gpu.bus_id}" if gpu.bus_id else "a GPU"
         state, status = gpu.fabric_state, gpu.fabric_status
-        if state is not None and (state != "Completed" or status not in (None, "Success")):
+        # Healthy only at State Completed with Status Success (NVIDIA's fabric manager guide).
+        if state is not None and (state != "Completed" or status != "Success"):
             findings.append(
                 Finding(
                     severity="error",

@@ -10,17 +10,20 @@ from dataclasses import dataclass, field
 from clusterctl.diagnostics.bundle import NodeBundle, NodeMeta, SectionMeta
 from clusterctl.diagnostics.collectors import COLLECTOR_BY_KEY, Collector
 from clusterctl.diagnostics.model import Parsed
+from clusterctl.diagnostics.nccl_gdr import dmabuf_path
+from clusterctl.diagnostics.nvswitch import nvswitches_on_bus
 from clusterctl.diagnostics.parsers.ip_addr import IpAddr
+from clusterctl.diagnostics.parsers.lspci import Lspci
+from clusterctl.diagnostics.parsers.modinfo import Modinfo
 from clusterctl.diagnostics.parsers.nvidia_smi_csv import NvidiaSmiCsv
+from clusterctl.diagnostics.parsers.nvidia_smi_q import NvidiaSmiQ
 from clusterctl.diagnostics.parsers.peermem import PeerMem
 from clusterctl.diagnostics.parsers.proc_modules import ProcModules
 from clusterctl.diagnostics.rules import apply_rules, expectation_for
 from clusterctl.findings import Finding, Severity
 from clusterctl.inventory import Inventory, Node
-from clusterctl.versions import version_tuple
 
 PEERMEM_MODULES = ("nvidia_peermem", "nv_peer_mem")
-FIRST_DMABUF = (2, 13)  # NCCL 2.13.4-1 is the first release with DMA-BUF (src/init.cc "DMA-BUF is available")
 # A GPU or RDMA tool missing on a node that has GPUs or RDMA is an error, except ofed_info (inbox
 # rdma-core still does verbs); a general tool (ip, cat, ls) missing leaves one check blind: a warning.
 # DCGM is optional (`check health --level` runs it where a site installed it); without nvbandwidth the
@@ -29,6 +32,7 @@ _MISSING_SEVERITY: dict[str, Severity] = {
     "gpu": "error",
     "rdma": "error",
     "ofed-info": "warning",
+    "modinfo-nvidia": "warning",  # kmod's modinfo: only the DMA-BUF path goes unjudged without it
     "dcgmi-diag": "info",
     "h2d-bandwidth": "warning",
 }
@@ -135,9 +139,11 @@ def peermem_rules(node: Node, inventory: Inventory, facts: dict[str, Parsed]) ->
     /sys/module/nvidia_peermem/version); /proc/modules (or lsmod) says whether the module is loaded when
     the probe did not look at /sys/module (a pasted `cat` of the memory_peers files), and stands in
     alone when the probe gave no answer. Loaded without a memory_peers client is its own finding.
-    NCCL 2.13+ can do GPUDirect RDMA through DMA-BUF without any module, so there the finding is a
-    warning to confirm with a run's NCCL log; on an image whose NCCL predates DMA-BUF it is an error
-    when the inventory asks for GDR.
+    Without a module, GPUDirect RDMA can still go through DMA-BUF (``nccl_gdr.dmabuf_path``: NCCL 2.13+,
+    the open kernel modules, Linux 5.12+; `modinfo nvidia` gives the last two): an info where it can, the
+    same rule provision's gpudirect-rdma step passes on. Where it cannot, the finding is an error when
+    the inventory asks for GDR, else a warning; where a fact is unknown, a warning to confirm with a
+    run's NCCL log.
     """
     if not (node.gpus.count and node.rdma):
         return []
@@ -158,19 +164,31 @@ def peermem_rules(node: Node, inventory: Inventory, facts: dict[str, Parsed]) ->
         return []  # neither source answered; the section findings already say so
     if loaded:
         return []
-    version = version_tuple(inventory.image.versions.nccl)
-    no_dmabuf = version is not None and version < FIRST_DMABUF
+    found = facts.get("modinfo-nvidia")
+    modinfo = found if isinstance(found, Modinfo) and found.error is None else Modinfo()
+    nccl = inventory.image.versions.nccl
+    path = dmabuf_path(open_modules=modinfo.open_modules, kernel=modinfo.kernel, nccl=nccl)
+    if path.usable:
+        return [
+            Finding(
+                severity="info",
+                code="gdr-dmabuf",
+                message=f"no peer-memory module: GPUDirect RDMA goes through DMA-BUF (open kernel modules, "
+                f"kernel {modinfo.kernel}, NCCL {nccl or 'of the image'})",
+                advice="Nothing to do; a run's NCCL log says 'DMA-BUF is available' and shows '/GDRDMA' channels.",
+                node=node.name,
+            )
+        ]
     wants_gdr = bool(inventory.run.gdr_level)
     dmabuf = (
-        f"NCCL {inventory.image.versions.nccl} predates DMA-BUF support (2.13), so without it there is no "
-        "GPUDirect RDMA."
-        if no_dmabuf
+        f"DMA-BUF is no way around it here: {path.words()}."
+        if path.usable is False
         else "NCCL 2.13+ can use DMA-BUF instead (Linux 5.12+, open GPU kernel modules): a run's NCCL log "
         "saying 'DMA-BUF is available' or showing '/GDRDMA' channels settles it."
     )
     return [
         Finding(
-            severity="error" if wants_gdr and no_dmabuf else "warning",
+            severity="error" if wants_gdr and path.usable is False else "warning",
             code="peermem-missing",
             message="NCCL finds no GPUDirect RDMA peer-memory module (none of "
             "/sys/kernel/mm/memory_peers/nv_mem{,_nc}/version, /sys/module/nvidia_peermem/version)"
@@ -201,6 +219,32 @@ def _peermem_unregistered(node: Node) -> Finding:
         "(`clusterctl provision --step gpudirect-rdma` does both).",
         node=node.name,
     )
+
+
+def fabric_manager_rules(node: Node, facts: dict[str, Parsed]) -> list[Finding]:
+    """NVSwitches on the PCI bus while `nvidia-smi -q` gives no GPU a fabric state: an info naming them,
+    so a driver that prints no Fabric block cannot hide an NVSwitch system (A100 boards and older drivers
+    print N/A even with the fabric manager running, so it is no warning; the states themselves, where
+    printed, are judged by ``smi_q_rules``, and the service by provision's fabric-manager step)."""
+    lspci, smi = facts.get("lspci-vvv"), facts.get("nvidia-smi-q")
+    if not node.gpus.count or not isinstance(lspci, Lspci) or not isinstance(smi, NvidiaSmiQ) or smi.error:
+        return []
+    switches = nvswitches_on_bus(lspci)
+    if not switches or any(gpu.fabric_state is not None for gpu in smi.gpus):
+        return []
+    return [
+        Finding(
+            severity="info",
+            code="nvswitch-fabric-unknown",
+            message=f"{len(switches)} NVSwitch(es) on the PCI bus ({', '.join(switches[:4])}"
+            f"{', ...' if len(switches) > 4 else ''}) and nvidia-smi -q gives no GPU a fabric state: the "
+            "GPUs need nvidia-fabricmanager at the driver's version, running, or CUDA fails at its first "
+            "call (cudaErrorSystemNotReady, 802)",
+            advice="`clusterctl provision --step fabric-manager` checks the service and installs and starts it "
+            "where it is missing; `systemctl status nvidia-fabricmanager` shows it by hand.",
+            node=node.name,
+        )
+    ]
 
 
 def gpu_count_rules(node: Node, csv: NvidiaSmiCsv) -> list[Finding]:
@@ -256,4 +300,5 @@ def judge_node(inventory: Inventory, node: Node, bundle: NodeBundle | None) -> N
     if isinstance(csv := report.facts.get("nvidia-smi-csv"), NvidiaSmiCsv):
         report.findings += gpu_count_rules(node, csv)
     report.findings += peermem_rules(node, inventory, report.facts)
+    report.findings += fabric_manager_rules(node, report.facts)
     return report

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from clusterctl.diagnostics.nccl_gdr import FIRST_DMABUF_KERNEL, dmabuf_path
+from clusterctl.diagnostics.parsers.modinfo import OPEN_LICENSE
 from clusterctl.hosts.cluster_keys import ensure_cluster_keys
 from clusterctl.hosts.sftp import Source
 from clusterctl.hosts.sshkeys import known_hosts_line
@@ -71,6 +73,7 @@ def step_context(inventory: Inventory, host_keys: dict[str, str]) -> dict[str, A
             "ssh_config": f"Host {' '.join(names)}\n    IdentityFile {key_path}\n    IdentitiesOnly yes\n",
             "public_key": ensure_cluster_keys(inventory).client_key.with_suffix(".pub").read_text().strip(),
             "peermem": peer_memory_module(inventory),
+            **_dmabuf_context(inventory),
             **_registry_context(inventory),
         },
     }
@@ -85,6 +88,19 @@ def peer_memory_module(inventory: Inventory) -> str:
     for: ``nv_peer_mem`` (Mellanox's, built from source) before R470, else the driver's ``nvidia_peermem``."""
     cuda = version_tuple(inventory.image.versions.cuda)
     return "nv_peer_mem" if cuda is not None and cuda < PEERMEM_IN_DRIVER_SINCE_CUDA else "nvidia_peermem"
+
+
+def _dmabuf_context(inventory: Inventory) -> dict[str, Any]:
+    """What the gpudirect-rdma step needs to pass GPUDirect through DMA-BUF by the rule `check topology`
+    applies (``dmabuf_path``): whether the image's NCCL has DMA-BUF, and the license and kernel it needs."""
+    nccl_ok = (
+        dmabuf_path(open_modules=None, kernel=None, nccl=inventory.image.versions.nccl).usable is not False
+    )
+    return {
+        "dmabuf_nccl": nccl_ok,
+        "dmabuf_license": OPEN_LICENSE,
+        "dmabuf_kernel": ".".join(map(str, FIRST_DMABUF_KERNEL)),
+    }
 
 
 def _registry_context(inventory: Inventory) -> dict[str, str]:

@@ -15,22 +15,26 @@ module is pure: ``traffic`` diffs two readings, ``expected_bytes_per_node`` is w
 had to move, ``prove_counters`` judges, ``counter_findings`` says it in findings.
 
 **What a run must move.** Any allreduce of G bytes among N nodes without in-network reduction makes
-each node send, and receive, at least 2(N-1)/N x G across its links: each node must export all but
-its 1/N share of the reduce-scatter and import the rest of the all-gather (the bandwidth lower bound
-of Patarasuk and Yuan). Ring allreduce with one rank per node moves exactly that; NCCL's rings and
-trees, Horovod's hierarchical allreduce, Gloo's and Open MPI's algorithms move that or more. With
-in-network reduction (SHARP through NCCL's CollNet, NVLS across nodes) each node sends its G once
-and receives the result once: G, which is N/(2(N-1)) of the ring volume (1 at 2 nodes, toward 1/2).
-Per run that is ``2(N-1)/N x (bytes all-reduced per rank over the run)``, the workload's
-``allreduced_bytes``.
+the nodes send, and receive, at least 2(N-1)/N x G each across their links *on average*: each node must
+export all but its 1/N share of the reduce-scatter and import the rest of the all-gather (the bandwidth
+lower bound of Patarasuk and Yuan). Ring allreduce with one rank per node moves exactly that through
+every node; NCCL's double binary tree moves it on average but not evenly: an interior node moves about
+2G each way, a tree's root about G (at 4 nodes two nodes move ~G, two ~2G). Whatever the algorithm,
+every node moves at least G each way: what it does not reduce itself must leave it, and what it does
+reduce must go back out to the others. With in-network reduction across nodes (SHARP through NCCL's
+CollNet) each node sends its G once and receives the result once: G on average too. NVLS reduces inside
+a node's NVSwitch, not between nodes: it lowers nothing here. Per run, G is the bytes all-reduced per
+rank over the run, the workload's ``allreduce_volume``.
 
-**The floor.** A node's declared fabric must have carried ``1 - TIMING_TOLERANCE`` of the bound of
-the algorithm NCCL's log shows: the ring/tree bound, or G when the log shows in-network reduction
-(``in_network``). Counters are read before the ranks start and after they end, so they can only
-over-count the run (start-up, bootstrap, TCP/IP and IB headers); the tolerance covers the few
-collectives a framework may skip or fuse differently than counted and counters read on a busy HCA a
-moment early. Below the floor the gradients went elsewhere (a management network, a socket
-fallback): invalid.
+**The floors.** Two, each ``1 - TIMING_TOLERANCE`` of its bound: every node's declared fabric must
+have carried 90% of G (``floor_bytes_per_node``), and the mean over the nodes 90% of 2(N-1)/N x G
+(``mean_floor_bytes_per_node``), or of G when NCCL's log shows in-network reduction across nodes
+(``in_network``). The mean is judged only when every node was read: a subset could be a tree's roots.
+``counter_expectation`` is the one place both are computed, for `run --dry-run` and for the judgement.
+Counters are read before the ranks start and after they end, so they can only over-count the run
+(start-up, bootstrap, TCP/IP and IB headers); the tolerance covers the few collectives a framework may
+skip or fuse differently than counted and counters read on a busy HCA a moment early. Below a floor
+the gradients went elsewhere (a management network, a socket fallback): invalid.
 
 **RDMA bytes only.** An InfiniBand port's data counters count every IB packet, IPoIB's included: a
 NCCL or MPI that fell back to TCP over the port's IPoIB netdev still fills the port. So, per HCA
@@ -42,12 +46,16 @@ rest went over IPoIB sockets, not RDMA: invalid, named so.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
 from clusterctl.diagnostics.parsers.fabric_counters import NodeCounters, PortBytes
 from clusterctl.findings import Finding
 from clusterctl.inventory import FabricSpec, Inventory, Node
+
+if TYPE_CHECKING:
+    from clusterctl.workloads.base import Volume
 
 # Counters can only over-count a run (read before it starts and after it ends); this share of the
 # algorithm's bound covers a skipped or differently fused collective and a counter read a moment early.
@@ -79,37 +87,43 @@ def declared_rails(fabric: FabricSpec, ports: Sequence[str]) -> list[str]:
 
 
 def expected_bytes_per_node(allreduced_bytes: int, nodes: int) -> int:
-    """The bytes each node must send (and receive) to all-reduce ``allreduced_bytes`` over ``nodes``.
+    """The bytes a node sends (and receives), on average over ``nodes``, to all-reduce ``allreduced_bytes``.
 
     ``2(N-1)/N x G``: what ring allreduce moves per node with one rank per node, and the least any
-    allreduce without in-network reduction moves across N nodes. 0 on one node.
+    allreduce without in-network reduction moves across N nodes on average. 0 on one node.
     """
     return 2 * (nodes - 1) * allreduced_bytes // nodes
 
 
-def floor_bytes_per_node(expected: int, nodes: int, *, in_network: bool) -> int:
-    """The least a node's fabric must carry: ``1 - TIMING_TOLERANCE`` of the algorithm's bound.
-
-    ``expected`` is the ring/tree bound 2(N-1)/N x G; with in-network reduction the bound is G,
-    ``expected x N / (2(N-1))``.
-    """
-    if nodes < 2:
-        return 0
-    bound = expected * nodes // (2 * (nodes - 1)) if in_network else expected
+def _tolerated(bound: int) -> int:
     return int(bound * (1 - TIMING_TOLERANCE))
 
 
 class CounterExpectation(BaseModel):
-    """What the proof by counters will expect of a run, said before it runs (`run --dry-run`)."""
+    """What the proof by counters expects of a run: said before it runs (`run --dry-run`) and judged after.
+
+    Built by ``counter_expectation`` only, so the dry run and the judgement cannot disagree.
+    """
 
     nodes: int
-    allreduced_bytes: int = Field(description="Bytes each rank all-reduces over the run.")
+    allreduced_bytes: int = Field(description="G: bytes each rank all-reduces over the run.")
     derivation: str = Field(description="How ``allreduced_bytes`` was derived, in words.")
-    expected_bytes_per_node: int = Field(description="2(N-1)/N x the bytes all-reduced.")
-    floor_bytes_per_node: int = Field(description="The ring/tree floor each node's fabric must carry.")
-    in_network_floor_bytes_per_node: int = Field(
-        description="The floor when NCCL's log shows in-network reduction (SHARP/CollNet/NVLS)."
+    expected_bytes_per_node: int = Field(description="2(N-1)/N x G: what a node moves on average.")
+    floor_bytes_per_node: int = Field(
+        description="90% of G: what every node's fabric must carry, whatever the algorithm (a tree's root "
+        "moves about G)."
     )
+    mean_floor_bytes_per_node: int = Field(
+        description="90% of 2(N-1)/N x G: what the nodes' fabrics must carry on average."
+    )
+    in_network_mean_floor_bytes_per_node: int = Field(
+        description="The mean floor when NCCL's log shows in-network reduction across nodes "
+        "(CollNet/SHARP): 90% of G."
+    )
+
+    def mean_floor(self, *, in_network: bool) -> int:
+        """The floor of the mean over nodes, by whether the log shows in-network reduction across nodes."""
+        return self.in_network_mean_floor_bytes_per_node if in_network else self.mean_floor_bytes_per_node
 
     def words(self) -> str:
         """One line for people: the expectation and where it comes from."""
@@ -117,25 +131,33 @@ class CounterExpectation(BaseModel):
             return f"proof by counters: one node, nothing crosses the fabric ({self.derivation})"
         lower = (
             ""
-            if self.in_network_floor_bytes_per_node == self.floor_bytes_per_node
-            else f" ({_gb(self.in_network_floor_bytes_per_node)} if the log shows in-network reduction)"
+            if self.in_network_mean_floor_bytes_per_node == self.mean_floor_bytes_per_node
+            else f" ({_gb(self.in_network_mean_floor_bytes_per_node)} if the log shows in-network "
+            "reduction across nodes)"
         )
         return (
-            f"proof by counters: each node's fabric must carry >= {_gb(self.floor_bytes_per_node)} each way"
-            f"{lower}; 2(N-1)/N x {self.derivation} = {_gb(self.expected_bytes_per_node)} per node"
+            f"proof by counters: each node's fabric must carry >= {_gb(self.floor_bytes_per_node)} each way, "
+            f"the nodes' mean >= {_gb(self.mean_floor_bytes_per_node)}{lower}; G = {self.derivation}, "
+            f"2(N-1)/N x G = {_gb(self.expected_bytes_per_node)} per node on average"
         )
 
 
-def counter_expectation(allreduced_bytes: int, derivation: str, nodes: int) -> CounterExpectation:
-    """The expectation for ``nodes`` nodes all-reducing ``allreduced_bytes`` per rank over a run."""
-    expected = expected_bytes_per_node(allreduced_bytes, nodes)
+def counter_expectation(volume: Volume | None, nodes: int) -> CounterExpectation | None:
+    """What ``nodes`` nodes must move to all-reduce ``volume`` per rank over a run (None: the workload
+    does not say). The one place the floors are computed."""
+    if volume is None:
+        return None
+    g = volume.bytes
+    expected = expected_bytes_per_node(g, nodes)
+    several = nodes >= 2
     return CounterExpectation(
         nodes=nodes,
-        allreduced_bytes=allreduced_bytes,
-        derivation=derivation,
+        allreduced_bytes=g,
+        derivation=volume.derivation,
         expected_bytes_per_node=expected,
-        floor_bytes_per_node=floor_bytes_per_node(expected, nodes, in_network=False),
-        in_network_floor_bytes_per_node=floor_bytes_per_node(expected, nodes, in_network=True),
+        floor_bytes_per_node=_tolerated(g) if several else 0,
+        mean_floor_bytes_per_node=_tolerated(expected) if several else 0,
+        in_network_mean_floor_bytes_per_node=_tolerated(g) if several else 0,
     )
 
 
@@ -191,14 +213,19 @@ class CounterProof(BaseModel):
     fabric: str = Field(description="What was judged: the interface, or 'HCA ports'.")
     expected_bytes_per_node: int | None = Field(
         None,
-        description="2(N-1)/N x the bytes all-reduced over the run; None when the workload does not say.",
+        description="2(N-1)/N x the bytes all-reduced over the run (a node's mean); None when the workload "
+        "does not say.",
     )
     floor_bytes_per_node: int | None = Field(
+        None, description="The least every node's fabric had to carry: 90% of G (a tree's root moves ~G)."
+    )
+    mean_floor_bytes_per_node: int | None = Field(
         None,
-        description="The least each node's fabric had to carry (the algorithm's bound less the tolerance).",
+        description="The least the nodes' fabrics had to carry on average: 90% of 2(N-1)/N x G, or of G with "
+        "in-network reduction across nodes.",
     )
     bound: str = Field(
-        "ring/tree", description="Whose bound the floor is: 'ring/tree' or 'in-network' (SHARP/CollNet/NVLS)."
+        "ring/tree", description="Whose bound the mean floor is: 'ring/tree' or 'in-network' (CollNet/SHARP)."
     )
     rdma_only: bool = Field(
         False, description="Judged on RDMA bytes (the IPoIB netdevs' bytes taken out of their ports')."
@@ -270,58 +297,97 @@ def prove_counters(
     after: Mapping[str, NodeCounters],
     *,
     fabric: FabricSpec,
-    expected_bytes_per_node: int | None,
+    expectation: CounterExpectation | None,
     in_network: bool = False,
     rdma_only: bool = False,
 ) -> CounterProof:
     """Judge every node's fabric traffic between two readings (by node name). Pure.
 
     Invalid when, on a multi-node run with an expectation, some node's declared fabric sent or
-    received less than the floor (``floor_bytes_per_node``: the ring/tree bound, or G with
-    ``in_network`` reduction shown by NCCL's log). With ``rdma_only`` (a GPU run on InfiniBand/RoCE,
-    whose gradients must go over verbs) the rails' IPoIB bytes do not count; a node short of RDMA
-    bytes whose IPoIB netdevs carried the rest is named: the traffic went over IPoIB sockets.
+    received less than the per-node floor (90% of G), or, every node read, their mean less than the
+    mean floor (the ring/tree bound, or G with ``in_network`` reduction across nodes shown by NCCL's
+    log). With ``rdma_only`` (a GPU run on InfiniBand/RoCE, whose gradients must go over verbs) the
+    rails' IPoIB bytes do not count; a run short of RDMA bytes whose ports' totals, IPoIB included,
+    pass is named: the traffic went over IPoIB sockets.
     """
     nodes = {
         name: traffic(before.get(name) or NodeCounters(error="not read before the run"), reading, fabric)
         for name, reading in after.items()
     }
-    expected = expected_bytes_per_node or None
-    floor = floor_bytes_per_node(expected, len(nodes), in_network=in_network) if expected else None
+    expected = expectation.expected_bytes_per_node if expectation else None
+    several = expectation is not None and expectation.nodes >= 2 and expectation.allreduced_bytes > 0
+    floor = expectation.floor_bytes_per_node if expectation and several else None
+    mean_floor = expectation.mean_floor(in_network=in_network) if expectation and several else None
     idle = {name: _idle(t, expected) for name, t in nodes.items() if t.error is None}
-    short = {
-        name: t for name, t in nodes.items() if t.error is None and floor and _carried(t, rdma_only) < floor
-    }
-    over_ipoib = [name for name, t in short.items() if rdma_only and _carried(t, False) >= (floor or 0)]
     reason = None
-    if over_ipoib:
-        moved = ", ".join(
-            f"{n} {_gb(_carried(short[n], True))} RDMA + {_gb(min(short[n].ipoib_sent, short[n].ipoib_received))} IPoIB"
-            for n in over_ipoib
-        )
-        reason = (
-            f"traffic went over IPoIB sockets, not RDMA: {moved} against a floor of {_gb(floor or 0)} "
-            "per node; NCCL or MPI fell back to TCP over the HCA's IPoIB interface"
-        )
-    elif short:
-        carried = ", ".join(f"{n} {_gb(_carried(t, rdma_only))}" for n, t in short.items())
-        reason = (
-            f"the fabric ({_fabric_words(fabric)}) carried far less than the run's allreduces had to move: "
-            f"{carried} against a floor of {_gb(floor or 0)} per node ({_bound_words(in_network)}); "
-            "the traffic went over another network"
-        )
+    over_ipoib = False
+    if floor is not None and mean_floor is not None:
+        shortfall = _shortfall(nodes, rdma_only, floor, mean_floor)
+        if shortfall and rdma_only and not _shortfall(nodes, False, floor, mean_floor):
+            over_ipoib = True
+            moved = ", ".join(
+                f"{n} {_gb(_carried(nodes[n], True))} RDMA + "
+                f"{_gb(min(nodes[n].ipoib_sent, nodes[n].ipoib_received))} IPoIB"
+                for n in shortfall.names
+            )
+            reason = (
+                f"traffic went over IPoIB sockets, not RDMA: {moved} against {shortfall.against}; NCCL or "
+                "MPI fell back to TCP over the HCA's IPoIB interface"
+            )
+        elif shortfall:
+            reason = (
+                f"the fabric ({_fabric_words(fabric)}) carried far less than the run's allreduces had to move: "
+                f"{shortfall.carried} against {shortfall.against} ({_bound_words(shortfall.mean, in_network)}); "
+                "the traffic went over another network"
+            )
     return CounterProof(
         fabric=_fabric_words(fabric),
-        expected_bytes_per_node=expected_bytes_per_node,
+        expected_bytes_per_node=expected,
         floor_bytes_per_node=floor,
+        mean_floor_bytes_per_node=mean_floor,
         bound="in-network" if in_network else "ring/tree",
         rdma_only=rdma_only,
         nodes=nodes,
         idle_rails={k: v for k, v in idle.items() if v},
         rail_balance=_balance(nodes.values()),
         valid=reason is None,
-        over_ipoib=bool(over_ipoib),
+        over_ipoib=over_ipoib,
         reason=reason,
+    )
+
+
+class _Shortfall(BaseModel):
+    """Which floor a run missed: the nodes below the per-node floor, or (``mean``) the nodes' mean."""
+
+    names: list[str]
+    carried: str
+    against: str
+    mean: bool
+
+
+def _shortfall(
+    nodes: Mapping[str, NodeTraffic], rdma_only: bool, floor: int, mean_floor: int
+) -> _Shortfall | None:
+    """The floor the nodes' traffic (RDMA only or all) misses, per node first; None: both are met."""
+    carried = {name: _carried(t, rdma_only) for name, t in nodes.items() if t.error is None}
+    short = [name for name, value in carried.items() if value < floor]
+    if short:
+        return _Shortfall(
+            names=short,
+            carried=", ".join(f"{n} {_gb(carried[n])}" for n in short),
+            against=f"a floor of {_gb(floor)} per node",
+            mean=False,
+        )
+    if not carried or len(carried) < len(nodes):
+        return None  # a node unread: the mean of the others is not the run's (they may be a tree's roots)
+    mean = sum(carried.values()) / len(carried)
+    if mean >= mean_floor:
+        return None
+    return _Shortfall(
+        names=list(carried),
+        carried=f"{_gb(mean)} per node on average ({', '.join(f'{n} {_gb(v)}' for n, v in carried.items())})",
+        against=f"a floor of {_gb(mean_floor)} on average",
+        mean=True,
     )
 
 
@@ -332,11 +398,13 @@ def _carried(node: NodeTraffic, rdma_only: bool) -> int:
     return min(node.sent, node.received)
 
 
-def _bound_words(in_network: bool) -> str:
+def _bound_words(mean: bool, in_network: bool) -> str:
     share = f"{1 - TIMING_TOLERANCE:.0%}"
+    if not mean:
+        return f"{share} of G: every node moves at least G each way, whatever the algorithm"
     if in_network:
         return f"{share} of G, the in-network reduction bound NCCL's log shows"
-    return f"{share} of the ring/tree bound 2(N-1)/N x G"
+    return f"{share} of the ring/tree bound 2(N-1)/N x G, the least any allreduce moves on average"
 
 
 def _idle(node: NodeTraffic, expected: int | None) -> list[str]:

@@ -12,8 +12,9 @@ through host memory).
 
 How NCCL reduced is read from its INIT and TUNING lines: the algorithm/protocol of every allreduce
 call (``algorithms``), NVLS multicast, ring channels; ``in_network`` says whether the log shows
-in-network reduction (CollNet/SHARP or NVLS chosen; or, on an NCCL too old to print its choices, a
-SHARP collnet plugin loaded over /SHARP HCAs), which sets the proof by counters' floor.
+in-network reduction across nodes (CollNet chosen, or NVLS chosen with a collnet plugin loaded; or, on an
+NCCL too old to print its choices, a SHARP collnet plugin loaded over /SHARP HCAs), which lowers the
+proof by counters' mean floor. NVLS alone reduces inside a node's NVSwitch and lowers nothing.
 
 The log is GPUDirect RDMA's ground truth: ``/GDRDMA`` channels or ``DMA-BUF is available`` settle a
 peer-memory finding of the run's topology snapshot (an info, never an error, for that run); HCAs the
@@ -29,7 +30,6 @@ from pydantic import BaseModel, Field
 
 from clusterctl.diagnostics.parsers.nccl_log import (
     GDR_DISABLED_ADVICE,
-    IN_NETWORK_ALGORITHMS,
     NcclLog,
     gdr_disabled_in_words,
     parse_nccl_log,
@@ -79,7 +79,9 @@ class FabricProof(BaseModel):
         default_factory=dict,
         description='AllReduce calls per algorithm/protocol NCCL chose, e.g. {"RING/SIMPLE": 40}; empty: not printed.',
     )
-    in_network: bool = Field(False, description="The log shows in-network reduction (CollNet/SHARP, NVLS).")
+    in_network: bool = Field(
+        False, description="The log shows in-network reduction across nodes (CollNet/SHARP; not NVLS alone)."
+    )
     nvls_multicast: bool | None = Field(None, description="NCCL said NVLS multicast is (not) available.")
     channels: int | None = Field(None, description="Ring channels NCCL set up.")
     gpu_nics: dict[str, dict[int, list[str]]] = Field(
@@ -176,15 +178,22 @@ def prove_fabric(
     )
 
 
-def in_network_reduction(nccl: NcclLog) -> bool:
-    """Whether the log shows the allreduces reduced in the network (the counters' lower floor).
+# Algorithms that reduce between nodes in the network (SHARP switches through a collnet plugin).
+COLLNET_ALGORITHMS = frozenset({"COLLNET", "COLLNET_DIRECT", "COLLNET_CHAIN"})
 
-    Where NCCL printed its choices (TUNING), only a chosen CollNet or NVLS algorithm counts (NVLS_TREE
-    runs a tree between nodes). Where it printed none (before 2.20 it logged them at TRACE only), a
-    SHARP collnet plugin loaded over HCAs listed with /SHARP is taken as in-network reduction.
+
+def in_network_reduction(nccl: NcclLog) -> bool:
+    """Whether the log shows the allreduces reduced in the network *across nodes* (the lower mean floor).
+
+    Where NCCL printed its choices (TUNING), a chosen CollNet algorithm counts, and NVLS only with a
+    collnet plugin loaded: NVLS reduces in a node's NVSwitch, and NCCL runs it across nodes only over
+    CollNet (its tuner: "NVLS intra+inter-node: collNetSupport"); NVLS_TREE runs a tree between nodes.
+    Where it printed none (before 2.20 it logged them at TRACE only), a SHARP collnet plugin loaded over
+    HCAs listed with /SHARP is taken as in-network reduction.
     """
     if nccl.algorithms:
-        return any(key.split("/")[0] in IN_NETWORK_ALGORITHMS for key in nccl.algorithms)
+        chosen = {key.split("/")[0] for key in nccl.algorithms}
+        return bool(chosen & COLLNET_ALGORITHMS) or ("NVLS" in chosen and nccl.collnet_plugin is not None)
     return bool(nccl.sharp_hcas) and "SHARP" in (nccl.collnet_plugin or "").upper()
 
 

@@ -16,8 +16,8 @@ from clusterctl.findings import Finding
 from clusterctl.inventory import Inventory, RunDefaults
 from clusterctl.results.counters import (
     CounterReadings,
+    counter_expectation,
     counter_findings,
-    expected_bytes_per_node,
     prove_counters,
 )
 from clusterctl.results.mfu import ModelFlops, model_flops
@@ -84,13 +84,10 @@ def judge_run(
     gradient = workload.gradient_bytes(s)
     proof = None
     if counters is not None:
-        volume = workload.allreduce_volume(s)
         proof = prove_counters(
             *counters,
             fabric=primary.fabric,
-            expected_bytes_per_node=None
-            if volume is None
-            else expected_bytes_per_node(volume.bytes, len(plan.hosts)),
+            expectation=counter_expectation(workload.allreduce_volume(s), len(plan.hosts)),
             in_network=fabric.in_network,
             # NCCL's gradients must go over verbs; CPU ranks' Gloo/MPI use TCP on the fabric by design.
             rdma_only=plan.gpu and primary.rdma,

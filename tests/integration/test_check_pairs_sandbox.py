@@ -1,6 +1,8 @@
 """`clusterctl check pairs` on a 4-node sandbox (CPU allreduce over Horovod): the healthy cluster
 exits 0 with four OK verdicts; with one node's benchmark container slowed (its sends held to 24 Mbit/s,
-a node whose link runs at a fraction of its rate), that node is named, and only it."""
+a node whose link runs at a fraction of its rate), that node is named, and only it. The same sandbox
+carries one 4-node collective whose fabric counters are judged by both floors (every node 90% of G,
+the nodes' mean 90% of 2(N-1)/N x G)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,10 @@ from clusterctl.containers import lifecycle
 from clusterctl.image.build import build_image
 from clusterctl.image.distribute import distribute
 from clusterctl.image.record import effective_image_ref
+from clusterctl.run.context import run_context
+from clusterctl.run.plan import plan_run
+from clusterctl.run.runner import run_plans
+from clusterctl.workloads import get_workload
 from tests.integration.conftest import Sandbox, on_node, private_sandbox
 from tests.strictjson import strict_loads
 
@@ -76,3 +82,26 @@ def test_healthy_then_one_slowed_node_is_named_and_only_it(
     assert slow["links"] == [], slow
     mine = next(n for n in slow["nodes"] if n["node"] == slowed.name)
     assert mine["busbw_gb_s"] < mine["reference_gb_s"] / 2, mine
+
+
+def test_a_4_node_collective_is_judged_by_the_node_and_the_mean_floor(
+    sandbox4: Sandbox, tmp_path: Path
+) -> None:
+    """Gloo's ring over eth0 on 4 nodes: each node moves about 2(N-1)/N x G = 1.5 G each way, over both
+    the node's floor (0.9 G) and the mean's (1.35 G); the run is valid."""
+    inventory = sandbox4.inventory
+    plan = plan_run(inventory, "allreduce", nodes=4)
+    [(record, _)] = run_plans(
+        run_context(inventory, [plan], launcher="ssh", timeout_s=600, runs_dir=tmp_path)
+    )
+    volume = get_workload("allreduce").allreduce_volume(plan.options.settings)
+    assert volume is not None
+    g = volume.bytes
+    proof = record.counters
+    assert proof is not None and set(proof.nodes) == {n.name for n in inventory.nodes}
+    assert proof.floor_bytes_per_node == int(0.9 * g)
+    assert proof.mean_floor_bytes_per_node == int(0.9 * (2 * 3 * g // 4))
+    carried = {name: min(t.sent, t.received) for name, t in proof.nodes.items()}
+    assert all(value >= proof.floor_bytes_per_node for value in carried.values()), carried
+    assert sum(carried.values()) / 4 >= proof.mean_floor_bytes_per_node, carried
+    assert proof.valid and record.valid, record.findings

@@ -76,9 +76,6 @@ _NODES = re.compile(r"\bnRanks \d+ nNodes (\d{1,6})\b")
 # NVLS 4, NVLS_TREE 5, PAT 6 (2.23); LL 0, LL128 1, SIMPLE 2. Index 2 was plain COLLNET before 2.12 split it.
 ALGORITHMS = ("TREE", "RING", "COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS", "NVLS_TREE", "PAT")
 PROTOCOLS = ("LL", "LL128", "SIMPLE")
-# Algorithms that reduce in the network (SHARP through CollNet; NVLS across nodes runs CollNet between
-# them): each node sends its G once and receives the result once instead of 2(N-1)/N x G.
-IN_NETWORK_ALGORITHMS = frozenset({"COLLNET", "COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS"})
 _GDR = re.compile(r"via NET/\w+/\d+/GDRDMA|GPU Direct RDMA Enabled|GDRDMA")
 _VERSION = re.compile(r"NCCL version\s+v?([\d.]+(?:\+\S+)?)")
 _FAILURE = re.compile(r"NCCL (?:failure|error)\b|RuntimeError: NCCL|ncclSystemError|unhandled \w+ error")
