@@ -80,8 +80,8 @@ class Bench:
 
 
 def arguments(doc: str, nodes: str, *, repeats: bool = True) -> argparse.ArgumentParser:
-    """The options every bench script takes: --nodes, --json, and (when timed repeatedly) --repeats,
-    --transport (of the untimed image push)."""
+    """The options every bench script takes: --nodes, --json, --sandbox-state, and (when timed
+    repeatedly) --repeats, --transport (of the untimed image push)."""
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--nodes", default=nodes, help=f"Node counts, comma-separated (default {nodes}).")
     parser.add_argument("--json", type=Path, help="Also write the figures as JSON to this file.")
@@ -90,12 +90,12 @@ def arguments(doc: str, nodes: str, *, repeats: bool = True) -> argparse.Argumen
             "--repeats", type=int, default=3, help="Runs of each command per count (default 3)."
         )
         parser.add_argument("--transport", choices=["registry", "stream"], help="For the untimed image push.")
-        parser.add_argument(
-            "--sandbox-state",
-            type=Path,
-            help="Measure on the running sandbox of this state directory (its CLUSTERCTL_STATE_DIR) instead "
-            "of a fresh one; it is left up, with its image and tags (the tests' short forms share one).",
-        )
+    parser.add_argument(
+        "--sandbox-state",
+        type=Path,
+        help="Measure on the running sandbox of this state directory (its CLUSTERCTL_STATE_DIR) instead "
+        "of a fresh one; it is left up, with its image and tags (the tests' short forms share one).",
+    )
     return parser
 
 

@@ -16,6 +16,8 @@ Nothing is asserted: targets are reported, not enforced.
 
 Usage: .venv/bin/python bench/delivery.py [--nodes 1,2,4] [--transports registry,stream[,stream-plain]]
        [--no-payload-only] [--json FILE]
+       [--sandbox-state DIR]  (one count: that running sandbox, left up, instead of a fresh one; its
+                               nodes are emptied of the image all the same)
 """
 
 from __future__ import annotations
@@ -120,10 +122,14 @@ def _ways(nodes: dict[str, dict[str, object]]) -> str:
 
 
 def measure(
-    nodes: int, transports: list[str], baselines: bool, payload_only: bool = True
+    nodes: int,
+    transports: list[str],
+    baselines: bool,
+    payload_only: bool = True,
+    existing: Path | None = None,
 ) -> dict[str, object]:
-    """Every figure for one node count, on a fresh sandbox."""
-    with sandbox(nodes, "bench-dlv") as bench:
+    """Every figure for one node count, on a fresh sandbox (or ``existing``'s, emptied first all the same)."""
+    with sandbox(nodes, "bench-dlv", existing) as bench:
         bench.clusterctl("image", "build")
         from clusterctl.image.record import read_image_record
         from clusterctl.inventory import load_inventory
@@ -170,7 +176,13 @@ def main() -> None:
     transports = args.transports.split(",")
     figures: dict[int, dict[str, object]] = {}
     for i, n in enumerate(counts):  # the JSON is rewritten after each count: a later failure keeps it
-        figures[n] = measure(n, transports, baselines=(i == 0), payload_only=not args.no_payload_only)
+        figures[n] = measure(
+            n,
+            transports,
+            baselines=(i == 0),
+            payload_only=not args.no_payload_only,
+            existing=args.sandbox_state,
+        )
         write_json(args.json, {"figures": {str(k): f for k, f in figures.items()}})
     first = figures[counts[0]]
     mb = first["image_bytes"] / 1e6

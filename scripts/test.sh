@@ -28,4 +28,8 @@ mkdir -p "$HOME/.cache/clusterctl/mypy"
 # out of the nav; its inventory and CLI references are generated from the code during the build
 # (scripts/docs_reference.py). Nothing is fetched; the site goes to site/ (ignored).
 "${limited[@]}" .venv/bin/mkdocs build --strict --quiet --site-dir site
-exec "${limited[@]}" .venv/bin/python -m pytest -p no:cacheprovider "$@"
+# The tests: spread over the machine's cores by pytest-xdist (-n auto); every integration test runs on one
+# worker (tests/session_guard.py groups them), where they share the session's sandbox, while the unit
+# tests spread over the rest. `-n 0` among the arguments runs everything in this one process. The
+# slowest tests close the output (pyproject.toml's --durations), so the suite's budget stays in sight.
+exec "${limited[@]}" .venv/bin/python -m pytest -p no:cacheprovider -n auto --dist loadgroup "$@"

@@ -10,6 +10,7 @@ whatever ``python`` comes first on PATH.
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -27,6 +28,13 @@ from clusterctl.run.plan import LaunchPlan
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCAL_PAYLOAD_DIR = ROOT / "clusterctl" / "payload"
+
+
+def free_port() -> int:
+    """A TCP port free on this host's loopback now (the kernel's pick)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def local_inventory() -> Inventory:
@@ -62,6 +70,11 @@ class LocalMpirunLaunch:
             str(self.plan.world_size),
         ]
         rendezvous = {k: v for k, v in self.plan.env.items() if k.startswith("MASTER_")}
+        if "MASTER_PORT" in rendezvous:
+            # The conductor's port check runs over SSH, which does not reach this host's loopback, so its
+            # pick is the run id's first candidate: the same for two runs started in the same second (two
+            # xdist workers'). Other payload runs share this machine: this launch takes a free port.
+            rendezvous["MASTER_PORT"] = str(free_port())
         env = {**os.environ, "OMP_NUM_THREADS": "1", **rendezvous}
         proc = subprocess.run(
             [*argv, *rank_argv],

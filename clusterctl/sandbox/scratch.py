@@ -2,7 +2,9 @@
 
 What the integration tests, the load cycles and the bench scripts bring up, so that none of them touches
 the user's sandbox or another session's on the same engine. It lives in the current state directory
-(``$CLUSTERCTL_STATE_DIR``), which the caller points somewhere private.
+(``$CLUSTERCTL_STATE_DIR``), which the caller points somewhere private. While it is up, a record names
+the process that owns it (``clusterctl.sandbox.orphans``), so that ``sweep_orphans`` can remove it
+once that process is gone without its teardown (killed).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import docker
 import docker.errors
 
 from clusterctl.interrupts import deferred_interrupts, sigterm_interrupts
-from clusterctl.sandbox import cluster
+from clusterctl.sandbox import cluster, orphans
 from clusterctl.sandbox.engine import free_subnet
 
 
@@ -44,11 +46,21 @@ def scratch_sandbox(prefix: str, nodes: int, *, slurm: bool = False) -> Iterator
     (also on an error, Ctrl-C or SIGTERM), with its image tags. A Ctrl-C or SIGTERM during the removal is
     held until it ends: cut short, it would leave the network and volumes once the containers are gone."""
     name = unique_name(prefix)
-    with sigterm_interrupts():
+    with sigterm_interrupts(), orphans.owned(name):
         try:
             subnet = free_subnet(docker.from_env(timeout=30))
             yield cluster.up(name, nodes, subnet, slurm=slurm)
         finally:
             with deferred_interrupts():
-                cluster.down(name)
-                untag_cluster_images(name)
+                remove_scratch(name)
+
+
+def remove_scratch(name: str) -> None:
+    """Remove scratch sandbox ``name`` (its containers, network, volumes) and its image tags."""
+    cluster.down(name)
+    untag_cluster_images(name)
+
+
+def sweep_orphans() -> list[str]:
+    """Remove every scratch sandbox whose owning process died without its teardown; their names."""
+    return orphans.sweep(remove_scratch)

@@ -2,11 +2,11 @@
 
 Each runs as a user runs it (a fresh process) and must print its table and write its JSON with every
 figure present and positive. No time is asserted: the figures are reported by the scripts, never
-enforced. The delivery and fanout benches bring up their own sandbox and remove it at the end (the
-fresh-sandbox path every script shares): delivery empties its nodes and fanout provisions them, so
-neither can share. The run-overhead bench measures on the session sandbox (``--sandbox-state``) with the
-image the ``cluster`` fixture delivers there for the other tests anyway: a sandbox and a 1.4 GB image
-stream fewer.
+enforced. The delivery and fanout benches share a 1-node sandbox of this module's (``--sandbox-state``),
+delivery first: it empties the node and leaves it holding the image, which fanout's untimed push then
+finds there; fanout provisions the node, which the session sandbox must not be (test_provision needs it
+unprovisioned). A sandbox and a 1.4 GB image stream fewer than one each. The run-overhead bench measures
+on the session sandbox with the image the ``cluster`` fixture delivers there for the other tests anyway.
 """
 
 from __future__ import annotations
@@ -14,13 +14,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import docker
 import pytest
 
 from clusterctl.inventory import Inventory
-from tests.integration.conftest import Sandbox
+from tests.integration.conftest import Sandbox, private_sandbox
 
 pytestmark = pytest.mark.integration
 
@@ -42,30 +43,27 @@ def _run(script: str, tmp_path: Path, *args: str) -> tuple[str, dict]:
     return done.stdout, figures
 
 
+@pytest.fixture(scope="module")
+def sandbox1(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
+    """A 1-node sandbox (no Slurm) for the delivery and fanout short forms, as either bench would make."""
+    with private_sandbox(tmp_path_factory, "itb", 1) as sandbox:
+        yield sandbox
+
+
 def _run_on(sandbox: Sandbox, script: str, tmp_path: Path, *args: str) -> tuple[str, dict]:
-    """``_run`` on the session sandbox (``--sandbox-state``, one repeat), which the bench must leave as it
-    found it: every node still running. The caller asks for ``cluster``, so the image is built and
-    delivered as every other test has it (the inventory's transport, the registry: test_push_interrupt
-    needs its layers there) and the bench's untimed push finds every node holding it."""
-    ran = _run(script, tmp_path, *args, "--repeats", "1", "--sandbox-state", str(sandbox.state_dir))
+    """``_run`` on a running sandbox (``--sandbox-state``), which the bench must leave as it found it:
+    every node still running. On the session sandbox the caller asks for ``cluster``, so the image is
+    built and delivered as every other test has it (the inventory's transport, the registry:
+    test_push_interrupt needs its layers there) and the bench's untimed push finds every node holding it."""
+    ran = _run(script, tmp_path, *args, "--sandbox-state", str(sandbox.state_dir))
     engine = docker.from_env(timeout=30)
     names = [f"clusterctl-{sandbox.name}-{node.name}" for node in sandbox.inventory.nodes]
     assert [engine.containers.get(name).status for name in names] == ["running"] * len(names)
     return ran
 
 
-def test_fanout_short_form(tmp_path: Path) -> None:
-    # Its own sandbox: the bench provisions the nodes it measures, and test_provision needs the session
-    # sandbox unprovisioned.
-    stdout, figures = _run("fanout.py", tmp_path, "--nodes", "1", "--repeats", "1", "--transport", "stream")
-    medians = figures["median_s"]["1"]
-    assert set(medians) == {"check topology", "provision (no-op)", "status", "up + down"}
-    assert all(seconds > 0 for seconds in medians.values())
-    assert "| nodes |" in stdout
-
-
-def test_delivery_short_form(tmp_path: Path) -> None:
-    stdout, figures = _run("delivery.py", tmp_path, "--nodes", "1", "--transports", "stream")
+def test_delivery_short_form(tmp_path: Path, sandbox1: Sandbox) -> None:
+    stdout, figures = _run_on(sandbox1, "delivery.py", tmp_path, "--nodes", "1", "--transports", "stream")
     one = figures["figures"]["1"]
     assert one["stream_first_failed"] == {}
     # The stream moves the whole image: compressed with zstd where the node has it (the sandbox's does),
@@ -81,8 +79,18 @@ def test_delivery_short_form(tmp_path: Path) -> None:
     assert "all verified" in stdout
 
 
+def test_fanout_short_form(tmp_path: Path, sandbox1: Sandbox) -> None:
+    # After the delivery short form (file order), on the same sandbox: the node holds the image already.
+    args = ["--nodes", "1", "--repeats", "1", "--transport", "stream"]
+    stdout, figures = _run_on(sandbox1, "fanout.py", tmp_path, *args)
+    medians = figures["median_s"]["1"]
+    assert set(medians) == {"check topology", "provision (no-op)", "status", "up + down"}
+    assert all(seconds > 0 for seconds in medians.values())
+    assert "| nodes |" in stdout
+
+
 def test_run_overhead_short_form(tmp_path: Path, sandbox2: Sandbox, cluster: Inventory) -> None:
-    stdout, figures = _run_on(sandbox2, "run_overhead.py", tmp_path, "--nodes", "1")
+    stdout, figures = _run_on(sandbox2, "run_overhead.py", tmp_path, "--nodes", "1", "--repeats", "1")
     one = figures["figures"]["1"]
     assert one["run_s"] > 0 and one["payload_s"] > 0
     assert one["overhead_s"] == pytest.approx(one["run_s"] - one["payload_s"])
