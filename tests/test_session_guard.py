@@ -37,6 +37,13 @@ def test_waits(held):
 """
 
 
+def _as_at_a_terminal() -> None:
+    """In the child before it runs: Ctrl-C's default action (a background shell ignores SIGINT), and a
+    process group of its own, as a terminal's foreground job has."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.setpgid(0, 0)
+
+
 def _stopped_session(
     tmp_path: Path, sig: signal.Signals, *extra: str, teardown_s: float = 0, group: bool = False
 ) -> tuple[Path, str]:
@@ -48,14 +55,14 @@ def _stopped_session(
     (tmp_path / "test_slow.py").write_text(code)
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent)]),
+        "PYTHONPATH": str(TESTS.parent),
         orphans.RECORDS_ENV: str(tmp_path / "records"),
     }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-p", "session_guard", "-p", "no:cacheprovider", "-q",
+        [sys.executable, "-m", "pytest", "-p", "tests.session_guard", "-p", "no:cacheprovider", "-q",
          "--rootdir", str(tmp_path), "-c", os.devnull, *extra, str(tmp_path / "test_slow.py")],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        preexec_fn=lambda: (signal.signal(signal.SIGINT, signal.SIG_DFL), os.setpgid(0, 0)),
+        preexec_fn=_as_at_a_terminal,
     )  # fmt: skip
     deadline = time.monotonic() + 120
     while not started.exists():
