@@ -39,6 +39,7 @@ from clusterctl.sandbox.plan import (
     SandboxPlan,
     plan_cpus,
     plan_sandbox,
+    plan_shaped_cpus,
 )
 from clusterctl.sandbox.state import SandboxFiles, SandboxState, read_state, sandbox_files, write_state
 
@@ -180,10 +181,11 @@ def _converge(
     the isolation mode used, the image and the nodes' CPUs."""
     changes: list[str] = []
     image = ensure_node_image(client, log, slurm=slurm)
-    cpus = plan_cpus(allowed_cpus(client, image, plan.labels), len(plan.nodes))
+    cpus = _plan_node_cpus(allowed_cpus(client, image, plan.labels), len(plan.nodes), slurm)
     if cpus.shared:
+        how = f"the same {sandbox_slurm.CPUS_PER_NODE} each" if slurm else "one each, round-robin"
         log(
-            f"warning: {len(plan.nodes)} nodes on fewer CPUs: nodes share CPUs (one each, round-robin), "
+            f"warning: {len(plan.nodes)} nodes on fewer CPUs: nodes share CPUs ({how}), "
             "so a multi-node run's throughput measures contention, not scaling"
         )
     public_key = ensure_keypair(files.private_key, f"clusterctl-sandbox-{plan.name}")
@@ -233,6 +235,25 @@ def _converge(
             plan, started, cpus, sandbox_slurm.munge_key(files.munge_key), log
         )
     return changes, isolation.mode if isolation else None, image, cpus
+
+
+def _plan_node_cpus(allowed: list[int], nodes: int, slurm: bool) -> CpuPlan:
+    """The nodes' CPUs: equal disjoint shares, or with Slurm exactly the GPU node shape's CPUs each.
+
+    Raises:
+        EnvironmentProblem: Slurm's node shape needs more CPUs than the engine allows.
+    """
+    if not slurm:
+        return plan_cpus(allowed, nodes)
+    try:
+        return plan_shaped_cpus(allowed, nodes, sandbox_slurm.CPUS_PER_NODE)
+    except ValueError:
+        raise EnvironmentProblem(
+            f"sandbox up --slurm: each node declares {sandbox_slurm.SOCKETS} sockets of "
+            f"{sandbox_slurm.CORES_PER_SOCKET} core, one real CPU per core ({sandbox_slurm.CPUS_PER_NODE} "
+            f"CPUs), and the engine allows {len(allowed)}. Fix: run it on a machine (or a Docker engine) "
+            f"with at least {sandbox_slurm.CPUS_PER_NODE} CPUs, or leave out --slurm."
+        ) from None
 
 
 def _ensure_shared_volume(
