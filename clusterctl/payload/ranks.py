@@ -14,6 +14,10 @@ Two sources that disagree (a launcher started inside another one's environment, 
 Slurm batch step whose ``SLURM_PROCID`` is 0 for every rank) stop the rank before it joins anything:
 a wrong rank would hang the rendezvous or train on the wrong device. No source at all is a single
 process (rank 0 of 1).
+
+The rank's GPU is chosen here too (``gpu_choice``): one per rank, the one at its place among the GPUs of
+its CPUs' socket under srun's distribution, printed before training as its ``CLUSTERCTL_PLACEMENT``
+line; a rank that would share a GPU stops.
 """
 
 from __future__ import annotations

@@ -1,6 +1,9 @@
 """The slurm launcher: sbatch of the rendered batch script on the login node, then poll, stream,
 cancel and collect over SSH (the login node's host key verified like any node's).
 
+Before the real submit, ``check_before_submit`` asks the login node whether pyxis is loaded (the
+pyxis runtime) and whether ``sbatch --test-only`` accepts the request.
+
 The job's output file is read from the login node as it grows (the run directory is on storage the
 batch host shares with it). Polls back off from ``POLL_FIRST_S`` to ``POLL_MAX_S``; a job PENDING
 past ``slurm.pending_limit_s`` is cancelled with its reason; one pending for a reason no wait can
