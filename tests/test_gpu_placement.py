@@ -115,7 +115,7 @@ def test_more_ranks_than_a_sockets_gpus_is_refused_before_training() -> None:
 def test_without_binding_every_rank_takes_its_local_rank() -> None:
     # mpirun (ssh launcher) on a GPU node: no CUDA_VISIBLE_DEVICES, torch sees all 4
     env = {"OMPI_COMM_WORLD_LOCAL_SIZE": "4"}
-    assert [gpu_choice(env, r, 4).index for r in range(4)] == [0, 1, 2, 3]  # type: ignore[union-attr]
+    assert [gpu_choice(env, r, 4).index for r in range(4)] == [0, 1, 2, 3]
     with pytest.raises(GpuChoiceError):
         gpu_choice({"OMPI_COMM_WORLD_LOCAL_SIZE": "5"}, 4, 4)
     # a CPU rank no GPU was declared for has no placement

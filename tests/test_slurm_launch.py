@@ -170,7 +170,7 @@ def _check(checker: Checker, monkeypatch: pytest.MonkeyPatch, runtime: str) -> N
         }
     )
     job = BatchJob(script="#!/bin/bash\n", directory="/shared/j", output="/shared/j/output.log")
-    slurm_launcher.check_before_submit(Closed(), login_node(slurm), slurm, job, "/shared/j/job.sh")  # type: ignore[arg-type]
+    slurm_launcher.check_before_submit(Closed(), login_node(slurm), slurm, job, "/shared/j/job.sh")
 
 
 def test_pyxis_must_be_loaded_and_the_request_accepted_before_the_job_is_queued(

@@ -182,7 +182,7 @@ class Trainer:
         self.device = torch.device("cuda", choice.index) if choice and cuda else torch.device("cpu")
         if choice:
             uuid = str(torch.cuda.get_device_properties(self.device).uuid) if cuda else None
-            cpus = os.sched_getaffinity(0)
+            cpus = sorted(os.sched_getaffinity(0))
             print(placement_line(os.environ, self.rank, self.local_rank, choice, cpus, uuid), flush=True)
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
