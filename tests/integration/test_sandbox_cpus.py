@@ -21,6 +21,7 @@ from clusterctl.hosts import container_exec
 from clusterctl.image.record import effective_image_ref
 from clusterctl.inventory import Inventory, parse_cpu_list
 from clusterctl.sandbox import cluster as sandbox_cluster
+from clusterctl.sandbox.slurm import CPUS_PER_NODE
 from tests.integration.conftest import Sandbox
 
 pytestmark = pytest.mark.integration
@@ -48,8 +49,10 @@ def test_benchmark_containers_are_limited_to_their_nodes_disjoint_equal_shares(c
     shares = {n.name: parse_cpu_list(n.cpuset or "") for n in cluster.nodes}
     # the generated inventory gives each benchmark container its node container's cpuset
     assert {name: parse_cpu_list(cpus) for name, cpus in node_cpus.items()} == shares
-    assert len({len(s) for s in shares.values()}) == 1, shares
-    if len(os.sched_getaffinity(0)) >= len(cluster.nodes):  # the engine is local: same CPUs as here
+    # the session's sandbox runs Slurm, so its nodes are GPU-shaped: one real CPU per declared core each,
+    # disjoint while the machine has enough (the engine is local: the same CPUs as here)
+    assert {len(s) for s in shares.values()} == {CPUS_PER_NODE}, shares
+    if len(os.sched_getaffinity(0)) >= CPUS_PER_NODE * len(cluster.nodes):
         used = [cpu for s in shares.values() for cpu in s]
         assert len(used) == len(set(used)), f"nodes share CPUs: {shares}"
 
