@@ -178,15 +178,31 @@ def _converge(
     slurm: bool = False,
 ) -> tuple[list[str], str | None, str, CpuPlan]:
     """Make the engine match ``plan`` (with ``slurm``: Slurm running on it); return the changes made,
-    the isolation mode used, the image and the nodes' CPUs."""
+    the isolation mode used, the image and the benchmark containers' CPUs (the inventory's cpusets).
+
+    Without Slurm a node container and its benchmark container have the same equal, disjoint share.
+    With Slurm the node container has the GPU node shape's CPUs (``_plan_node_cpus``: Slurm binds the
+    job's tasks among them), and the ssh launcher's benchmark containers keep the disjoint share, so a
+    run through ssh measures what it measured before (on 2 CPUs: node1 on 0, node2 on 1).
+    """
     changes: list[str] = []
     image = ensure_node_image(client, log, slurm=slurm)
-    cpus = _plan_node_cpus(allowed_cpus(client, image, plan.labels), len(plan.nodes), slurm)
-    if cpus.shared:
-        how = f"the same {sandbox_slurm.CPUS_PER_NODE} each" if slurm else "one each, round-robin"
+    allowed = allowed_cpus(client, image, plan.labels)
+    cpus = _plan_node_cpus(allowed, len(plan.nodes), slurm)
+    # the benchmark containers' shares, out of the CPUs the node containers have (a nested cpuset must
+    # stay within its parent's): with Slurm on 2 CPUs, node1 gets 0 and node2 1
+    shares = plan_cpus(
+        sorted({c for cpuset in cpus.cpusets for c in parse_cpu_list(cpuset)}), len(plan.nodes)
+    )
+    if shares.shared:
         log(
-            f"warning: {len(plan.nodes)} nodes on fewer CPUs: nodes share CPUs ({how}), "
+            f"warning: {len(plan.nodes)} nodes on fewer CPUs: nodes share CPUs (one each, round-robin), "
             "so a multi-node run's throughput measures contention, not scaling"
+        )
+    elif cpus.shared:
+        log(
+            f"the GPU-shaped Slurm nodes share CPUs (the same {sandbox_slurm.CPUS_PER_NODE} each, one per "
+            "declared core); the benchmark containers `clusterctl up` starts keep one share each"
         )
     public_key = ensure_keypair(files.private_key, f"clusterctl-sandbox-{plan.name}")
     if _ensure_network(client, plan, undo):
@@ -234,7 +250,7 @@ def _converge(
         changes += sandbox_slurm.start_slurm(
             plan, started, cpus, sandbox_slurm.munge_key(files.munge_key), log
         )
-    return changes, isolation.mode if isolation else None, image, cpus
+    return changes, isolation.mode if isolation else None, image, shares
 
 
 def _plan_node_cpus(allowed: list[int], nodes: int, slurm: bool) -> CpuPlan:

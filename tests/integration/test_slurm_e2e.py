@@ -28,6 +28,7 @@ from clusterctl.run.launchers.slurm import SlurmLauncher
 from clusterctl.run.plan import plan_run
 from clusterctl.run.runner import run_plans
 from clusterctl.run.slurm.script import JOB_LABEL, login_node
+from clusterctl.sandbox import cluster as sandbox_cluster
 from tests.integration.conftest import Sandbox, on_node
 from tests.strictjson import strict_loads
 
@@ -124,14 +125,14 @@ def test_ddp_2x2_through_slurm_is_valid_and_reported_next_to_ssh(
         'export MASTER_ADDR="${CLUSTERCTL_NODES[0]}"' in script
         and "/payload:/opt/clusterctl/payload:ro" in script
     )
-    # the GPU-shaped nodes (gres.conf: GPUs 0-1 on core 0, 2-3 on core 1; each node's cpuset is 2 CPUs,
+    # the GPU-shaped nodes (gres.conf: GPUs 0-1 on core 0, 2-3 on core 1; each node container has 2 CPUs,
     # core i its i-th): every rank bound to one CPU and a distinct GPU of that CPU's socket
     output = (slurm_dir / "output.log").read_text()
     placements = [json.loads(line.split("CLUSTERCTL_PLACEMENT ", 1)[1]) for line in output.splitlines()
                   if "CLUSTERCTL_PLACEMENT " in line]  # fmt: skip
     assert sorted(p["rank"] for p in placements) == [0, 1, 2, 3], output[-3000:]
     assert len({(p["node"], p["gpu"]) for p in placements}) == 4
-    cpusets = {node.name: parse_cpu_list(node.cpuset or "") for node in cluster.nodes}
+    cpusets = {node.name: parse_cpu_list(node.cpus) for node in sandbox_cluster.status().nodes}
     for p in placements:
         (cpu,) = p["cpus"]
         socket = cpusets[p["node"]].index(cpu)  # Sockets=2 CoresPerSocket=1: core i is socket i
