@@ -16,12 +16,20 @@ dockerd >/var/log/dockerd.log 2>&1 &
 # ran come back (munge first; slurmctld where slurm.conf is, the controller; slurmd with the conf
 # server `sandbox up` recorded). A daemon that will not start is said, and sshd starts all the same.
 if [ -s /etc/munge/munge.key ]; then
+  # The GPU-shaped node's device nodes (a restart gives the container a fresh /dev).
+  if [ -s /etc/slurm/clusterctl-gpus ]; then
+    i=0
+    while [ "$i" -lt "$(cat /etc/slurm/clusterctl-gpus)" ]; do
+      [ -e "/dev/nvidia$i" ] || mknod -m 0666 "/dev/nvidia$i" c 195 "$i" || echo "node-entrypoint: mknod /dev/nvidia$i failed" >&2
+      i=$((i + 1))
+    done
+  fi
   runuser -u munge -- /usr/sbin/munged || echo "node-entrypoint: munged did not start" >&2
   if [ -s /etc/slurm/slurm.conf ]; then
     slurmctld || echo "node-entrypoint: slurmctld did not start" >&2
   fi
   if [ -s /etc/slurm/clusterctl-conf-server ]; then
-    slurmd --conf-server "$(cat /etc/slurm/clusterctl-conf-server)" || echo "node-entrypoint: slurmd did not start" >&2
+    (ulimit -l unlimited 2>/dev/null || true; slurmd --conf-server "$(cat /etc/slurm/clusterctl-conf-server)") || echo "node-entrypoint: slurmd did not start" >&2
   fi
 fi
 

@@ -10,13 +10,16 @@ import pytest
 from clusterctl.inventory import load_inventory
 from clusterctl.sandbox.inventory import write_inventory
 from clusterctl.sandbox.nodeimage import render_context, render_slurm_context
-from clusterctl.sandbox.plan import plan_cpus, plan_sandbox
+from clusterctl.sandbox.plan import plan_cpus, plan_sandbox, plan_shaped_cpus
 from clusterctl.sandbox.slurm import (
-    DECLARED_CPUS,
+    LOGIN_MEMLOCK_KIB,
+    MAKE_DEVICES,
     RUN_DIR,
     munge_key,
     parse_sinfo_nodes,
     render_epilog,
+    render_gres_conf,
+    render_login_limits,
     render_slurm_conf,
 )
 from clusterctl.sandbox.state import sandbox_files
@@ -24,20 +27,66 @@ from clusterctl.sandbox.state import sandbox_files
 SHELLCHECK = Path("/usr/bin/shellcheck")
 
 
-def test_slurm_conf_gives_each_node_its_cpusets_cpu_count_and_at_least_the_declared_cpus() -> None:
+def test_slurm_conf_declares_the_gpu_node_shape_and_binds_tasks() -> None:
     plan = plan_sandbox("dev-1", 3, "10.9.0.0/24")
-    big = render_slurm_conf(plan, plan_cpus(list(range(30)), 3))  # 10 CPUs each
-    assert "NodeName=node1 NodeAddr=10.9.0.11 CPUs=10 State=UNKNOWN\n" in big
-    conf = render_slurm_conf(plan, plan_cpus([0, 1, 2, 3, 4, 5, 6], 3))  # 2 CPUs each, 1 left over
-    # declared more than it has, so that 2 ranks per node can start; slurmd keeps the declared count
-    assert "SlurmdParameters=config_overrides\n" in conf
+    conf = render_slurm_conf(plan, plan_shaped_cpus([0, 1, 2, 3, 4, 5, 6], 3, 2))  # 2 CPUs each
+    # two sockets of one core (one real CPU each), four GPUs as GRES; slurmd keeps the declared shape
+    for i in (1, 2, 3):
+        assert (
+            f"NodeName=node{i} NodeAddr=10.9.0.{10 + i} Sockets=2 CoresPerSocket=1 ThreadsPerCore=1 "
+            "Gres=gpu:4 State=UNKNOWN\n"
+        ) in conf
+    assert "GresTypes=gpu\n" in conf and "SlurmdParameters=config_overrides\n" in conf
+    assert "TaskPlugin=task/affinity\n" in conf  # tasks bound to their CPUs for real
+    assert "PropagateResourceLimitsExcept=MEMLOCK\n" in conf  # the login node's low memlock stays there
     assert "SlurmctldHost=node1(10.9.0.11)\n" in conf
     assert "SlurmctldParameters=enable_configless\n" in conf
     assert "ClusterName=dev_1\n" in conf
-    for i in (1, 2, 3):
-        assert f"NodeName=node{i} NodeAddr=10.9.0.{10 + i} CPUs={DECLARED_CPUS} State=UNKNOWN\n" in conf
     assert "Epilog=/etc/slurm/clusterctl-epilog.sh\n" in conf
     assert "ProctrackType=proctrack/linuxproc\n" in conf
+    # a cpuset that is not one CPU per declared core would bind tasks to CPUs the node lacks
+    with pytest.raises(ValueError, match="not 2 CPUs"):
+        render_slurm_conf(plan, plan_cpus(list(range(30)), 3))
+
+
+def test_gres_conf_puts_each_sockets_gpus_on_its_core() -> None:
+    gres = render_gres_conf(plan_sandbox("dev", 2, "10.9.0.0/24"))
+    lines = [line for line in gres.splitlines() if line and not line.startswith("#")]
+    assert lines == [
+        "NodeName=node1 Name=gpu File=/dev/nvidia[0-1] Cores=0",
+        "NodeName=node1 Name=gpu File=/dev/nvidia[2-3] Cores=1",
+        "NodeName=node2 Name=gpu File=/dev/nvidia[0-1] Cores=0",
+        "NodeName=node2 Name=gpu File=/dev/nvidia[2-3] Cores=1",
+    ]
+
+
+def test_gpu_shaped_nodes_get_two_cpus_each_disjoint_while_they_last() -> None:
+    assert plan_shaped_cpus(range(6), 3, 2) == plan_cpus(range(6), 3)  # 0-1, 2-3, 4-5
+    shared = plan_shaped_cpus([0, 1], 2, 2)  # the 2-core machine the issue tried by hand
+    assert shared.cpusets == ("0-1", "0-1") and shared.shared
+    assert not plan_shaped_cpus([0, 1], 1, 2).shared
+    with pytest.raises(ValueError):
+        plan_shaped_cpus([0], 1, 2)
+
+
+def test_device_nodes_are_made_once_with_the_nvidia_major(tmp_path: Path) -> None:
+    # the script run for real with mknod replaced by a stub that records its arguments
+    stub = tmp_path / "bin"
+    stub.mkdir()
+    (stub / "mknod").write_text('#!/bin/sh\necho "$@" >>"$LOG"\n')
+    (stub / "mknod").chmod(0o755)
+    log = tmp_path / "log"
+    script = MAKE_DEVICES.replace("/dev/nvidia", f"{tmp_path}/nvidia")
+    env = {"PATH": f"{stub}:/usr/bin:/bin", "LOG": str(log)}
+    (tmp_path / "nvidia1").touch()  # already there: left alone
+    subprocess.run(["sh", "-c", script, "sh", "4"], check=True, env=env)
+    assert log.read_text().splitlines() == [f"-m 0666 {tmp_path}/nvidia{i} c 195 {i}" for i in (0, 2, 3)]
+
+
+def test_login_limits_lower_only_the_soft_memlock() -> None:
+    assert f"*    soft    memlock    {LOGIN_MEMLOCK_KIB}\n" in render_login_limits()
+    assert f"root soft    memlock    {LOGIN_MEMLOCK_KIB}\n" in render_login_limits()  # root: no wildcard
+    assert "hard" not in render_login_limits()
 
 
 def test_epilog_removes_only_the_jobs_labelled_containers(tmp_path: Path) -> None:
@@ -68,7 +117,7 @@ def test_slurm_sandbox_inventory_has_a_slurm_block_and_keeps_ssh_default(
     monkeypatch.setenv("CLUSTERCTL_STATE_DIR", str(tmp_path))
     plan = plan_sandbox("dev", 2, "10.9.0.0/24")
     files = sandbox_files()
-    write_inventory(plan, files, plan_cpus([0, 1], 2), slurm=True)
+    write_inventory(plan, files, plan_shaped_cpus([0, 1], 2, 2), slurm=True)
     slurm = load_inventory(files.inventory).slurm
     assert slurm is not None
     assert (slurm.login.address, slurm.runtime, slurm.run_dir, slurm.default) == (
@@ -78,6 +127,7 @@ def test_slurm_sandbox_inventory_has_a_slurm_block_and_keeps_ssh_default(
         False,
     )
     assert slurm.login.ssh.identity_file == str(files.private_key)
+    assert slurm.gpus_per_node == 4  # the job asks for the GPU-shaped nodes' GRES
     write_inventory(plan, files, plan_cpus([0, 1], 2))
     assert load_inventory(files.inventory).slurm is None
 

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from clusterctl.errors import InputError
+from clusterctl.hosts.command import CommandResult
 from clusterctl.inventory import FabricSpec, SlurmSpec
 from clusterctl.run.launchers import slurm as slurm_launcher
 from clusterctl.run.launchers.slurm import LoginReaders, SlurmLaunch
@@ -182,3 +184,60 @@ def test_a_job_neither_the_controller_nor_accounting_knows_ends_unknown(
     seen: list[str] = []
     assert launch.follow(seen.append, deadline=float("inf")) == 1
     assert seen[-1] == "clusterctl: slurm job 8 left the queue; its state is unknown"
+
+
+@dataclass
+class Checker:
+    """A login node answering the pre-submit checks: ``srun --help`` and ``sbatch --test-only``."""
+
+    help_text: str
+    test_only: tuple[int, str] = (
+        0,
+        "sbatch: Job 12 to start at 2026-11-27T16:00:00 using 4 processors on nodes node[1-2] in partition sandbox\n",
+    )
+    calls: list[list[str]] = field(default_factory=list)
+
+    def run(self, conn: object, node: object, argv: list[str], *, timeout_s: float) -> CommandResult:
+        self.calls.append(argv)
+        if argv[:2] == ["srun", "--help"]:
+            return CommandResult("slurm-login", " ".join(argv), 0, self.help_text)
+        code, said = self.test_only
+        return CommandResult("slurm-login", " ".join(argv), code, "", said)
+
+
+def _check(checker: Checker, monkeypatch: pytest.MonkeyPatch, runtime: str) -> None:
+    monkeypatch.setattr(slurm_launcher, "run", checker.run)
+    slurm = SlurmSpec.model_validate(
+        {
+            "login": {"address": "10.0.0.1"},
+            "run_dir": "/shared",
+            "runtime": runtime,
+            "image": "nvcr.io#nvidia/pytorch:24.01-py3",
+        }
+    )
+    job = BatchJob(script="#!/bin/bash\n", directory="/shared/j", output="/shared/j/output.log")
+    slurm_launcher.check_before_submit(Closed(), login_node(slurm), slurm, job, "/shared/j/job.sh")
+
+
+def test_pyxis_must_be_loaded_and_the_request_accepted_before_the_job_is_queued(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pyxis = Checker(_text("pyxis_readme_srun_help.out"))
+    _check(pyxis, monkeypatch, "pyxis")
+    assert pyxis.calls == [
+        ["srun", "--help"],
+        ["sbatch", "--test-only", "--chdir=/shared/j", "/shared/j/job.sh"],
+    ]
+    plain = Checker(_text("sandbox_srun_help.out"))  # a Slurm without pyxis
+    with pytest.raises(InputError, match="lists no --container-image: the pyxis SPANK plugin is not loaded"):
+        _check(plain, monkeypatch, "pyxis")
+    assert plain.calls == [["srun", "--help"]]  # nothing tested, nothing queued
+    _check(Checker(_text("sandbox_srun_help.out")), monkeypatch, "docker")  # docker needs no pyxis
+    unsatisfiable = Checker(
+        _text("pyxis_readme_srun_help.out"), (1, _text("sandbox_sbatch_test_only_unsatisfiable.out"))
+    )
+    with pytest.raises(
+        InputError,
+        match="refused the job before it was queued: allocation failure: Requested node configuration is not available",
+    ):
+        _check(unsatisfiable, monkeypatch, "pyxis")

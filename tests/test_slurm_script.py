@@ -194,7 +194,7 @@ def test_the_ranks_know_their_image() -> None:
     inventory = _modern_pyxis(image="nvcr.io#nvidia/pytorch:24.01-py3")
     script = plan_batch(inventory, plan_run(inventory, "resnet50"), STARTED, "t").script
     assert "export CLUSTERCTL_IMAGE='nvcr.io#nvidia/pytorch:24.01-py3'" in script
-    assert "|CLUSTERCTL_IMAGE) args+=" in _script()  # the docker runtime passes it into the task's container
+    assert "|CLUSTERCTL_*) args+=" in _script()  # the docker runtime passes it into the task's container
 
 
 @pytest.mark.parametrize(
@@ -240,3 +240,111 @@ def test_the_snapshot_and_telemetry_steps_ask_for_the_nodes_gpus_on_a_gpu_invent
     assert "step_gpus" not in sampler
     # a CPU inventory asks for no GPU in any step
     assert "step_gpus=()" in _script() and "--gpus-per-node" not in _script()
+
+
+def _section(script: str, start: str, end: str) -> str:
+    """The lines of ``script`` from the one starting with ``start`` up to (not including) ``end``."""
+    begin = script.index(start)
+    return script[begin : script.index(end, begin)]
+
+
+def _stub(tmp_path: Path, name: str, body: str) -> Path:
+    """A directory holding an executable ``name`` that runs ``body`` (sh), to put first on PATH."""
+    stubs = tmp_path / "bin"
+    stubs.mkdir(exist_ok=True)
+    (stubs / name).write_text(f"#!/bin/sh\n{body}\n")
+    (stubs / name).chmod(0o755)
+    return stubs
+
+
+def test_the_overlap_probe_reads_srun_help_whole_before_matching(tmp_path: Path) -> None:
+    # an srun whose help names --overlap first and then keeps writing: grep -q stops reading at the
+    # match, srun dies of SIGPIPE, and under pipefail the old probe said "no --overlap"
+    stubs = _stub(
+        tmp_path,
+        "srun",
+        'echo "  --overlap"; i=0; while [ $i -lt 20000 ]; do echo "help line $i"; i=$((i+1)); done',
+    )
+    probe = _section(_script(), "srun_help=", "\n\n")
+    env = {"PATH": f"{stubs}:/usr/bin:/bin"}
+    new = subprocess.run(["bash", "-c", f"set -euo pipefail\n{probe}\necho \"${{overlap[*]}}\""],
+                         capture_output=True, text=True, env=env, check=True)  # fmt: skip
+    assert new.stdout.strip() == "--overlap"
+    old = "overlap=()\nif srun --help 2>&1 | grep -q -- --overlap; then overlap=(--overlap); fi"
+    raced = subprocess.run(["bash", "-c", f"set -euo pipefail\n{old}\necho \"${{overlap[*]}}\""],
+                           capture_output=True, text=True, env=env, check=True)  # fmt: skip
+    assert raced.stdout.strip() == ""  # the race the new form removes
+    assert "srun --help 2>&1 | grep" not in _script()
+
+
+def _memlock(tmp_path: Path, script: str, limits: str) -> subprocess.CompletedProcess[str]:
+    """The script's probe and memlock sections run by bash, srun answering ``limits`` per node."""
+    # srun --help as pyxis' srun prints it (the option only), then one line per node of the memlock step
+    stubs = _stub(
+        tmp_path,
+        "srun",
+        f'[ "$1" = --help ] && echo "  --container-image=[USER@][REGISTRY#]IMAGE[:TAG]|PATH" && exit 0; printf "{limits}"',
+    )
+    end = "\n# DDP's rendezvous" if "\n# DDP's rendezvous" in script else "\n# Binding"
+    sections = _section(script, "srun_help=", end)
+    env = {"PATH": f"{stubs}:/usr/bin:/bin", "SLURM_NNODES": "2"}
+    return subprocess.run(["bash", "-c", f"set -euo pipefail\n{sections}\necho reached-the-run"],
+                          capture_output=True, text=True, env=env)  # fmt: skip
+
+
+def test_a_gpu_run_stops_below_unlimited_memlock_naming_the_slurm_settings(tmp_path: Path) -> None:
+    inventory = _modern_pyxis(image="nvcr.io#nvidia/pytorch:24.01-py3")
+    script = plan_batch(inventory, plan_run(inventory, "resnet50", framework="ddp"), STARTED, "t").script
+    low = _memlock(tmp_path, script, "gpu01 64\\ngpu02 unlimited\\n")
+    assert low.returncode == 2, low
+    assert "clusterctl: memlock on gpu01: 64" in low.stdout and "memlock on gpu02: unlimited" in low.stdout
+    assert "not unlimited inside the job on gpu01 (64 KiB)" in low.stdout
+    assert "PropagateResourceLimitsExcept=MEMLOCK" in low.stdout and "LimitMEMLOCK=infinity" in low.stdout
+    assert "reached-the-run" not in low.stdout
+    fine = _memlock(tmp_path, script, "gpu01 unlimited\\ngpu02 unlimited\\n")
+    assert fine.returncode == 0 and "reached-the-run" in fine.stdout, fine
+
+
+def test_a_cpu_run_on_ethernet_only_reports_a_low_memlock(tmp_path: Path) -> None:
+    run = _memlock(tmp_path, _script(gpus_per_node=4), "node1 64\\nnode2 8192\\n")
+    assert run.returncode == 0 and "reached-the-run" in run.stdout, run
+    assert "warning: locked memory is not unlimited on node1 (64 KiB), node2 (8192 KiB)" in run.stdout
+
+
+def test_pyxis_without_the_plugin_stops_the_job_and_the_jobs_variables_win_over_the_images(
+    tmp_path: Path,
+) -> None:
+    inventory = _modern_pyxis(image="nvcr.io#nvidia/pytorch:24.01-py3")
+    script = plan_batch(inventory, plan_run(inventory, "resnet50", framework="ddp"), STARTED, "t").script
+    stubs = _stub(tmp_path, "srun", 'echo "Usage: srun [OPTIONS(0)... [executable(0) [args(0)...]]]"')
+    probe = _section(script, "srun_help=", "\n\n")
+    run = subprocess.run(["bash", "-c", f"set -euo pipefail\n{probe}\necho after"], capture_output=True,
+                         text=True, env={"PATH": f"{stubs}:/usr/bin:/bin"})  # fmt: skip
+    assert run.returncode == 2 and "the pyxis plugin is not loaded" in run.stdout
+    # every variable the script sets for the ranks, named to pyxis
+    names = script.split("--container-env=", 1)[1].split()[0].strip("'").split(",")
+    exported = [line.split("=", 1)[0].removeprefix("export ") for line in script.splitlines()
+                if line.startswith("export ")]  # fmt: skip
+    assert set(exported) <= set(names), set(exported) - set(names)
+    assert {
+        "NCCL_SOCKET_IFNAME",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "OMP_NUM_THREADS",
+        "CLUSTERCTL_GPUS_PER_NODE",
+    } <= set(names)
+    assert "--container-env" not in _script()  # the docker runtime passes them by name itself
+
+
+def test_more_ranks_per_node_than_gpus_is_refused_before_sbatch() -> None:
+    # CPU nodes whose Slurm declares 4 GPUs each (the GPU-shaped sandbox): the plan cannot know them
+    inventory = _inventory(gpus_per_node=4)
+    plan_batch(inventory, plan_run(inventory, "resnet50", framework="ddp", ranks_per_node=4), STARTED, "t")
+    with pytest.raises(
+        InputError, match=r"5 ranks per node on nodes with 4 GPU.*share a GPU.*--ranks-per-node 4"
+    ):
+        plan_batch(
+            inventory, plan_run(inventory, "resnet50", framework="ddp", ranks_per_node=5), STARTED, "t"
+        )
+    script = _script(gpus_per_node=4)
+    assert "export CLUSTERCTL_GPUS_PER_NODE=4" in script and "--gpu-bind=closest" in script

@@ -36,13 +36,13 @@ from torch import nn
 if TYPE_CHECKING:  # the checker reads the payload as the package module; the image ships it top-level
     from clusterctl.payload.dataopts import add_data_options
     from clusterctl.payload.peak import peak_line
-    from clusterctl.payload.ranks import resolve_ranks
+    from clusterctl.payload.ranks import gpu_choice, placement_line, resolve_ranks
     from clusterctl.payload.steptimer import StepTimer, breakdown_line
     from clusterctl.payload.tracing import run_traced
 else:
     from dataopts import add_data_options
     from peak import peak_line
-    from ranks import resolve_ranks
+    from ranks import gpu_choice, placement_line, resolve_ranks
     from steptimer import StepTimer, breakdown_line
     from tracing import run_traced
 
@@ -175,12 +175,15 @@ class Trainer:
                 world_size=self.world_size,
             )
             self.dist = dist
-        # Slurm's --gpu-bind can leave each task only the GPUs near it: local rank modulo what it sees.
-        self.device = (
-            torch.device("cuda", self.local_rank % torch.cuda.device_count())
-            if torch.cuda.is_available()
-            else torch.device("cpu")
-        )
+        # One GPU per rank, on its CPUs' socket (ranks.gpu_choice); a CPU rank of a GPU-shaped Slurm
+        # computes on CPUs and says which GPU it would have used. Refused before training if shared.
+        cuda = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        choice = gpu_choice(os.environ, self.local_rank, cuda)
+        self.device = torch.device("cuda", choice.index) if choice and cuda else torch.device("cpu")
+        if choice:
+            uuid = str(torch.cuda.get_device_properties(self.device).uuid) if cuda else None
+            cpus = sorted(os.sched_getaffinity(0))
+            print(placement_line(os.environ, self.rank, self.local_rank, choice, cpus, uuid), flush=True)
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
 

@@ -6,6 +6,7 @@ The record model is ``clusterctl.results.record``; the run directory it is writt
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -101,6 +102,7 @@ def judge_run(
         *fabric_findings(fabric),
         *settle_snapshot(snapshot, fabric),
         *(counter_findings(proof) if proof else ()),
+        *placement_findings(output),
     ]
     return RunRecord(
         run_id=run_id,
@@ -169,6 +171,56 @@ def checked_metrics(metrics: Mapping[str, Metric]) -> tuple[dict[str, Metric], l
                 )
             )
     return kept, findings
+
+
+# The line each rank prints before training (the payload's ranks.placement_line): its node, the GPU it
+# uses, the GPUs Slurm's binding left it (its CPUs' socket's) and the CPUs it is bound to.
+PLACEMENT_PREFIX = "CLUSTERCTL_PLACEMENT "
+_PLACEMENT = re.compile(re.escape(PLACEMENT_PREFIX) + r"(\{.*\})")
+
+
+def placement_findings(output: str) -> list[Finding]:
+    """Errors for a placement no run may have (pure): two ranks of a node on one GPU, or a rank whose GPU
+    is not among those of its CPUs' socket. Read from every rank's placement line; a run without such
+    lines (CPU ranks that no GPU was declared for) has nothing to judge here."""
+    users: dict[tuple[str, str], list[int]] = {}
+    findings = []
+    for match in _PLACEMENT.finditer(output):
+        try:
+            line = json.loads(match.group(1))
+            rank, node, gpu = int(line["rank"]), str(line["node"]), str(line["gpu"])
+        except (ValueError, KeyError, TypeError):
+            continue
+        ranks = users.setdefault((node, str(line.get("uuid") or gpu)), [])
+        if rank not in ranks:
+            ranks.append(rank)
+        near = line.get("near")
+        if isinstance(near, list) and gpu not in [str(n) for n in near]:
+            findings.append(
+                Finding(
+                    severity="error",
+                    code="gpu-far",
+                    node=node,
+                    message=f"rank {rank} on {node} uses GPU {gpu}, not one of its CPUs' socket "
+                    f"({','.join(map(str, near))}; CPUs {line.get('cpus')})",
+                    advice="its memory traffic crosses sockets: bind ranks with --cpu-bind=cores "
+                    "--gpu-bind=closest and let each rank take its GPU by its place on its socket",
+                )
+            )
+    for (node, gpu), ranks in users.items():
+        if len(ranks) > 1:
+            findings.append(
+                Finding(
+                    severity="error",
+                    code="gpu-shared",
+                    node=node,
+                    message=f"ranks {', '.join(map(str, sorted(ranks)))} on {node} all use GPU {gpu}",
+                    advice="NCCL refuses two ranks on one GPU (Duplicate GPU detected) and one GPU "
+                    "computing for two ranks halves both: run one rank per GPU (--ranks-per-node at most "
+                    "the node's GPUs)",
+                )
+            )
+    return findings
 
 
 # What the run's exit code is the exit code of, per launcher.

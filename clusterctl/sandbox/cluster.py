@@ -39,6 +39,7 @@ from clusterctl.sandbox.plan import (
     SandboxPlan,
     plan_cpus,
     plan_sandbox,
+    plan_shaped_cpus,
 )
 from clusterctl.sandbox.state import SandboxFiles, SandboxState, read_state, sandbox_files, write_state
 
@@ -177,14 +178,31 @@ def _converge(
     slurm: bool = False,
 ) -> tuple[list[str], str | None, str, CpuPlan]:
     """Make the engine match ``plan`` (with ``slurm``: Slurm running on it); return the changes made,
-    the isolation mode used, the image and the nodes' CPUs."""
+    the isolation mode used, the image and the benchmark containers' CPUs (the inventory's cpusets).
+
+    Without Slurm a node container and its benchmark container have the same equal, disjoint share.
+    With Slurm the node container has the GPU node shape's CPUs (``_plan_node_cpus``: Slurm binds the
+    job's tasks among them), and the ssh launcher's benchmark containers keep the disjoint share, so a
+    run through ssh measures what it measured before (on 2 CPUs: node1 on 0, node2 on 1).
+    """
     changes: list[str] = []
     image = ensure_node_image(client, log, slurm=slurm)
-    cpus = plan_cpus(allowed_cpus(client, image, plan.labels), len(plan.nodes))
-    if cpus.shared:
+    allowed = allowed_cpus(client, image, plan.labels)
+    cpus = _plan_node_cpus(allowed, len(plan.nodes), slurm)
+    # the benchmark containers' shares, out of the CPUs the node containers have (a nested cpuset must
+    # stay within its parent's): with Slurm on 2 CPUs, node1 gets 0 and node2 1
+    shares = plan_cpus(
+        sorted({c for cpuset in cpus.cpusets for c in parse_cpu_list(cpuset)}), len(plan.nodes)
+    )
+    if shares.shared:
         log(
             f"warning: {len(plan.nodes)} nodes on fewer CPUs: nodes share CPUs (one each, round-robin), "
             "so a multi-node run's throughput measures contention, not scaling"
+        )
+    elif cpus.shared:
+        log(
+            f"the GPU-shaped Slurm nodes share CPUs (the same {sandbox_slurm.CPUS_PER_NODE} each, one per "
+            "declared core); the benchmark containers `clusterctl up` starts keep one share each"
         )
     public_key = ensure_keypair(files.private_key, f"clusterctl-sandbox-{plan.name}")
     if _ensure_network(client, plan, undo):
@@ -232,7 +250,26 @@ def _converge(
         changes += sandbox_slurm.start_slurm(
             plan, started, cpus, sandbox_slurm.munge_key(files.munge_key), log
         )
-    return changes, isolation.mode if isolation else None, image, cpus
+    return changes, isolation.mode if isolation else None, image, shares
+
+
+def _plan_node_cpus(allowed: list[int], nodes: int, slurm: bool) -> CpuPlan:
+    """The nodes' CPUs: equal disjoint shares, or with Slurm exactly the GPU node shape's CPUs each.
+
+    Raises:
+        EnvironmentProblem: Slurm's node shape needs more CPUs than the engine allows.
+    """
+    if not slurm:
+        return plan_cpus(allowed, nodes)
+    try:
+        return plan_shaped_cpus(allowed, nodes, sandbox_slurm.CPUS_PER_NODE)
+    except ValueError:
+        raise EnvironmentProblem(
+            f"sandbox up --slurm: each node declares {sandbox_slurm.SOCKETS} sockets of "
+            f"{sandbox_slurm.CORES_PER_SOCKET} core, one real CPU per core ({sandbox_slurm.CPUS_PER_NODE} "
+            f"CPUs), and the engine allows {len(allowed)}. Fix: run it on a machine (or a Docker engine) "
+            f"with at least {sandbox_slurm.CPUS_PER_NODE} CPUs, or leave out --slurm."
+        ) from None
 
 
 def _ensure_shared_volume(

@@ -14,7 +14,7 @@ from ruamel.yaml import YAML
 
 from clusterctl.inventory import Inventory, validate_document
 from clusterctl.sandbox.plan import CpuPlan, SandboxPlan
-from clusterctl.sandbox.slurm import PARTITION, RUN_DIR
+from clusterctl.sandbox.slurm import GPUS_PER_NODE, PARTITION, RUN_DIR
 from clusterctl.sandbox.state import SandboxFiles
 
 WHEELHOUSE_ENV = "CLUSTERCTL_WHEELHOUSE"
@@ -80,6 +80,9 @@ def inventory_document(
             "run_dir": RUN_DIR,
             "runtime": "docker",
             "partition": PARTITION,
+            # The GPU-shaped nodes' GRES (clusterctl.sandbox.slurm): the job asks for them, and each rank
+            # reports the one it would use; the benchmark still computes on CPUs.
+            "gpus_per_node": GPUS_PER_NODE,
             # The sandbox's own flow stays mpirun over SSH; `run --launcher slurm` goes through Slurm.
             "default": False,
             # The sandbox's nodes serve nobody else: a job still pending after 5 minutes waits on a

@@ -153,3 +153,23 @@ def plan_cpus(allowed: Sequence[int], nodes: int) -> CpuPlan:
     return CpuPlan(
         tuple(format_cpu_list(cpus[i * share : (i + 1) * share]) for i in range(nodes)), shared=False
     )
+
+
+def plan_shaped_cpus(allowed: Sequence[int], nodes: int, per_node: int) -> CpuPlan:
+    """Exactly ``per_node`` of the ``allowed`` CPUs for each of ``nodes`` nodes (pure): a node whose
+    declared shape needs that many real CPUs (Slurm binds tasks to them). Disjoint runs while the CPUs
+    last for every node; else every node gets the same first ``per_node`` CPUs, and the plan says the
+    nodes share them.
+
+    Raises:
+        ValueError: fewer than ``per_node`` CPUs are allowed, or ``nodes`` is below 1.
+    """
+    cpus = sorted(set(allowed))
+    if len(cpus) < per_node or nodes < 1:
+        raise ValueError(f"cannot give {nodes} node(s) {per_node} CPUs each out of {len(cpus)} CPU(s)")
+    if len(cpus) >= per_node * nodes:
+        return CpuPlan(
+            tuple(format_cpu_list(cpus[i * per_node : (i + 1) * per_node]) for i in range(nodes)),
+            shared=False,
+        )
+    return CpuPlan(tuple(format_cpu_list(cpus[:per_node]) for _ in range(nodes)), shared=nodes > 1)

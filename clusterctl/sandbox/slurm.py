@@ -2,13 +2,20 @@
 
 Every node gets the sandbox's own munge key (made once, kept in the sandbox's files), the Epilog that
 removes a job's containers, and the shared volume mounted at ``SHARED_DIR`` (the run directory the
-login node and the batch host share). node1 gets ``slurm.conf`` (rendered from
-``templates/sandbox-slurm.conf.j2``: each node declares at least ``DECLARED_CPUS``, more than its
-cpuset may hold, so that several ranks per node can run on a small machine) and runs
-slurmctld; every node runs ``slurmd --conf-server node1``. Daemons already running are kept; a
-changed ``slurm.conf`` restarts slurmctld and the slurmds. ``up`` waits, bounded, until ``sinfo``
-shows every node idle. A node container that restarts starts munge, slurmctld and slurmd again from
-its entrypoint (``templates/node-entrypoint.sh``), from the files written here.
+login node and the batch host share). node1 gets ``slurm.conf`` and ``gres.conf`` (rendered from
+``templates/sandbox-slurm.conf.j2`` and ``sandbox-gres.conf.j2``) and runs slurmctld; every node runs
+``slurmd --conf-server node1``. Daemons already running are kept; a changed configuration restarts
+slurmctld and the slurmds. ``up`` waits, bounded, until ``sinfo`` shows every node idle. A node
+container that restarts starts munge, slurmctld and slurmd again from its entrypoint
+(``templates/node-entrypoint.sh``), from the files written here.
+
+Each node has the shape of a GPU node (a simulation of the shape, not of a GPU): ``SOCKETS`` sockets of
+``CORES_PER_SOCKET`` core, each core one real CPU of the node's cpuset (``CPUS_PER_NODE``; task/affinity
+binds tasks to them), and ``GPUS_PER_NODE`` GPUs as Slurm GRES, backed by device nodes made inside the
+node (``mknod /dev/nvidiaN c 195 N``), each socket's GPUs on its core in gres.conf. Slurm then sets
+``CUDA_VISIBLE_DEVICES``, ``SLURM_LOCALID`` and CPU masks for real; the payload computes on CPUs and
+says which GPU it would have used. The login node (node1) gives SSH sessions the low soft
+locked-memory limit of a stock login node (``LOGIN_MEMLOCK_KIB``); slurm.conf keeps it from the ranks.
 """
 
 from __future__ import annotations
@@ -45,32 +52,86 @@ READY_DEADLINE_S = 120
 POLL_INTERVAL_S = 1.0
 # Node states in which a node takes jobs.
 _USABLE = {"idle", "mixed", "allocated", "completing"}
-# CPUs each node declares at least (a simulation: ranks share the node's real cpuset, as `up`'s
-# containers do), so that a job with --ranks-per-node up to this many can start; slurm.conf says so.
-DECLARED_CPUS = 8
+GRES_CONF = "/etc/slurm/gres.conf"
+# The GPU node's shape: sockets of one core each (a real CPU of the node's cpuset per core), and GPUs
+# spread evenly over the sockets. 2 ranks per node at most get a core of their own (task/affinity
+# binds; --overcommit steps get no binding).
+SOCKETS = 2
+CORES_PER_SOCKET = 1
+CPUS_PER_NODE = SOCKETS * CORES_PER_SOCKET
+GPUS_PER_NODE = 4
+# The NVIDIA driver's character device major number: /dev/nvidiaN is (195, N).
+NVIDIA_MAJOR = 195
+# The login node's soft locked-memory limit for SSH sessions, in KiB: a stock login node's (64 KiB,
+# pam_limits' long-standing default), so a job that propagated it would see it.
+LOGIN_MEMLOCK_KIB = 64
+LOGIN_LIMITS = "/etc/security/limits.d/clusterctl-login.conf"
+# The GPU count, for the node's entrypoint to make the device nodes again after a restart.
+GPUS_FILE = "/etc/slurm/clusterctl-gpus"
 
 Log = Callable[[str], None]
 
 
 def render_slurm_conf(plan: SandboxPlan, cpus: CpuPlan) -> str:
-    """The sandbox's slurm.conf: node1 the controller, each node with its cpuset's CPU count, at least
-    ``DECLARED_CPUS`` (pure)."""
-    nodes = [
-        {"name": node.name, "address": node.address, "cpus": max(len(parse_cpu_list(cpuset)), DECLARED_CPUS)}
-        for node, cpuset in zip(plan.nodes, cpus.cpusets, strict=True)
-    ]
+    """The sandbox's slurm.conf: node1 the controller, each node of the GPU node's shape (pure).
+
+    Raises:
+        ValueError: a node's cpuset does not hold ``CPUS_PER_NODE`` CPUs, one per declared core.
+    """
+    for node, cpuset in zip(plan.nodes, cpus.cpusets, strict=True):
+        if len(parse_cpu_list(cpuset)) != CPUS_PER_NODE:
+            raise ValueError(
+                f"{node.name}: cpuset {cpuset} is not {CPUS_PER_NODE} CPUs, one per declared core"
+            )
     return (
         template_environment()
         .get_template("sandbox-slurm.conf.j2")
         .render(
             name=plan.name,
             controller=plan.nodes[0],
-            nodes=nodes,
-            declared_cpus=DECLARED_CPUS,
+            nodes=plan.nodes,
+            sockets=SOCKETS,
+            cores_per_socket=CORES_PER_SOCKET,
+            gpus=GPUS_PER_NODE,
             partition=PARTITION,
             epilog=EPILOG,
             job_label=JOB_LABEL,
         )
+    )
+
+
+def _range(first: int, count: int) -> str:
+    """Slurm's bracket form of ``count`` numbers from ``first``: ``[0-1]``, or ``0`` alone."""
+    return str(first) if count == 1 else f"[{first}-{first + count - 1}]"
+
+
+def render_gres_conf(plan: SandboxPlan) -> str:
+    """The sandbox's gres.conf: on every node, each socket's ``GPUS_PER_NODE / SOCKETS`` GPUs with that
+    socket's cores (pure)."""
+    per_socket = GPUS_PER_NODE // SOCKETS
+    sockets = [
+        {
+            "files": f"/dev/nvidia{_range(s * per_socket, per_socket)}",
+            "cores": _range(s * CORES_PER_SOCKET, CORES_PER_SOCKET).strip("[]"),
+        }
+        for s in range(SOCKETS)
+    ]
+    return (
+        template_environment()
+        .get_template("sandbox-gres.conf.j2")
+        .render(name=plan.name, nodes=[n.name for n in plan.nodes], sockets=sockets, major=NVIDIA_MAJOR)
+    )
+
+
+def render_login_limits() -> str:
+    """The login node's pam_limits file: SSH sessions get a stock login node's soft memlock (pure)."""
+    return (
+        "# Written by `clusterctl sandbox up --slurm`: SSH sessions on the login node get the low soft\n"
+        "# locked-memory limit of a stock login node; slurm.conf's PropagateResourceLimitsExcept=MEMLOCK\n"
+        "# keeps it from the job's ranks.\n"
+        "# pam_limits applies no wildcard line to root, the sandbox's SSH user: it is named too.\n"
+        f"*    soft    memlock    {LOGIN_MEMLOCK_KIB}\n"
+        f"root soft    memlock    {LOGIN_MEMLOCK_KIB}\n"
     )
 
 
@@ -119,12 +180,22 @@ def _sh(container: Container, node: NodePlan, script: str, *args: str) -> str:
     return output
 
 
+# $1: how many /dev/nvidiaN to make (major 195, minor N), unless they exist.
+MAKE_DEVICES = (
+    'i=0; while [ "$i" -lt "$1" ]; do [ -e "/dev/nvidia$i" ] || mknod -m 0666 "/dev/nvidia$i" c 195 "$i"; '
+    "i=$((i + 1)); done"
+)
 _START_MUNGE = 'chown munge:munge "$1" && chmod 0400 "$1" && { pgrep -x munged >/dev/null || runuser -u munge -- /usr/sbin/munged; }'
 # $1: whether the configuration changed (restart), $2: the controller's address and port.
 _START_SLURMCTLD = (
     'if [ "$1" = 1 ]; then pkill -x slurmctld; sleep 1; fi; pgrep -x slurmctld >/dev/null || slurmctld'
 )
-_START_SLURMD = 'if [ "$1" = 1 ]; then pkill -x slurmd; sleep 1; fi; pgrep -x slurmd >/dev/null || slurmd --conf-server "$2"'
+# slurmd's own locked-memory limit raised where the container allows it (a real node's
+# LimitMEMLOCK=infinity); the ranks keep it (PropagateResourceLimitsExcept=MEMLOCK).
+_START_SLURMD = (
+    'if [ "$1" = 1 ]; then pkill -x slurmd; sleep 1; fi; pgrep -x slurmd >/dev/null || '
+    '{ ulimit -l unlimited 2>/dev/null || true; slurmd --conf-server "$2"; }'
+)
 
 
 def start_slurm(
@@ -143,9 +214,13 @@ def start_slurm(
     epilog = render_epilog().encode()
     controller = nodes[0][1]
     conf_changed = _put(controller, SLURM_CONF, conf, 0o644)
+    conf_changed = _put(controller, GRES_CONF, render_gres_conf(plan).encode(), 0o644) or conf_changed
+    _put(controller, LOGIN_LIMITS, render_login_limits().encode(), 0o644)
     for node, container in nodes:
         _put(container, MUNGE_KEY, key, 0o400)
         _put(container, EPILOG, epilog, 0o755)
+        _put(container, GPUS_FILE, f"{GPUS_PER_NODE}\n".encode(), 0o644)
+        _sh(container, node, MAKE_DEVICES, str(GPUS_PER_NODE))
         _sh(container, node, _START_MUNGE, MUNGE_KEY)
     restart = "1" if conf_changed else "0"
     _sh(controller, nodes[0][0], _START_SLURMCTLD, restart)

@@ -21,6 +21,7 @@ from clusterctl.hosts import container_exec
 from clusterctl.image.record import effective_image_ref
 from clusterctl.inventory import Inventory, parse_cpu_list
 from clusterctl.sandbox import cluster as sandbox_cluster
+from clusterctl.sandbox.slurm import CPUS_PER_NODE
 from tests.integration.conftest import Sandbox
 
 pytestmark = pytest.mark.integration
@@ -46,10 +47,16 @@ def _allowed_cpus(inv: Inventory, node_name: str) -> list[int]:
 def test_benchmark_containers_are_limited_to_their_nodes_disjoint_equal_shares(cluster: Inventory) -> None:
     node_cpus = {n.name: n.cpus for n in sandbox_cluster.status().nodes}
     shares = {n.name: parse_cpu_list(n.cpuset or "") for n in cluster.nodes}
-    # the generated inventory gives each benchmark container its node container's cpuset
-    assert {name: parse_cpu_list(cpus) for name, cpus in node_cpus.items()} == shares
+    # the session's sandbox runs Slurm: its node containers are GPU-shaped (one real CPU per declared
+    # core each, the same ones on a 2-CPU machine), and each benchmark container has an equal, disjoint
+    # share of them (the engine is local: the same CPUs as here)
+    assert {len(parse_cpu_list(cpus)) for cpus in node_cpus.values()} == {CPUS_PER_NODE}, node_cpus
+    assert all(set(shares[name]) <= set(parse_cpu_list(node_cpus[name])) for name in shares), (
+        node_cpus,
+        shares,
+    )
     assert len({len(s) for s in shares.values()}) == 1, shares
-    if len(os.sched_getaffinity(0)) >= len(cluster.nodes):  # the engine is local: same CPUs as here
+    if len(os.sched_getaffinity(0)) >= len(cluster.nodes):
         used = [cpu for s in shares.values() for cpu in s]
         assert len(used) == len(set(used)), f"nodes share CPUs: {shares}"
 

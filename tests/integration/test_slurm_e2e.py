@@ -2,8 +2,9 @@
 DDP on 2 nodes x 2 ranks through sbatch + srun --mpi=pmix in per-task containers running the job's own
 payload copy (ranks from Slurm's variables, the rendezvous on the allocation's first node, one snapshot
 task per node), its fabric counters read inside the allocation, next to the ssh launcher's run (each
-rank through the binding wrapper) in the report; Ctrl-C leaves no job and no container; a failing rank
-fails the run with its state."""
+rank through the binding wrapper) in the report; on the GPU-shaped nodes every rank a distinct GPU of
+its own CPU's socket, the login node's low memlock kept from the ranks; Ctrl-C leaves no job and no
+container; a failing rank fails the run with its state."""
 
 from __future__ import annotations
 
@@ -20,13 +21,14 @@ import pytest
 from clusterctl.cli import main
 from clusterctl.hosts.docker_remote import docker_client
 from clusterctl.hosts.ssh import connect, run
-from clusterctl.inventory import Inventory
+from clusterctl.inventory import Inventory, parse_cpu_list
 from clusterctl.results.telemetry import load_telemetry
 from clusterctl.run.context import run_context
 from clusterctl.run.launchers.slurm import SlurmLauncher
 from clusterctl.run.plan import plan_run
 from clusterctl.run.runner import run_plans
 from clusterctl.run.slurm.script import JOB_LABEL, login_node
+from clusterctl.sandbox import cluster as sandbox_cluster
 from tests.integration.conftest import Sandbox, on_node
 from tests.strictjson import strict_loads
 
@@ -123,6 +125,23 @@ def test_ddp_2x2_through_slurm_is_valid_and_reported_next_to_ssh(
         'export MASTER_ADDR="${CLUSTERCTL_NODES[0]}"' in script
         and "/payload:/opt/clusterctl/payload:ro" in script
     )
+    # the GPU-shaped nodes (gres.conf: GPUs 0-1 on core 0, 2-3 on core 1; each node container has 2 CPUs,
+    # core i its i-th): every rank bound to one CPU and a distinct GPU of that CPU's socket
+    output = (slurm_dir / "output.log").read_text()
+    placements = [json.loads(line.split("CLUSTERCTL_PLACEMENT ", 1)[1]) for line in output.splitlines()
+                  if "CLUSTERCTL_PLACEMENT " in line]  # fmt: skip
+    assert sorted(p["rank"] for p in placements) == [0, 1, 2, 3], output[-3000:]
+    assert len({(p["node"], p["gpu"]) for p in placements}) == 4
+    cpusets = {node.name: parse_cpu_list(node.cpus) for node in sandbox_cluster.status().nodes}
+    for p in placements:
+        (cpu,) = p["cpus"]
+        socket = cpusets[p["node"]].index(cpu)  # Sockets=2 CoresPerSocket=1: core i is socket i
+        assert p["gpu"] in ({"0", "1"} if socket == 0 else {"2", "3"}), p
+        assert p["near"] == (["0", "1"] if socket == 0 else ["2", "3"]), p
+    assert {p["cpus"][0] for p in placements if p["node"] == "node1"} == set(cpusets["node1"])
+    # the login node's 64 KiB soft limit stayed there (PropagateResourceLimitsExcept=MEMLOCK); a CPU run
+    # only reports a limit below unlimited
+    assert "clusterctl: memlock on node1: " in output and "clusterctl: memlock on node1: 64\n" not in output
     ssh_output = (runs / records["ssh"]["run_id"] / "output.log").read_text()
     assert all(f"bind: rank {r} (local {r % 2}) on CPUs " in ssh_output for r in range(4))
     for folder in ("topology", "topology-after"):  # the job's own snapshots, as bundles
@@ -142,6 +161,12 @@ def test_ddp_2x2_through_slurm_is_valid_and_reported_next_to_ssh(
     assert {name.split("/")[1] for name in snapshots} == {
         f"topology-{moment}-{node}.txt" for moment in ("before", "after") for node in ("node1", "node2")
     }
+
+    # more ranks per node than the nodes' 4 GPUs: refused before sbatch, nothing queued
+    capsys.readouterr()
+    five = ["run", "resnet50", *inv, "--framework", "ddp", "--nodes", "2", "--ranks-per-node", "5"]
+    assert main([*five, "--launcher", "slurm", "--dry-run"]) == 2
+    assert "share a GPU" in capsys.readouterr().err
 
     capsys.readouterr()
     code = main(["report", "--runs-dir", str(runs), "--json"])

@@ -1,6 +1,9 @@
 """The slurm launcher: sbatch of the rendered batch script on the login node, then poll, stream,
 cancel and collect over SSH (the login node's host key verified like any node's).
 
+Before the real submit, ``check_before_submit`` asks the login node whether pyxis is loaded (the
+pyxis runtime) and whether ``sbatch --test-only`` accepts the request.
+
 The job's output file is read from the login node as it grows (the run directory is on storage the
 batch host shares with it). Polls back off from ``POLL_FIRST_S`` to ``POLL_MAX_S``; a job PENDING
 past ``slurm.pending_limit_s`` is cancelled with its reason; one pending for a reason no wait can
@@ -314,6 +317,7 @@ def _submit(conn: fabric.Connection, node: Node, slurm: SlurmSpec, job: BatchJob
             write_file(sftp, job.script.encode(), script, 0o750)
     except OSError as exc:
         raise RunFailed(f"slurm login node {node.address}: cannot write {script}: {exc}") from None
+    check_before_submit(conn, node, slurm, job, script)
     submitted = run(
         conn, node, ["sbatch", "--parsable", f"--chdir={job.directory}", script], timeout_s=COMMAND_TIMEOUT_S
     )
@@ -325,3 +329,36 @@ def _submit(conn: fabric.Connection, node: Node, slurm: SlurmSpec, job: BatchJob
             f"(command: {shlex.join(['sbatch', '--parsable', script])}).{refusal_fix(said)}"
         )
     return job_id
+
+
+def check_before_submit(
+    conn: fabric.Connection, node: Node, slurm: SlurmSpec, job: BatchJob, script: str
+) -> None:
+    """What the login node says before the job is queued: pyxis loaded (``srun --help`` lists
+    ``--container-image``; its text captured first, then matched, never piped into grep) where the
+    runtime is pyxis, and ``sbatch --test-only`` accepting the request.
+
+    Raises:
+        InputError: pyxis is not loaded, or Slurm would refuse the request; nothing was queued.
+    """
+    if slurm.runtime == "pyxis":
+        helped = run(conn, node, ["srun", "--help"], timeout_s=COMMAND_TIMEOUT_S)
+        if "--container-image" not in helped.stdout + helped.stderr:
+            raise InputError(
+                f"slurm.runtime is pyxis, but `srun --help` on the login node {node.address} lists no "
+                "--container-image: the pyxis SPANK plugin is not loaded there. Fix: install pyxis built "
+                "against this Slurm release and name it in plugstack.conf on the login and compute nodes, "
+                "or set slurm.runtime to apptainer, docker or none."
+            )
+    argv = ["sbatch", "--test-only", f"--chdir={job.directory}", script]
+    tested = run(conn, node, argv, timeout_s=COMMAND_TIMEOUT_S)
+    if not tested.ok:
+        said = (tested.stderr or tested.error or "").strip()[-500:]
+        fix = refusal_fix(said) or (
+            " Fix: change the slurm block (partition, gpus_per_node, time_limit, extra_sbatch) to a request "
+            "this cluster can satisfy."
+        )
+        raise InputError(
+            f"`sbatch --test-only` on {node.address} refused the job before it was queued: {said} "
+            f"(command: {shlex.join(argv)}).{fix}"
+        )

@@ -175,20 +175,53 @@ def _command_lines(
     return [shlex.join(rank_argv)]
 
 
+def job_variables(env: list[tuple[str, str]], *, rendezvous: bool, gpus: int) -> list[str]:
+    """The names of every variable the batch script sets for the ranks: the exported environment, the
+    rendezvous the script finds on the allocation, the threads per rank, the node's GPU count."""
+    names = [name for name, _ in env]
+    names += ["MASTER_ADDR", "MASTER_PORT"] if rendezvous else []
+    names += ["OMP_NUM_THREADS", *(["CLUSTERCTL_GPUS_PER_NODE"] if gpus else [])]
+    return list(dict.fromkeys(names))
+
+
 def srun_flags(
-    inventory: Inventory, plan: LaunchPlan, slurm: SlurmSpec, image: str, payload: Mount
+    inventory: Inventory, plan: LaunchPlan, slurm: SlurmSpec, image: str, payload: Mount, variables: list[str]
 ) -> list[str]:
     """srun's flags: the MPI plugin, kill the step when a rank fails, rank labels, the runtime's flags.
 
     pyxis (0.24's options): the image, no home directory, the payload and the inventory's mounts
-    (``--container-mounts=SRC:DST[:ro],...``; the inventory refuses paths with ``,`` or ``:``). The
-    binding flags follow in the template (they use the script's own ``cpus_per_task``).
+    (``--container-mounts=SRC:DST[:ro],...``; the inventory refuses paths with ``,`` or ``:``), and
+    ``--container-env`` naming the job's ``variables``: without it an image's own ENV of the same name
+    (NGC images set NCCL and OMP ones) wins over the job's. The binding flags follow in the template
+    (they use the script's own ``cpus_per_task``).
     """
     flags = [f"--mpi={slurm.mpi}", "--kill-on-bad-exit=1", "--label"]
     if slurm.runtime == "pyxis":
         mounts = ",".join(_mount(m) for m in [payload, *inventory.container.mounts])
         flags += [f"--container-image={image}", "--no-container-mount-home", f"--container-mounts={mounts}"]
+        flags += [f"--container-env={','.join(variables)}"]
     return [shlex.quote(flag) for flag in flags]
+
+
+def check_one_gpu_per_rank(ranks: int, gpus: int) -> None:
+    """Refuse a job whose nodes run more ranks than they have GPUs (two ranks would share one).
+
+    Raises:
+        InputError: ``ranks`` per node above ``gpus`` (when the job asks for GPUs).
+    """
+    if gpus and ranks > gpus:
+        raise InputError(
+            f"{ranks} ranks per node on nodes with {gpus} GPU(s): two ranks of a node would share a GPU, "
+            "which NCCL refuses (Duplicate GPU detected). Fix: pass --ranks-per-node "
+            f"{gpus} or fewer (one rank per GPU), or set slurm.gpus_per_node to the nodes' real GPU count."
+        )
+
+
+def memlock_required(inventory: Inventory, plan: LaunchPlan) -> bool:
+    """Whether the job stops when a node's locked-memory limit is below unlimited: a run that computes on
+    GPUs or moves data over RDMA (NCCL pins its buffers); a CPU run over Ethernet, the GPU-shaped
+    sandbox's included, only reports the limits."""
+    return plan.gpu or inventory.primary.rdma
 
 
 def telemetry_cap_s(time_limit: str | None) -> int:
@@ -215,28 +248,34 @@ def render_batch(
     ``directory`` is the job's directory under ``slurm.run_dir``: the output file goes there.
 
     Raises:
-        InputError: the plan's nodes run different rank counts.
+        InputError: the plan's nodes run different rank counts, or more ranks than GPUs.
     """
     output = f"{directory}/output.log"
     gpus = slurm.gpus_per_node if slurm.gpus_per_node is not None else inventory.primary.gpus.count
     payload = payload_mount(directory)
+    per_node = ranks_per_node(plan)
+    check_one_gpu_per_rank(per_node, gpus)
+    env = rank_env(inventory, plan, slurm, image)
+    rendezvous = "MASTER_ADDR" in plan.env
+    variables = job_variables(env, rendezvous=rendezvous, gpus=gpus)
     values = {
         "workload": plan.options.workload,
         "runtime": slurm.runtime,
         "job_name": job_name,
         "output": output,
         "nodes": len(plan.hosts),
-        "ranks_per_node": ranks_per_node(plan),
+        "ranks_per_node": per_node,
         "sbatch_options": sbatch_options(slurm, gpus),
-        "env": rank_env(inventory, plan, slurm, image),
-        "rendezvous": "MASTER_ADDR" in plan.env,
+        "env": env,
+        "rendezvous": rendezvous,
+        "memlock_required": memlock_required(inventory, plan),
         "rendezvous_tries": RENDEZVOUS_TRIES,
         "gpus": gpus,
         "payload": payload,
         "image": image,
         "job_label": JOB_LABEL,
         "spool_dir": SLURMD_SPOOL_DIR,
-        "srun_flags": srun_flags(inventory, plan, slurm, image, payload),
+        "srun_flags": srun_flags(inventory, plan, slurm, image, payload, variables),
         "command_lines": _command_lines(inventory, plan, slurm, image, payload),
         "directory": directory,
         "collect_script": collection_script(job_collectors(inventory.primary.fabric)),
