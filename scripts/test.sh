@@ -28,8 +28,35 @@ mkdir -p "$HOME/.cache/clusterctl/mypy"
 # out of the nav; its inventory and CLI references are generated from the code during the build
 # (scripts/docs_reference.py). Nothing is fetched; the site goes to site/ (ignored).
 "${limited[@]}" .venv/bin/mkdocs build --strict --quiet --site-dir site
-# The tests: spread over the machine's cores by pytest-xdist (-n auto); every integration test runs on one
-# worker (tests/session_guard.py groups them), where they share the session's sandbox, while the unit
-# tests spread over the rest. `-n 0` among the arguments runs everything in this one process. The
-# slowest tests close the output (pyproject.toml's --durations), so the suite's budget stays in sight.
-exec "${limited[@]}" .venv/bin/python -m pytest -p no:cacheprovider -n auto --dist loadgroup "$@"
+# The tests. With no arguments, two sessions side by side: the integration tests in this one (they share
+# the session's sandbox, in file order) and the unit tests in a second one started beside it, which runs
+# while the first waits on engines, SSH and sleeps; its output follows once both have ended, then one
+# closing line for both. Any argument (a file, -m "not integration", -k ...) runs one session with it.
+# Ctrl-C, SIGTERM or SIGHUP reach both sessions, which tear down (tests/session_guard.py). The slowest
+# tests close each session's output (pyproject.toml's --durations), so the suite's budget stays in sight.
+pytest=("${limited[@]}" .venv/bin/python -m pytest -p no:cacheprovider)
+if [ $# -gt 0 ]; then
+  exec "${pytest[@]}" "$@"
+fi
+logs="$(mktemp -d -t clusterctl-tests.XXXXXX)"
+"${pytest[@]}" -m "not integration" >"$logs/unit.log" 2>&1 &
+unit=$!
+"${pytest[@]}" -m integration > >(tee "$logs/integration.log") 2>&1 &
+integration=$!
+# A signal to this script goes on to both sessions (each tears down once, whatever else reaches it).
+stop() { kill -TERM "$unit" "$integration" 2>/dev/null || true; wait "$unit" "$integration" || true; }
+trap 'stop; exit 130' INT
+trap 'stop; exit 143' TERM
+trap 'stop; exit 129' HUP
+trap 'rm -rf "$logs"' EXIT
+integration_rc=0
+wait "$integration" || integration_rc=$?
+unit_rc=0
+wait "$unit" || unit_rc=$?
+printf '\n===== the unit tests, run beside the integration tests above =====\n'
+cat "$logs/unit.log"
+# One closing line for both sessions, from each one's last line ("=== 12 passed, 1 skipped in 9s ===").
+closing="$(tail -qn 1 "$logs/integration.log" "$logs/unit.log")"
+count() { grep -o "[0-9]\+ $1" <<<"$closing" | awk '{ n += $1 } END { print n + 0 }'; }
+printf '\ntests: %s passed, %s failed, %s skipped\n' "$(count passed)" "$(( $(count failed) + $(count error) ))" "$(count skipped)"
+[ "$integration_rc" -eq 0 ] && [ "$unit_rc" -eq 0 ]

@@ -72,8 +72,8 @@ class LocalMpirunLaunch:
         rendezvous = {k: v for k, v in self.plan.env.items() if k.startswith("MASTER_")}
         if "MASTER_PORT" in rendezvous:
             # The conductor's port check runs over SSH, which does not reach this host's loopback, so its
-            # pick is the run id's first candidate: the same for two runs started in the same second (two
-            # xdist workers'). Other payload runs share this machine: this launch takes a free port.
+            # pick is the run id's first candidate: the same for two runs started in the same second (the
+            # unit session's and another's). Other payload runs share this machine: this launch takes a free port.
             rendezvous["MASTER_PORT"] = str(free_port())
         env = {**os.environ, "OMP_NUM_THREADS": "1", **rendezvous}
         proc = subprocess.run(

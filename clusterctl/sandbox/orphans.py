@@ -27,14 +27,16 @@ def records_dir() -> Path:
 
 def process_start(pid: int) -> str | None:
     """Process ``pid``'s start time in clock ticks since boot (``/proc/PID/stat`` field 22), or None when
-    no such process runs."""
+    no such process runs (none, or a zombie: it has exited, its parent has not yet reaped it)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     # The command name (field 2) is in parentheses and may hold spaces or parentheses: split after its end.
     fields = stat[stat.rfind(")") + 2 :].split()
-    return fields[19] if len(fields) > 19 else None
+    if len(fields) <= 19 or fields[0] == "Z":
+        return None
+    return fields[19]
 
 
 def owner_alive(record: str) -> bool:

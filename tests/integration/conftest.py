@@ -11,7 +11,6 @@ benchmark container is left after the test.
 from __future__ import annotations
 
 import contextlib
-import signal
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,14 +28,6 @@ from clusterctl.image.distribute import distribute
 from clusterctl.inventory import Inventory, load_inventory
 from clusterctl.sandbox import engine as sandbox_engine
 from clusterctl.sandbox.scratch import scratch_sandbox
-
-# The interrupt tests send SIGINT to a child clusterctl, as Ctrl-C at a terminal does to a foreground
-# command. A test run started in the background of a non-interactive shell (`bash .ci/run &`) inherits
-# SIGINT ignored, and so would every child, which would then run on through the test's Ctrl-C (correctly:
-# an ignored SIGINT is the caller's choice). Give this session, and so its children, the foreground's
-# disposition.
-if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
-    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _engine() -> docker.DockerClient | None:
