@@ -35,12 +35,14 @@ from torch import nn
 
 if TYPE_CHECKING:  # the checker reads the payload as the package module; the image ships it top-level
     from clusterctl.payload.dataopts import add_data_options
+    from clusterctl.payload.emit import emit_line
     from clusterctl.payload.peak import peak_line
     from clusterctl.payload.ranks import resolve_ranks
     from clusterctl.payload.steptimer import StepTimer, breakdown_line
     from clusterctl.payload.tracing import run_traced
 else:
     from dataopts import add_data_options
+    from emit import emit_line
     from peak import peak_line
     from ranks import resolve_ranks
     from steptimer import StepTimer, breakdown_line
@@ -449,7 +451,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.backends.cudnn.allow_tf32 = tf32
     else:  # a CPU's peak for MFU, measured by every rank at once (peak.py)
         trainer.barrier()
-        print(peak_line(trainer.rank, args.precision), flush=True)
+        emit_line(peak_line(trainer.rank, args.precision))
 
     torch.manual_seed(0)
     model = ResNet50(args.num_classes).to(device, memory_format=memory_format)  # type: ignore[call-overload]  # Module.to takes memory_format; torch's overloads omit it
@@ -516,7 +518,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.trace_steps:  # not measured: the profiler's cost stays out of the throughput
         hvd = trainer.hvd if trainer.framework == "horovod" else None
         for line in run_traced(train_step, args.trace_steps, sync, trainer.rank, hvd):
-            print(line, flush=True)
+            emit_line(line)
 
     trainer.barrier()
     elapsed, last_step, last_time = 0.0, 0, 0.0
@@ -571,9 +573,9 @@ def _finish(
             "data": args.data or "synthetic",
             **real_facts,
         }
-        print(RESULT_PREFIX + json.dumps(result, sort_keys=True), flush=True)
+        emit_line(RESULT_PREFIX + json.dumps(result, sort_keys=True))
     summary = timer.summary(trainer.rank, elapsed, world_size=trainer.world_size, framework=args.framework)
-    print(breakdown_line(summary), flush=True)
+    emit_line(breakdown_line(summary))
     trainer.shutdown()
     return 0
 
