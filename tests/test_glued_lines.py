@@ -9,13 +9,17 @@ fed real captured outputs rearranged into those forms and must read what they re
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import re
+import sys
 from pathlib import Path
 
 import pytest
 
 from clusterctl.diagnostics.model import marker_values, rank_lines, untangled
+from clusterctl.payload.emit import emit_line
 from clusterctl.payload.tracing import trace_lines
 from clusterctl.results.nccl_log_proof import prove_fabric
 from clusterctl.results.traces import split_traces
@@ -183,3 +187,25 @@ def test_nccl_lines_glued_after_another_rank_s_line_prove_the_same_fabric(form: 
     assert plain.transport is not None and plain.transport.startswith("NET/IB")
     log = _glued(lines, "NCCL INFO Channel") if form == "mpirun-glued" else _srun(lines)
     assert prove_fabric(log, fabric_kind="infiniband", gpu=True, nodes=2) == plain
+
+
+def test_the_payload_writes_a_marker_line_and_its_newline_in_one_write(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    read_end, write_end = os.pipe()
+    stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(write_end, "w")), write_through=False)
+    monkeypatch.setattr(sys, "stdout", stdout)
+    writes: list[bytes] = []
+    real_write = os.write
+
+    def write(fd: int, data: bytes) -> int:
+        writes.append(bytes(data))
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", write)
+    print("Step 2/2: 146.1 tokens/s total")  # still in the buffer: it must reach the pipe first
+    emit_line('CLUSTERCTL_RESULT {"world_size": 2}')
+    assert writes == [b'CLUSTERCTL_RESULT {"world_size": 2}\n']
+    assert os.read(read_end, 1000) == b'Step 2/2: 146.1 tokens/s total\nCLUSTERCTL_RESULT {"world_size": 2}\n'
+    stdout.close()
+    os.close(read_end)

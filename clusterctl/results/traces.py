@@ -63,8 +63,9 @@ def _parse(text: str) -> _Part:
 
 
 def _part(fields: object) -> _Part:
+    """One trace line's JSON value as a part (or why it is none)."""
     name = fields.get("name") if isinstance(fields, dict) else None
-    if not isinstance(name, str) or not _NAME.match(name):
+    if not isinstance(fields, dict) or not isinstance(name, str) or not _NAME.match(name):
         return _Part(None, problem=f"unexpected name {str(name)[:60]!r}")
     if "dropped" in fields:
         return _Part(name, dropped=str(fields["dropped"])[:300])
