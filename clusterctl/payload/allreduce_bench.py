@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import os
 import socket
-import sys
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -33,10 +32,10 @@ import torch
 
 if TYPE_CHECKING:  # the checker reads the payload as the package module; the image ships it top-level
     from clusterctl.payload.emit import emit_line
-    from clusterctl.payload.resnet50_bench import Trainer, add_rendezvous_options
+    from clusterctl.payload.resnet50_bench import Trainer, add_rendezvous_options, exit_cleanly
 else:
     from emit import emit_line
-    from resnet50_bench import Trainer, add_rendezvous_options
+    from resnet50_bench import Trainer, add_rendezvous_options, exit_cleanly
 
 MIB = 1 << 20
 # nccl-tests' bus bandwidth factor per collective, as a function of the ranks n (doc/PERFORMANCE.md).
@@ -168,4 +167,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_cleanly(main())

@@ -26,7 +26,6 @@ import contextlib
 import json
 import math
 import re
-import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -326,4 +325,4 @@ def _finite_or_text(value: float) -> float | str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    base.exit_cleanly(main())

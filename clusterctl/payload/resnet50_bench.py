@@ -25,9 +25,10 @@ import inspect
 import json
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import torch
 import torch.nn.functional as F
@@ -50,6 +51,8 @@ else:
 
 RESULT_PREFIX = "CLUSTERCTL_RESULT "
 MODEL_NAME = "resnet50"
+# How long exit_cleanly waits for each of the payload's own threads (they end with their work).
+THREAD_JOIN_S = 30.0
 
 # --------------------------------------------------------------------------- the model
 
@@ -260,11 +263,39 @@ class Trainer:
             scaler.update()
 
     def shutdown(self) -> None:
-        """Leave the communicator cleanly."""
+        """Leave the communicator cleanly, the first step of ``exit_cleanly``'s order: every rank's
+        collectives finished (Gloo's barrier waits for all earlier work on the group, FSDP's
+        asynchronous all-gathers and reduce-scatters included), then the group destroyed; Horovod's
+        ``shutdown`` is collective and joins its background thread."""
         if self.framework == "horovod":
             self.hvd.shutdown()
         else:
+            self.dist.barrier()
             self.dist.destroy_process_group()
+
+
+def exit_cleanly(code: int) -> NoReturn:
+    """End a rank whose ``main`` returned ``code`` after ``Trainer.shutdown``: the payload's own threads
+    joined, stdout and stderr flushed, then the process ended at once, without the interpreter's
+    teardown.
+
+    Why not a plain return: ``destroy_process_group`` does not end the Gloo group's threads (its two
+    ``pt_gloo_runloop`` workers, the ``gloo_tcp_loop`` and, on rank 0, the store's ``pt_tcpstore_uv``
+    are still running after it and after a full garbage collection: DDP's reducer, FSDP's mesh
+    info and torch's own caches still hold the group). The interpreter's teardown then frees torch's
+    objects while those threads live; a worker that releases a tensor needs the GIL of a finalizing
+    interpreter, which ends the thread with ``pthread_exit`` inside a ``noexcept`` destructor:
+    ``terminate called without an active exception``, SIGABRT, at random (PyTorch PR 179291
+    describes the same teardown). Nothing is left to tear down once the group is destroyed and the
+    output flushed, so the rank leaves with ``os._exit``.
+    """
+    for thread in threading.enumerate():  # a data loader's or DALI's helpers (daemons are left)
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join(THREAD_JOIN_S)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code)
 
 
 # --------------------------------------------------------------------------- the benchmark
@@ -581,4 +612,4 @@ def _finish(
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_cleanly(main())
