@@ -2,8 +2,9 @@
 MPI (CPU, Gloo), many in a row, none aborting at exit ("terminate called without an active exception",
 SIGABRT: a run the judge calls rank-crashed), and every marker line forwarded whole with its newline.
 
-``CLUSTERCTL_EXIT_RUNS`` sets how many runs each case makes (default 3, a few seconds each: a tiny model,
-two steps); the acceptance figure is 50 (``CLUSTERCTL_EXIT_RUNS=50``), run by hand.
+``CLUSTERCTL_EXIT_RUNS`` sets how many runs each case makes (default 2, a few seconds each on an idle
+machine: a tiny model, two steps; under the shared machine's load up to 40 s each); the acceptance
+figure is 50 (``CLUSTERCTL_EXIT_RUNS=50``), run by hand (docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from clusterctl.run.plan import build_plan, run_options
 from clusterctl.workloads import get_workload
 from tests.localrun import LocalMpirun, local_inventory
 
-RUNS = int(os.environ.get("CLUSTERCTL_EXIT_RUNS", "3"))
+RUNS = int(os.environ.get("CLUSTERCTL_EXIT_RUNS", "2"))
 TINY: dict[str, Any] = {
     "model_size": "tiny",
     "seq_len": 32,
