@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import os
 import socket
-import sys
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -32,9 +31,11 @@ from typing import TYPE_CHECKING
 import torch
 
 if TYPE_CHECKING:  # the checker reads the payload as the package module; the image ships it top-level
-    from clusterctl.payload.resnet50_bench import Trainer, add_rendezvous_options
+    from clusterctl.payload.emit import emit_line
+    from clusterctl.payload.resnet50_bench import Trainer, add_rendezvous_options, exit_cleanly
 else:
-    from resnet50_bench import Trainer, add_rendezvous_options
+    from emit import emit_line
+    from resnet50_bench import Trainer, add_rendezvous_options, exit_cleanly
 
 MIB = 1 << 20
 # nccl-tests' bus bandwidth factor per collective, as a function of the ranks n (doc/PERFORMANCE.md).
@@ -129,17 +130,14 @@ def main(argv: list[str] | None = None) -> int:
     collective = Collective(trainer, args.op)
     redop = "none" if args.op == "allgather" else "sum"
 
-    print(f"#  Rank {rank:2d} Group  0 Pid {os.getpid():6d} on {socket.gethostname():>10} device  0 [cpu] CPU",
-          flush=True)  # fmt: skip
+    # Each line the parser reads in one write (emit.py): mpirun then forwards it whole.
+    emit_line(
+        f"#  Rank {rank:2d} Group  0 Pid {os.getpid():6d} on {socket.gethostname():>10} device  0 [cpu] CPU"
+    )
     if rank == 0:
-        print(f"# clusterctl allreduce_bench: framework {args.framework}, {n} ranks, float32 {args.op}",
-              flush=True)  # fmt: skip
-        print(
-            "#       size         count      type   redop    root     time   algbw   busbw #wrong", flush=True
-        )
-        print(
-            "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)       ", flush=True
-        )
+        emit_line(f"# clusterctl allreduce_bench: framework {args.framework}, {n} ranks, float32 {args.op}")
+        emit_line("#       size         count      type   redop    root     time   algbw   busbw #wrong")
+        emit_line("#        (B)    (elements)                               (us)  (GB/s)  (GB/s)       ")
     busbws, wrong_total = [], 0
     for size in sizes(args.min_bytes, args.max_bytes):
         count = size // 4 // n * n  # as nccl-tests: a whole number of elements per rank
@@ -159,14 +157,14 @@ def main(argv: list[str] | None = None) -> int:
         if rank == 0:
             # Four decimals, not nccl-tests' two: a CPU fabric's figures are well under 1 GB/s, where
             # two decimals would keep one significant digit (check pairs compares them).
-            print(f"{size:12d}  {count:12d}     float  {redop:>6}      -1  {seconds * 1e6:7.1f}  {algbw:6.4f}  "
-                  f"{busbw:6.4f}  {wrong:5d}", flush=True)  # fmt: skip
+            emit_line(f"{size:12d}  {count:12d}     float  {redop:>6}      -1  {seconds * 1e6:7.1f}  {algbw:6.4f}  "
+                      f"{busbw:6.4f}  {wrong:5d}")  # fmt: skip
     if rank == 0:
-        print(f"# Out of bounds values : {wrong_total} {'OK' if wrong_total == 0 else 'FAILED'}", flush=True)
-        print(f"# Avg bus bandwidth    : {sum(busbws) / max(len(busbws), 1):.4f}", flush=True)
+        emit_line(f"# Out of bounds values : {wrong_total} {'OK' if wrong_total == 0 else 'FAILED'}")
+        emit_line(f"# Avg bus bandwidth    : {sum(busbws) / max(len(busbws), 1):.4f}")
     trainer.shutdown()
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_cleanly(main())

@@ -26,7 +26,6 @@ import contextlib
 import json
 import math
 import re
-import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -37,10 +36,12 @@ from torch.utils.checkpoint import checkpoint
 
 if TYPE_CHECKING:  # the checker reads the payload as the package module; the image ships it top-level
     from clusterctl.payload import resnet50_bench as base
+    from clusterctl.payload.emit import emit_line
     from clusterctl.payload.peak import peak_line
     from clusterctl.payload.steptimer import StepTimer, breakdown_line
 else:
     import resnet50_bench as base
+    from emit import emit_line
     from peak import peak_line
     from steptimer import StepTimer, breakdown_line
 
@@ -221,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.cuda.reset_peak_memory_stats(device)
     else:  # a CPU's peak for MFU, measured by every rank at once (peak.py)
         trainer.barrier()
-        print(peak_line(trainer.rank, args.precision), flush=True)
+        emit_line(peak_line(trainer.rank, args.precision))
 
     torch.manual_seed(0)  # the same weights and batch on every rank
     layers, heads, width = dimensions(args.model_size)
@@ -311,9 +312,9 @@ def main(argv: list[str] | None = None) -> int:
             "seconds": round(slowest, 6),
             **base.device_facts(device, cpu_threads),
         }
-        print(RESULT_PREFIX + json.dumps(result, sort_keys=True), flush=True)
+        emit_line(RESULT_PREFIX + json.dumps(result, sort_keys=True))
     summary = timer.summary(trainer.rank, elapsed, world_size=trainer.world_size, framework=args.framework)
-    print(breakdown_line(summary), flush=True)
+    emit_line(breakdown_line(summary))
     trainer.shutdown()
     return 0
 
@@ -324,4 +325,4 @@ def _finite_or_text(value: float) -> float | str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    base.exit_cleanly(main())

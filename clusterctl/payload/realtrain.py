@@ -23,9 +23,11 @@ import torch
 if TYPE_CHECKING:  # the checker reads the payload as the package module; the image ships it top-level
     from clusterctl.payload import imagedata
     from clusterctl.payload.dataopts import default_workers
+    from clusterctl.payload.emit import emit_line
 else:
     import imagedata
     from dataopts import default_workers
+    from emit import emit_line
 
 
 def learning_rate(step: int, steps_per_epoch: int, args: argparse.Namespace, world: int) -> float:
@@ -193,9 +195,7 @@ def loader_rate(samples: list[Any], args: argparse.Namespace, trainer: Any, batc
         loader, max(2, min(batches, len(loader))), args.skip_bad_images
     )
     pipeline = imagedata.decoder(args, gpu=trainer.device.type == "cuda")
-    print(
-        imagedata.loader_line(trainer.rank, args.loader_workers, images, seconds, bad, pipeline), flush=True
-    )
+    emit_line(imagedata.loader_line(trainer.rank, args.loader_workers, images, seconds, bad, pipeline))
     rate, skipped = trainer.sum_all([images / seconds if seconds > 0 else 0.0, float(bad)])
     return {
         "decoder": pipeline,
@@ -217,7 +217,7 @@ def loader_only(args: argparse.Namespace, trainer: Any, samples: list[Any], pref
             "batch_size": args.batch_size, "world_size": trainer.world_size, "precision": args.precision,
             "image_size": args.image_size, "steps": args.steps, **facts,
         }  # fmt: skip
-        print(prefix + json.dumps(result, sort_keys=True), flush=True)
+        emit_line(prefix + json.dumps(result, sort_keys=True))
     trainer.shutdown()
     return 0
 

@@ -25,9 +25,10 @@ import inspect
 import json
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import torch
 import torch.nn.functional as F
@@ -35,12 +36,14 @@ from torch import nn
 
 if TYPE_CHECKING:  # the checker reads the payload as the package module; the image ships it top-level
     from clusterctl.payload.dataopts import add_data_options
+    from clusterctl.payload.emit import emit_line
     from clusterctl.payload.peak import peak_line
     from clusterctl.payload.ranks import gpu_choice, placement_line, resolve_ranks
     from clusterctl.payload.steptimer import StepTimer, breakdown_line
     from clusterctl.payload.tracing import run_traced
 else:
     from dataopts import add_data_options
+    from emit import emit_line
     from peak import peak_line
     from ranks import gpu_choice, placement_line, resolve_ranks
     from steptimer import StepTimer, breakdown_line
@@ -48,6 +51,8 @@ else:
 
 RESULT_PREFIX = "CLUSTERCTL_RESULT "
 MODEL_NAME = "resnet50"
+# How long exit_cleanly waits for each of the payload's own threads (they end with their work).
+THREAD_JOIN_S = 30.0
 
 # --------------------------------------------------------------------------- the model
 
@@ -261,11 +266,39 @@ class Trainer:
             scaler.update()
 
     def shutdown(self) -> None:
-        """Leave the communicator cleanly."""
+        """Leave the communicator cleanly, the first step of ``exit_cleanly``'s order: every rank's
+        collectives finished (Gloo's barrier waits for all earlier work on the group, FSDP's
+        asynchronous all-gathers and reduce-scatters included), then the group destroyed; Horovod's
+        ``shutdown`` is collective and joins its background thread."""
         if self.framework == "horovod":
             self.hvd.shutdown()
         else:
+            self.dist.barrier()
             self.dist.destroy_process_group()
+
+
+def exit_cleanly(code: int) -> NoReturn:
+    """End a rank whose ``main`` returned ``code`` after ``Trainer.shutdown``: the payload's own threads
+    joined, stdout and stderr flushed, then the process ended at once, without the interpreter's
+    teardown.
+
+    Why not a plain return: ``destroy_process_group`` does not end the Gloo group's threads (its two
+    ``pt_gloo_runloop`` workers, the ``gloo_tcp_loop`` and, on rank 0, the store's ``pt_tcpstore_uv``
+    are still running after it and after a full garbage collection: DDP's reducer, FSDP's mesh
+    info and torch's own caches still hold the group). The interpreter's teardown then frees torch's
+    objects while those threads live; a worker that releases a tensor needs the GIL of a finalizing
+    interpreter, which ends the thread with ``pthread_exit`` inside a ``noexcept`` destructor:
+    ``terminate called without an active exception``, SIGABRT, at random (PyTorch PR 179291
+    describes the same teardown). Nothing is left to tear down once the group is destroyed and the
+    output flushed, so the rank leaves with ``os._exit``.
+    """
+    for thread in threading.enumerate():  # a data loader's or DALI's helpers (daemons are left)
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join(THREAD_JOIN_S)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code)
 
 
 # --------------------------------------------------------------------------- the benchmark
@@ -452,7 +485,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.backends.cudnn.allow_tf32 = tf32
     else:  # a CPU's peak for MFU, measured by every rank at once (peak.py)
         trainer.barrier()
-        print(peak_line(trainer.rank, args.precision), flush=True)
+        emit_line(peak_line(trainer.rank, args.precision))
 
     torch.manual_seed(0)
     model = ResNet50(args.num_classes).to(device, memory_format=memory_format)  # type: ignore[call-overload]  # Module.to takes memory_format; torch's overloads omit it
@@ -519,7 +552,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.trace_steps:  # not measured: the profiler's cost stays out of the throughput
         hvd = trainer.hvd if trainer.framework == "horovod" else None
         for line in run_traced(train_step, args.trace_steps, sync, trainer.rank, hvd):
-            print(line, flush=True)
+            emit_line(line)
 
     trainer.barrier()
     elapsed, last_step, last_time = 0.0, 0, 0.0
@@ -574,12 +607,12 @@ def _finish(
             "data": args.data or "synthetic",
             **real_facts,
         }
-        print(RESULT_PREFIX + json.dumps(result, sort_keys=True), flush=True)
+        emit_line(RESULT_PREFIX + json.dumps(result, sort_keys=True))
     summary = timer.summary(trainer.rank, elapsed, world_size=trainer.world_size, framework=args.framework)
-    print(breakdown_line(summary), flush=True)
+    emit_line(breakdown_line(summary))
     trainer.shutdown()
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_cleanly(main())

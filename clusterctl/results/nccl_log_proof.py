@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, Field
 
+from clusterctl.diagnostics.model import untangled
 from clusterctl.diagnostics.parsers.nccl_log import (
     GDR_DISABLED_ADVICE,
     NcclLog,
@@ -125,7 +126,7 @@ def prove_fabric(
     """
     if not gpu:
         return FabricProof(fabric_kind=fabric_kind, transport=CPU_TRANSPORT, valid=True)
-    nccl = parse_nccl_log(log)
+    nccl = parse_nccl_log(untangled(log))  # a rank's NCCL line glued after another's: its own line
     how = {
         "algorithms": nccl.algorithms,
         "in_network": in_network_reduction(nccl),

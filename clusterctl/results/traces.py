@@ -9,8 +9,9 @@ kept in ``output.log`` and shown live is one short line per file, at its first p
 
 mpirun forwards each rank's output in pieces, each after its tag, and a piece may end inside a line:
 the next piece's tag (another rank's, maybe) then lands inside that line, and the line's rest comes
-later after its own tag. ``split_traces`` therefore reads the traces from each rank's own stream, the
-pieces after its tag joined in order; the console and ``output.log`` drop a trace line's stray rests.
+later after its own tag. ``split_traces`` therefore reads the traces through
+``diagnostics.model.marker_values``, which reads each rank's own stream, the pieces after its tag joined
+in order; the console and ``output.log`` drop a trace line's stray rests.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from clusterctl.diagnostics.model import PIECE_TAG, marker_values
 from clusterctl.findings import Finding
 
 TRACE_PREFIX = "CLUSTERCTL_TRACE "
@@ -32,8 +34,6 @@ _NAME = re.compile(r"^(rank\d{1,6}|horovod-timeline)\.json$")
 # A decoded trace is at most this large (the payload's own bound is 32 MiB).
 MAX_DECODED_BYTES = 64 * 1024 * 1024
 MAX_PARTS = 100_000
-# mpirun --tag-output tags each piece of a rank's output it forwards, wherever the piece begins.
-_MPI_TAG = re.compile(r"(\[\d{1,6},\d{1,6}\]<std(?:out|err)>:)")
 # The tail of a trace part that mpirun forwarded as a piece of its own (base64, then the JSON's end).
 _FRAGMENT = re.compile(r'^(.*": "[A-Za-z0-9+/=]*"\}|[A-Za-z0-9+/=]{16,}"?\}?)$')
 
@@ -59,8 +59,13 @@ def _parse(text: str) -> _Part:
         fields = json.loads(text)
     except ValueError:
         return _Part(None, problem="not a trace line")
+    return _part(fields)
+
+
+def _part(fields: object) -> _Part:
+    """One trace line's JSON value as a part (or why it is none)."""
     name = fields.get("name") if isinstance(fields, dict) else None
-    if not isinstance(name, str) or not _NAME.match(name):
+    if not isinstance(fields, dict) or not isinstance(name, str) or not _NAME.match(name):
         return _Part(None, problem=f"unexpected name {str(name)[:60]!r}")
     if "dropped" in fields:
         return _Part(name, dropped=str(fields["dropped"])[:300])
@@ -78,7 +83,7 @@ def shown(line: str) -> str | None:
     any of them as it is."""
     if TRACE_PREFIX not in line and not _has_fragment(line):
         return line
-    pieces = _MPI_TAG.split(line)
+    pieces = PIECE_TAG.split(line)
     kept = [_shown_piece("", pieces[0])] + [
         _shown_piece(tag, data) for tag, data in zip(pieces[1::2], pieces[2::2], strict=True)
     ]
@@ -86,7 +91,7 @@ def shown(line: str) -> str | None:
 
 
 def _has_fragment(line: str) -> bool:
-    tag = _MPI_TAG.match(line)
+    tag = PIECE_TAG.match(line)
     return bool(tag and _FRAGMENT.match(line[tag.end() :]))
 
 
@@ -101,31 +106,20 @@ def _shown_piece(tag: str, data: str) -> str | None:
     return f"{tag}{data[:at]}{TRACE_PREFIX}{part.name or '?'}: {what}"
 
 
-def rank_streams(output: str) -> list[str]:
-    """The output as each rank wrote it: mpirun's tagged pieces joined per tag (the untagged text
-    first); output without mpirun's tags (srun labels whole lines) as it is."""
-    pieces = _MPI_TAG.split(output)
-    streams: dict[str, list[str]] = {"": [pieces[0]]}
-    for tag, data in zip(pieces[1::2], pieces[2::2], strict=True):
-        streams.setdefault(tag, []).append(data)
-    return ["".join(parts) for parts in streams.values()]
-
-
 def split_traces(output: str) -> tuple[str, dict[str, bytes], list[str]]:
     """The output as ``shown`` makes it, the trace files by name, and why a file the payload printed
     is not kept (dropped by the payload, an unknown name, parts missing, undecodable, too large)."""
     files: dict[str, _File] = {}
     problems: list[str] = []
-    for stream in rank_streams(output):
-        for line in stream.split("\n"):
-            at = line.find(TRACE_PREFIX)
-            if at < 0:
-                continue
-            part = _parse(line[at + len(TRACE_PREFIX) :])
-            if part.problem or part.dropped:
-                problems.append(f"trace {part.name or '?'}: {part.problem or part.dropped}")
-            elif part.name is not None:
-                files.setdefault(part.name, _File(part.count)).parts[part.index] = part.data
+    values = marker_values(output, TRACE_PREFIX)
+    if (unread := output.count(TRACE_PREFIX) - len(values)) > 0:
+        problems.append(f"trace ?: {unread} trace line(s) not readable (cut off or garbled)")
+    for _, fields in values:
+        part = _part(fields)
+        if part.problem or part.dropped:
+            problems.append(f"trace {part.name or '?'}: {part.problem or part.dropped}")
+        elif part.name is not None:
+            files.setdefault(part.name, _File(part.count)).parts[part.index] = part.data
     decoded = {}
     for name, got in files.items():
         if len(got.parts) != got.count:

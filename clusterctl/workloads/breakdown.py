@@ -9,12 +9,11 @@ breakdown has none, never an error.
 
 from __future__ import annotations
 
-import json
 import math
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from clusterctl.diagnostics.model import split_tag
+from clusterctl.diagnostics.model import marker_values
 
 BREAKDOWN_PREFIX = "CLUSTERCTL_BREAKDOWN "
 
@@ -79,24 +78,13 @@ class RankBreakdown(BaseModel):
 
 
 def parse_breakdown(log: str) -> list[RankBreakdown]:
-    """Every rank's breakdown line in ``log`` (tagged or not), by rank; the last line wins for a rank.
-
-    mpirun --tag-output can glue another rank's line onto the end of one, so a line is searched for
-    every occurrence of the prefix and each JSON object read from there (what follows it is ignored).
-    """
+    """Every rank's breakdown line in ``log`` (tagged or not, wherever it sits in a line:
+    ``marker_values``), by rank; the last line wins for a rank."""
     found: dict[int, RankBreakdown] = {}
-    decoder = json.JSONDecoder()
-    for raw in log.splitlines():
-        _, line = split_tag(raw)
-        start = line.find(BREAKDOWN_PREFIX)
-        while start >= 0:
-            begin = start + len(BREAKDOWN_PREFIX)
-            try:
-                value, _ = decoder.raw_decode(line, begin)
-                breakdown = RankBreakdown.model_validate(value)
-            except (json.JSONDecodeError, ValidationError):
-                pass
-            else:
-                found[breakdown.rank] = breakdown
-            start = line.find(BREAKDOWN_PREFIX, begin)
+    for _, value in marker_values(log, BREAKDOWN_PREFIX):
+        try:
+            breakdown = RankBreakdown.model_validate(value)
+        except ValidationError:
+            continue
+        found[breakdown.rank] = breakdown
     return [found[rank] for rank in sorted(found)]

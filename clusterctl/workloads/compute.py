@@ -8,14 +8,13 @@ a CPU. ``parse_peak_lines`` reads that peak from the payload's ``clusterctl-peak
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from clusterctl.diagnostics.model import split_tag
+from clusterctl.diagnostics.model import marker_values
 
 PEAK_PREFIX = "clusterctl-peak "
 
@@ -53,17 +52,8 @@ def parse_peak_lines(log: str) -> MeasuredPeak | None:
     One line per rank; a rank that printed twice counts once (its last line). Lines whose figure is not a
     positive finite number are ignored; None when no rank printed a usable one.
     """
-    decoder = json.JSONDecoder()
     by_rank: dict[int, tuple[float, dict[str, object]]] = {}
-    for raw in log.splitlines():
-        tag_rank, line = split_tag(raw)
-        start = line.find(PEAK_PREFIX)
-        if start < 0:
-            continue
-        try:
-            value, _ = decoder.raw_decode(line, start + len(PEAK_PREFIX))
-        except json.JSONDecodeError:
-            continue
+    for tag_rank, value in marker_values(log, PEAK_PREFIX):
         tflops = value.get("tflops") if isinstance(value, dict) else None
         if isinstance(tflops, bool) or not isinstance(tflops, int | float) or not 0 < tflops < math.inf:
             continue

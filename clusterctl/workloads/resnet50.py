@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from typing import TYPE_CHECKING, Any
 
-from clusterctl.diagnostics.model import split_tag, tagged_lines
+from clusterctl.diagnostics.model import marker_values
 from clusterctl.errors import InputError
 from clusterctl.findings import Finding
 from clusterctl.image.render import CONTAINER_PAYLOAD_DIR
@@ -38,23 +37,11 @@ PARAMETERS = 25_557_032
 
 
 def parse_result_line(log: str) -> dict[str, Any] | None:
-    """Rank 0's ``CLUSTERCTL_RESULT {json}`` line from ``log`` (tagged or not), or None.
-
-    mpirun --tag-output can glue a tag to the end of a line; the JSON object is read from the
-    prefix onwards and anything after it is ignored.
-    """
+    """Rank 0's last ``CLUSTERCTL_RESULT {json}`` line from ``log`` (tagged or not, wherever mpirun or
+    srun put it in a line: ``marker_values``), or None."""
     found: dict[str, Any] | None = None
-    decoder = json.JSONDecoder()
-    for raw in log.splitlines():
-        rank, line = split_tag(raw)
-        start = line.find(RESULT_PREFIX)
-        if start < 0 or rank not in (None, 0):
-            continue
-        try:
-            value, _ = decoder.raw_decode(line, start + len(RESULT_PREFIX))
-        except json.JSONDecodeError:
-            continue
-        if isinstance(value, dict):
+    for rank, value in marker_values(log, RESULT_PREFIX):
+        if rank in (None, 0) and isinstance(value, dict):
             found = value
     return found
 
@@ -105,15 +92,7 @@ def loader_rates_by_node(log: str) -> dict[str, float]:
     """``loader_images_per_sec[<host>]``: the input pipeline's rate on each node, the sum of its ranks'
     ``CLUSTERCTL_LOADER`` lines (every rank prints one, with its host)."""
     rates: dict[str, float] = {}
-    for raw in tagged_lines(log):
-        _, line = split_tag(raw)
-        start = line.find(LOADER_PREFIX)
-        if start < 0:
-            continue
-        try:
-            value, _ = json.JSONDecoder().raw_decode(line, start + len(LOADER_PREFIX))
-        except json.JSONDecodeError:
-            continue
+    for _, value in marker_values(log, LOADER_PREFIX):
         rate = number(value.get("images_per_sec")) if isinstance(value, dict) else None
         host = value.get("host") if isinstance(value, dict) else None
         if rate is not None and isinstance(host, str):

@@ -11,6 +11,7 @@ import posixpath
 from typing import TYPE_CHECKING
 
 from clusterctl.data.tfrecord import SHARDS_DIR
+from clusterctl.diagnostics.model import untangled
 from clusterctl.diagnostics.parsers.tf_cnn_benchmarks import parse_tf_cnn_benchmarks
 from clusterctl.errors import InputError
 from clusterctl.findings import Finding
@@ -125,7 +126,7 @@ class TfCnnBenchmarks(Workload):
 
     def metrics(self, log: str) -> dict[str, Metric]:
         """Rank 0's total img/s and the per-device share of it."""
-        parsed = parse_tf_cnn_benchmarks(log)
+        parsed = parse_tf_cnn_benchmarks(untangled(log))
         if parsed.total_images_per_sec is None:
             return {}
         metrics = {"total_images_per_sec": Metric(value=parsed.total_images_per_sec, unit="img/s")}
@@ -136,7 +137,7 @@ class TfCnnBenchmarks(Workload):
 
     def sanity(self, log: str, plan: LaunchPlan) -> list[Finding]:
         """A total was printed, for the model and batch asked, by one rank per device."""
-        parsed = parse_tf_cnn_benchmarks(log)
+        parsed = parse_tf_cnn_benchmarks(untangled(log))
         if parsed.total_images_per_sec is None:
             return [missing_result(self.name, "`total images/sec` line")]
         return [
