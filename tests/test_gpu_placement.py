@@ -169,3 +169,15 @@ def test_the_judge_refuses_two_ranks_on_one_gpu_and_a_gpu_off_the_ranks_socket()
         {"rank": 1, "node": "n1", "gpu": "0", "uuid": "GPU-b", "near": None, "cpus": [1]},
     )
     assert placement_findings(distinct) == []
+
+
+def test_a_placement_line_glued_after_another_ranks_line_is_still_judged() -> None:
+    # mpirun's --tag-output forwarded rank 1's line without its newline: rank 0's placement follows on
+    # the same line. Both ranks on GPU 0 of node1 must still be seen sharing it.
+    one = {"rank": 1, "node": "node1", "gpu": "0", "near": ["0", "1"], "cpus": [0]}
+    zero = {"rank": 0, "node": "node1", "gpu": "0", "near": ["0", "1"], "cpus": [0]}
+    output = (
+        f"[1,1]<stdout>:CLUSTERCTL_PLACEMENT {json.dumps(one)}"
+        f"[1,0]<stdout>:CLUSTERCTL_PLACEMENT {json.dumps(zero)}\n"
+    )
+    assert [f.code for f in placement_findings(output)] == ["gpu-shared"]

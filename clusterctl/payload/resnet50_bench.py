@@ -188,7 +188,7 @@ class Trainer:
         if choice:
             uuid = str(torch.cuda.get_device_properties(self.device).uuid) if cuda else None
             cpus = sorted(os.sched_getaffinity(0))
-            print(placement_line(os.environ, self.rank, self.local_rank, choice, cpus, uuid), flush=True)
+            emit_line(placement_line(os.environ, self.rank, self.local_rank, choice, cpus, uuid))
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
 

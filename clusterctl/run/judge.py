@@ -6,12 +6,12 @@ The record model is ``clusterctl.results.record``; the run directory it is writt
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
+from clusterctl.diagnostics.model import marker_values
 from clusterctl.diagnostics.parsers.mpi_error import parse_mpi_error
 from clusterctl.findings import Finding
 from clusterctl.inventory import Inventory, RunDefaults
@@ -176,7 +176,6 @@ def checked_metrics(metrics: Mapping[str, Metric]) -> tuple[dict[str, Metric], l
 # The line each rank prints before training (the payload's ranks.placement_line): its node, the GPU it
 # uses, the GPUs Slurm's binding left it (its CPUs' socket's) and the CPUs it is bound to.
 PLACEMENT_PREFIX = "CLUSTERCTL_PLACEMENT "
-_PLACEMENT = re.compile(re.escape(PLACEMENT_PREFIX) + r"(\{.*\})")
 
 
 def placement_findings(output: str) -> list[Finding]:
@@ -185,9 +184,8 @@ def placement_findings(output: str) -> list[Finding]:
     lines (CPU ranks that no GPU was declared for) has nothing to judge here."""
     users: dict[tuple[str, str], list[int]] = {}
     findings = []
-    for match in _PLACEMENT.finditer(output):
+    for _, line in marker_values(output, PLACEMENT_PREFIX):  # glued or labelled lines too
         try:
-            line = json.loads(match.group(1))
             rank, node, gpu = int(line["rank"]), str(line["node"]), str(line["gpu"])
         except (ValueError, KeyError, TypeError):
             continue
