@@ -72,7 +72,16 @@ _SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"^nvbandwidth Version: |^SUM \w+_memcpy_(?:ce|sm) [\d.]+|^Running \w+_memcpy_(?:ce|sm)\.$", re.M
         ),
     ),
-    ("kernel-log", re.compile(r"^(?:\[[^\]\n]{1,40}\][ \t]*)?(?:[\w-]{1,40}:[ \t]*)?S?Xid \(PCI:", re.M)),
+    (
+        "kernel-log",
+        re.compile(
+            # dmesg's line, or journalctl -k's / syslog's with its stamp and "host kernel: " before it
+            r"^(?:(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d{1,9})?|\d{4}-\d\d-\d\dT[\d:.,]{8,16}"
+            r"(?:Z|[+-]\d\d:?\d\d)?) [\w.-]{1,64} kernel: )?"
+            r"(?:\[[^\]\n]{1,40}\][ \t]*)?(?:[\w-]{1,40}:[ \t]*)?S?Xid \(PCI:",
+            re.M,
+        ),
+    ),
     (
         "proc-cmdline",
         # BOOT_IMAGE= (GRUB), or the first parameter a bootloader that sets none (U-Boot, EFI stub) passes.
