@@ -44,8 +44,15 @@ def _run(script: str, tmp_path: Path, *args: str) -> tuple[str, dict]:
 
 
 @pytest.fixture(scope="module")
-def sandbox1(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
-    """A 1-node sandbox (no Slurm) for the delivery and fanout short forms, as either bench would make."""
+def sandbox1(tmp_path_factory: pytest.TempPathFactory, sandbox2: Sandbox) -> Iterator[Sandbox]:
+    """A 1-node sandbox (no Slurm) for the delivery and fanout short forms, as either bench would make.
+
+    After the session sandbox (``sandbox2``), though it does not use it: each points CLUSTERCTL_STATE_DIR
+    at itself while it is up and puts back what was there before on the way out, so this one must come
+    up after the session's and go first. The other way round, its end would unset the variable under the
+    session sandbox, and a later ``sandbox up`` of the session's would plan a sandbox of the default
+    state directory (another subnet, another registry CA) over the session's containers."""
+    del sandbox2
     with private_sandbox(tmp_path_factory, "itb", 1) as sandbox:
         yield sandbox
 
