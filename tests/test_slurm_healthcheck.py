@@ -79,13 +79,14 @@ def _run(
     ports: dict[str, tuple[str, str]],
     inventory: Inventory | None = None,
     node: str = "hgx-02",
+    lang: str = "C",
 ) -> tuple[int, str | None]:
     """Run the rendered script with stand-ins, its cursor under ``tmp_path`` (kept between runs); (exit
     status, the scontrol command line or None)."""
     bin_dir, sysfs = tmp_path / "bin", tmp_path / "sys"
     bin_dir.mkdir(exist_ok=True)
     for name, text in (("dmesg", dmesg), ("nvidia-smi", smi)):
-        (bin_dir / f"{name}.out").write_text(text)
+        (bin_dir / f"{name}.out").write_bytes(text.encode("utf-8", "surrogateescape"))
         (bin_dir / name).write_text(f'#!/bin/sh\ncat "{bin_dir}/{name}.out"\n')
     calls = tmp_path / "scontrol.calls"
     calls.unlink(missing_ok=True)
@@ -104,6 +105,7 @@ def _run(
         "CLUSTERCTL_IB_SYSFS": str(sysfs),
         "CLUSTERCTL_HC_STATE": str(tmp_path / "state"),
         "SLURMD_NODENAME": node,
+        "LANG": lang,
     }
     done = subprocess.run(
         ["bash", str(script)], env=env, capture_output=True, text=True, timeout=60, check=False
@@ -140,6 +142,13 @@ def test_a_problem_drains_the_node_with_it_as_the_reason(
     assert argv[:3] == ["update", "nodename=hgx-02", "state=drain"]
     assert argv[3].startswith(f"reason={REASON_PREFIX}") and reason in argv[3]
     assert len(argv[3]) - len("reason=") <= MAX_REASON
+
+
+def test_an_xid_line_with_an_invalid_byte_still_drains_in_a_utf8_locale(tmp_path: Path) -> None:
+    # A kernel line cut mid-character: GNU grep in a UTF-8 locale would call it binary and print nothing.
+    line = "[ 3064.105371] NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.\udcff\n"
+    code, call = _run(tmp_path, line, fixture_text(HEALTHY_SMI), GOOD_PORTS, lang="C.UTF-8")
+    assert code == 1 and call is not None and "Xid 79" in call
 
 
 XID13 = "kernel_log/gpud-xid13-graphics-exception-ctime-partial.txt"
