@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from clusterctl.diagnostics.bundle import NodeBundle
 from clusterctl.image.render import CONTAINER_PAYLOAD_DIR
@@ -28,6 +29,17 @@ from clusterctl.run.plan import LaunchPlan
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCAL_PAYLOAD_DIR = ROOT / "clusterctl" / "payload"
+
+
+# A gpt run of a few seconds on CPU ranks: the smallest model, short sequences, two steps.
+TINY_GPT: dict[str, Any] = {
+    "model_size": "tiny",
+    "seq_len": 32,
+    "batch_size": 2,
+    "steps": 2,
+    "warmup_steps": 1,
+    "display_every": 1,
+}
 
 
 def free_port() -> int:

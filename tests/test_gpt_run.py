@@ -16,17 +16,9 @@ from clusterctl.run.plan import build_plan, run_options
 from clusterctl.run.runner import run_plans
 from clusterctl.workloads import get_workload
 from clusterctl.workloads.gpt_arith import GptShape
-from tests.localrun import LocalMpirun, local_inventory
+from tests.localrun import TINY_GPT, LocalMpirun, local_inventory
 from tests.strictjson import strict_loads
 
-TINY: dict[str, Any] = {
-    "model_size": "tiny",
-    "seq_len": 32,
-    "batch_size": 2,
-    "steps": 2,
-    "warmup_steps": 1,
-    "display_every": 1,
-}
 CASES = [("ddp", 1), ("ddp", 2), ("fsdp", 1), ("fsdp", 2)]
 
 
@@ -40,7 +32,7 @@ def _run(runs_dir: Path, framework: str, nodes: int, **more: Any) -> RunRecord:
     inventory = local_inventory()
     plan = build_plan(
         inventory,
-        run_options(inventory, "gpt", nodes=nodes, framework=framework, **TINY, **more),
+        run_options(inventory, "gpt", nodes=nodes, framework=framework, **TINY_GPT, **more),
         get_workload("gpt"),
     )
     # A free rendezvous port: other payload runs may share this machine.

@@ -14,23 +14,14 @@ import os
 import re
 import socket
 import time
-from typing import Any
 
 import pytest
 
 from clusterctl.run.plan import build_plan, run_options
 from clusterctl.workloads import get_workload
-from tests.localrun import LocalMpirun, local_inventory
+from tests.localrun import TINY_GPT, LocalMpirun, local_inventory
 
 RUNS = int(os.environ.get("CLUSTERCTL_EXIT_RUNS", "2"))
-TINY: dict[str, Any] = {
-    "model_size": "tiny",
-    "seq_len": 32,
-    "batch_size": 2,
-    "steps": 2,
-    "warmup_steps": 1,
-    "display_every": 1,
-}
 MARKERS = re.compile(r"(?:CLUSTERCTL_RESULT|CLUSTERCTL_BREAKDOWN|clusterctl-peak) ")
 ABORTS = ("terminate called", "Aborted", "signal 6", "core dumped")
 
@@ -44,7 +35,9 @@ def _free_port() -> int:
 def _run(framework: str) -> tuple[int | None, str]:
     inventory = local_inventory()
     plan = build_plan(
-        inventory, run_options(inventory, "gpt", nodes=2, framework=framework, **TINY), get_workload("gpt")
+        inventory,
+        run_options(inventory, "gpt", nodes=2, framework=framework, **TINY_GPT),
+        get_workload("gpt"),
     )
     plan = plan.model_copy(update={"env": {**plan.env, "MASTER_PORT": str(_free_port())}})
     launch = LocalMpirun().start(inventory, plan)
