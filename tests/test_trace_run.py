@@ -116,3 +116,12 @@ def test_trace_of_a_workload_without_one_is_refused_before_anything_runs(
     assert main(["run", "allreduce", "--trace", "-i", "/nonexistent.yml"]) == 2
     err = capsys.readouterr().err
     assert "--trace" in err and "only resnet50" in err and "Traceback" not in err
+
+
+def test_a_trace_piece_glued_after_another_ranks_cut_line_is_left_out() -> None:
+    # Seen in a fresh-clone CI run: mpirun cut rank 1's line after "CLUSTER" and glued the tail of one of
+    # rank 0's trace parts after it. The base64 must not reach output.log; rank 1's piece stays.
+    tail = "wqMHOiwGYACuxxluiU6ol3+7mvvYZwplMD8GARwe+QaJ+KmYLDlLBHEickbAZAwrblVnHWj2dDE7nY" * 30 + '"}'
+    line = f"[1,1]<stdout>:CLUSTER[1,0]<stdout>:{tail}"
+    assert shown(line) == "[1,1]<stdout>:CLUSTER"
+    assert shown("[1,0]<stdout>:Step 10/20: 3.2 img/s total") == "[1,0]<stdout>:Step 10/20: 3.2 img/s total"

@@ -91,8 +91,9 @@ def shown(line: str) -> str | None:
 
 
 def _has_fragment(line: str) -> bool:
-    tag = PIECE_TAG.match(line)
-    return bool(tag and _FRAGMENT.match(line[tag.end() :]))
+    """Whether any tagged piece of ``line`` is a stray piece of a trace part: the first piece, or one
+    glued after another rank's cut line (``[1,1]<stdout>:CLUSTER[1,0]<stdout>:<base64>"}``)."""
+    return any(_FRAGMENT.match(data) for data in PIECE_TAG.split(line)[2::2])
 
 
 def _shown_piece(tag: str, data: str) -> str | None:
