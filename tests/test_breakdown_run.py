@@ -23,12 +23,6 @@ TINY = {"image_size": 32, "batch_size": 2, "steps": 4, "warmup_steps": 1, "displ
 PHASES = ("input", "forward", "backward", "exposed_comm", "optimizer")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _run(runs_dir: Path, nodes: int) -> tuple[RunRecord, Path]:
     inventory = local_inventory()
     plan = build_plan(
@@ -36,8 +30,6 @@ def _run(runs_dir: Path, nodes: int) -> tuple[RunRecord, Path]:
         run_options(inventory, "resnet50", nodes=nodes, framework="ddp", **TINY),
         get_workload("resnet50"),
     )
-    # A free rendezvous port, not DDP's customary 29500: other payload runs may share this machine.
-    plan = plan.model_copy(update={"env": {**plan.env, "MASTER_PORT": str(_free_port())}})
     [(record, directory)] = run_plans(
         run_context(inventory, [plan], launcher=LocalMpirun(), timeout_s=240, runs_dir=runs_dir)
     )

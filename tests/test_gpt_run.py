@@ -3,7 +3,6 @@ judged and written as ``clusterctl run`` does, then reported."""
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +21,6 @@ from tests.strictjson import strict_loads
 CASES = [("ddp", 1), ("ddp", 2), ("fsdp", 1), ("fsdp", 2)]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _run(runs_dir: Path, framework: str, nodes: int, **more: Any) -> RunRecord:
     inventory = local_inventory()
     plan = build_plan(
@@ -35,8 +28,6 @@ def _run(runs_dir: Path, framework: str, nodes: int, **more: Any) -> RunRecord:
         run_options(inventory, "gpt", nodes=nodes, framework=framework, **TINY_GPT, **more),
         get_workload("gpt"),
     )
-    # A free rendezvous port: other payload runs may share this machine.
-    plan = plan.model_copy(update={"env": {**plan.env, "MASTER_PORT": str(_free_port())}})
     [(record, _)] = run_plans(
         run_context(inventory, [plan], launcher=LocalMpirun(), timeout_s=300, runs_dir=runs_dir)
     )

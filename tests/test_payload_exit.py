@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import time
 
 import pytest
@@ -26,12 +25,6 @@ MARKERS = re.compile(r"(?:CLUSTERCTL_RESULT|CLUSTERCTL_BREAKDOWN|clusterctl-peak
 ABORTS = ("terminate called", "Aborted", "signal 6", "core dumped")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _run(framework: str) -> tuple[int | None, str]:
     inventory = local_inventory()
     plan = build_plan(
@@ -39,7 +32,6 @@ def _run(framework: str) -> tuple[int | None, str]:
         run_options(inventory, "gpt", nodes=2, framework=framework, **TINY_GPT),
         get_workload("gpt"),
     )
-    plan = plan.model_copy(update={"env": {**plan.env, "MASTER_PORT": str(_free_port())}})
     launch = LocalMpirun().start(inventory, plan)
     code = launch.follow(lambda _: None, time.monotonic() + 300)
     return code, launch.output

@@ -60,18 +60,6 @@ def owned(name: str) -> Iterator[None]:
         path.unlink(missing_ok=True)
 
 
-def owners() -> dict[str, int]:
-    """The process ID each recorded sandbox names as its owner (malformed records left out)."""
-    directory = records_dir()
-    found = {}
-    for path in sorted(directory.iterdir()) if directory.is_dir() else []:
-        with contextlib.suppress(OSError):
-            parts = path.read_text(errors="replace").split()
-            if len(parts) == 2 and parts[0].isdigit():
-                found[path.name] = int(parts[0])
-    return found
-
-
 def sweep(remove: Callable[[str], None]) -> list[str]:
     """Call ``remove(name)`` for every recorded sandbox whose owner no longer runs, then drop its record;
     return those names. A removal that raises stops the sweep there, its record kept for the next one."""
