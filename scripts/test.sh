@@ -41,7 +41,11 @@ fi
 logs="$(mktemp -d -t clusterctl-tests.XXXXXX)"
 "${pytest[@]}" -m "not integration" >"$logs/unit.log" 2>&1 &
 unit=$!
-"${pytest[@]}" -m integration > >(tee "$logs/integration.log") 2>&1 &
+# The integration session streams, and tee keeps a copy for the closing line; tee is waited for below,
+# so that copy is whole before it is read.
+exec {shown}> >(tee "$logs/integration.log")
+tee_pid=$!
+"${pytest[@]}" -m integration >&"$shown" 2>&1 &
 integration=$!
 # A signal to this script goes on to both sessions (each tears down once, whatever else reaches it).
 stop() { kill -TERM "$unit" "$integration" 2>/dev/null || true; wait "$unit" "$integration" || true; }
@@ -51,6 +55,8 @@ trap 'stop; exit 129' HUP
 trap 'rm -rf "$logs"' EXIT
 integration_rc=0
 wait "$integration" || integration_rc=$?
+exec {shown}>&-
+wait "$tee_pid"
 unit_rc=0
 wait "$unit" || unit_rc=$?
 printf '\n===== the unit tests, run beside the integration tests above =====\n'
