@@ -17,3 +17,11 @@ def _refuse(constant: str) -> NoReturn:
 def strict_loads(text: str) -> Any:
     """``text`` parsed as RFC 8259 JSON; NaN, Infinity and -Infinity fail the test."""
     return json.loads(text, parse_constant=_refuse)
+
+
+def report_rows(text: str) -> list[dict[str, Any]]:
+    """The rows of a ``report --json`` / ``sweep --json`` document, after checking its schema."""
+    document = strict_loads(text)
+    assert document["schema"] == "clusterctl.report/1", document.get("schema")
+    rows: list[dict[str, Any]] = document["rows"]
+    return rows

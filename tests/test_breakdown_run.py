@@ -17,7 +17,7 @@ from clusterctl.run.runner import run_plans
 from clusterctl.workloads import get_workload
 from clusterctl.workloads.breakdown import RankBreakdown
 from tests.localrun import LocalMpirun, local_inventory
-from tests.strictjson import strict_loads
+from tests.strictjson import report_rows
 
 TINY = {"image_size": 32, "batch_size": 2, "steps": 4, "warmup_steps": 1, "display_every": 2}
 PHASES = ("input", "forward", "backward", "exposed_comm", "optimizer")
@@ -88,7 +88,7 @@ def test_the_report_shows_each_run_s_pop_metrics(
 ) -> None:
     pops = {ranks: record.pop for ranks, (record, _) in runs.items()}
     assert main(["report", "--runs-dir", str(runs_dir), "--json"]) == 0
-    rows = {row["devices"]: row for row in strict_loads(capsys.readouterr().out)}
+    rows = {row["devices"]: row for row in report_rows(capsys.readouterr().out)}
     for ranks, pop in pops.items():
         assert pop is not None
         assert rows[ranks]["parallel_efficiency"] == pytest.approx(pop.parallel_efficiency)

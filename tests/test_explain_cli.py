@@ -16,7 +16,7 @@ from clusterctl.results.record import RESULT_FILE
 from clusterctl.results.report import build_report
 from clusterctl.results.telemetry import telemetry_path
 from tests.rundirs import record_run
-from tests.strictjson import strict_loads
+from tests.strictjson import report_rows, strict_loads
 from tests.test_explain_rules import OLD_RUN, THROTTLED, _cpu_samples, _gpu, _record
 
 
@@ -113,7 +113,7 @@ def test_plot_draws_phases_and_telemetry(
 
 def test_report_shows_each_row_s_verdict(runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["report", "--runs-dir", str(runs), "--json"]) == 0
-    rows = strict_loads(capsys.readouterr().out)
+    rows = report_rows(capsys.readouterr().out)
     assert sorted(str(r["verdict"]) for r in rows) == ["None", "straggler"]
     assert main(["report", "--runs-dir", str(runs)]) == 0
     out = capsys.readouterr().out

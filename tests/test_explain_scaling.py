@@ -23,7 +23,7 @@ from clusterctl.results.pop import ScalingReference, run_pop, scaling_of
 from clusterctl.results.record import read_record
 from clusterctl.results.report import ReportRow, build_report, report_csv, report_of
 from clusterctl.results.report_table import meaning
-from tests.strictjson import strict_loads
+from tests.strictjson import report_rows, strict_loads
 from tests.test_explain_rules import _with_phase
 
 QUICKSTART = ScalingReference(devices=1, compute_ms=385.0, source="breakdown")
@@ -199,7 +199,7 @@ def test_the_screen_and_the_report_lead_with_it(
 ) -> None:
     assert main(["report", "--runs-dir", str(runs), "--json"]) == 0
     verdicts = [
-        r["verdict"] for r in strict_loads(capsys.readouterr().out) if r["config"]["workload"] == "resnet50"
+        r["verdict"] for r in report_rows(capsys.readouterr().out) if r["config"]["workload"] == "resnet50"
     ]
     assert verdicts == ["balanced", "compute-scaling"]
     monkeypatch.delenv("COLUMNS", raising=False)  # 80 columns, as piped

@@ -16,7 +16,7 @@ from clusterctl.run.runner import run_plans
 from clusterctl.workloads import get_workload
 from clusterctl.workloads.gpt_arith import GptShape
 from tests.localrun import TINY_GPT, LocalMpirun, local_inventory
-from tests.strictjson import strict_loads
+from tests.strictjson import report_rows
 
 CASES = [("ddp", 1), ("ddp", 2), ("fsdp", 1), ("fsdp", 2)]
 
@@ -73,7 +73,7 @@ def test_the_report_groups_gpt_by_size_and_sequence_with_mfu(
     runs: dict[tuple[str, int], RunRecord], runs_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["report", "--runs-dir", str(runs_dir), "--json"]) == 0
-    rows = strict_loads(capsys.readouterr().out)
+    rows = report_rows(capsys.readouterr().out)
     keys = {(r["config"]["framework"], r["devices"]) for r in rows}
     assert keys == set(CASES)
     for row in rows:

@@ -40,3 +40,9 @@ def test_run_dry_run_json_carries_its_schema_with_either_launcher(
     assert main(argv) == 0
     [script] = strict_loads(capsys.readouterr().out)
     assert script["schema"] == "clusterctl.run-dry-run/1" and script["launcher"] == "slurm"
+
+
+def test_an_empty_report_still_says_what_it_is(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A bare `[]` said nothing of its version; the report is an object whose rows may be none.
+    assert main(["report", "--runs-dir", str(tmp_path), "--json"]) == 0
+    assert strict_loads(capsys.readouterr().out) == {"schema": "clusterctl.report/1", "rows": []}

@@ -24,7 +24,7 @@ from clusterctl.workloads.compute import parse_peak_lines
 from clusterctl.workloads.flops import resnet50_forward_macs
 from clusterctl.workloads.resnet50 import parse_result_line
 from tests.localrun import LocalMpirun, local_inventory
-from tests.strictjson import strict_loads
+from tests.strictjson import report_rows
 
 TINY = {"image_size": 32, "batch_size": 2, "steps": 2, "warmup_steps": 1, "display_every": 1}
 
@@ -127,7 +127,7 @@ def test_every_run_records_achieved_flops_against_the_measured_cpu_peak(
         assert flops.peak_tflops == peak.tflops_per_device > 0
         assert flops.mfu is not None and 0 < flops.mfu < 1
     assert main(["report", "--runs-dir", str(runs_dir), "--json"]) == 0
-    rows = {row["devices"]: row for row in strict_loads(capsys.readouterr().out)}
+    rows = {row["devices"]: row for row in report_rows(capsys.readouterr().out)}
     assert rows[2]["mfu"] == two[0].flops.mfu and rows[2]["peak_source"] == "measured"
     csv_path = runs_dir.parent / "report.csv"
     assert main(["report", "--runs-dir", str(runs_dir), "--csv", str(csv_path)]) == 0

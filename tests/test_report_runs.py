@@ -12,7 +12,7 @@ import pytest
 from clusterctl.cli import main
 from clusterctl.results.history import add_run, history_path, load_runs
 from clusterctl.results.record import read_record
-from tests.strictjson import strict_loads
+from tests.strictjson import report_rows
 
 FIXTURE_RUNS = Path(__file__).parent / "fixtures" / "runs"
 
@@ -33,7 +33,7 @@ def test_the_real_runs_report_one_row_per_node_count_and_launcher(
     runs: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out, err = _report(capsys, runs, "--json")
-    rows = strict_loads(out)
+    rows = report_rows(out)
     assert err == ""
     assert {r["schema"] for r in rows} == {"clusterctl.report-row/1"}  # each row says its version
     assert [(r["launcher"], r["devices"], r["nodes"], r["runs"], r["invalid_runs"]) for r in rows] == [
@@ -75,7 +75,7 @@ def test_a_stale_index_changes_nothing_and_the_next_run_brings_it_up_to_date(
     aside.rename(slurm)  # a run directory the index lacks: read all the same
     assert load_runs(runs).index == "stale"
     out, err = _report(capsys, runs, "--json")
-    assert [r["launcher"] for r in strict_loads(out)] == ["ssh", "ssh", "slurm"] and err == ""
-    assert len(strict_loads(slurm_less)) == 2
+    assert [r["launcher"] for r in report_rows(out)] == ["ssh", "ssh", "slurm"] and err == ""
+    assert len(report_rows(slurm_less)) == 2
     add_run(history_path(runs), read_record(slurm), slurm)  # what the runner does after a run
     assert load_runs(runs).index == "current" and _report(capsys, runs, "--json")[0] == out

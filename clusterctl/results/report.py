@@ -444,13 +444,19 @@ CSV_COLUMNS = [
 ]
 
 
-# Each row's version in `report --json` and `sweep --json`: bumped when a field changes meaning or goes away.
+# The versions in `report --json` and `sweep --json`, each bumped when a field changes meaning or goes
+# away: the document's (an object, so that even an empty report says what it is) and each row's.
+REPORT_SCHEMA = "clusterctl.report/1"
 ROW_SCHEMA = "clusterctl.report-row/1"
 
 
-def report_json(rows: list[ReportRow]) -> list[dict[str, object]]:
-    """The rows as `report --json` prints them: each row's fields after its ``schema``."""
-    return [{"schema": ROW_SCHEMA, **row.model_dump(mode="json")} for row in rows]
+def report_json(rows: list[ReportRow]) -> dict[str, object]:
+    """The report as `report --json` prints it: its ``schema``, then ``rows``, each row's fields after
+    its own ``schema``. No runs give ``rows: []`` under the same schema."""
+    return {
+        "schema": REPORT_SCHEMA,
+        "rows": [{"schema": ROW_SCHEMA, **row.model_dump(mode="json")} for row in rows],
+    }
 
 
 def report_csv(rows: list[ReportRow]) -> str:

@@ -14,7 +14,7 @@ from clusterctl.image.record import effective_image_ref
 from clusterctl.inventory import Inventory
 from clusterctl.results.history import load_runs
 from tests.integration.conftest import Sandbox
-from tests.strictjson import strict_loads
+from tests.strictjson import report_rows, strict_loads
 
 pytestmark = pytest.mark.integration
 
@@ -51,7 +51,7 @@ def test_preflight_refuses_a_slow_fabric_and_report_predicts(
     capsys.readouterr()
 
     assert main(["report", *runs, "--json"]) == 0
-    rows = {(r["config"]["workload"], r["devices"]): r for r in strict_loads(capsys.readouterr().out)}
+    rows = {(r["config"]["workload"], r["devices"]): r for r in report_rows(capsys.readouterr().out)}
     two = rows[("resnet50", 2)]
     predicted = two["predicted"]
     assert predicted is not None, two

@@ -30,7 +30,7 @@ from clusterctl.run.runner import run_plans
 from clusterctl.run.slurm.script import JOB_LABEL, login_node
 from clusterctl.sandbox import cluster as sandbox_cluster
 from tests.integration.conftest import Sandbox, on_node
-from tests.strictjson import strict_loads
+from tests.strictjson import report_rows, strict_loads
 
 pytestmark = pytest.mark.integration
 
@@ -170,7 +170,7 @@ def test_ddp_2x2_through_slurm_is_valid_and_reported_next_to_ssh(
 
     capsys.readouterr()
     code = main(["report", "--runs-dir", str(runs), "--json"])
-    rows = strict_loads(capsys.readouterr().out)
+    rows = report_rows(capsys.readouterr().out)
     assert code == 0
     # one configuration, one row per launcher, side by side
     assert [(row["launcher"], row["runs"], row["devices"]) for row in rows] == [

@@ -36,7 +36,7 @@ from clusterctl.workloads import get_workload
 from clusterctl.workloads.nccl_tests import LARGE_BUSBW
 from tests.reliability.hostile import reproducible
 from tests.rundirs import record_run
-from tests.strictjson import strict_loads
+from tests.strictjson import report_rows, strict_loads
 
 ROOT = Path(__file__).resolve().parents[2]
 NCCL_TESTS = ROOT / "tests/fixtures/nccl_tests/oci-bm-gpu4-8-2node-16xa100-g8-all_reduce_perf-10G.txt"
@@ -177,7 +177,7 @@ def test_bad_records_are_skipped_and_counted_in_every_report_mode(
         assert "5 history entries left out of the report" in " ".join(err.split())
         assert "Traceback" not in err and "internal error" not in err
         if "--json" in mode:
-            [row] = strict_loads(out)
+            [row] = report_rows(out)
             assert row["runs"] == 2
         assert len(load_runs(runs).skipped) == 5 and len(load_runs(runs).runs) == 2
     assert load_runs(runs).index == "current"
@@ -222,7 +222,7 @@ def test_a_damaged_index_is_read_around_and_rebuilt_by_the_next_run(
     capsys.readouterr()
     assert main(["report", "--runs-dir", str(runs), "--json"]) == 0
     out, err = capsys.readouterr()
-    assert strict_loads(out)[0]["runs"] == 2 and ("cannot be read" in err) == unreadable
+    assert report_rows(out)[0]["runs"] == 2 and ("cannot be read" in err) == unreadable
     later = _judge(sandbox, "later", total_images_per_sec=11.0, images_per_sec_per_device=11.0)
     add_run(db, later, write_run_dir(runs, sandbox, _result_line(sandbox)[1], "", later))
     rebuilt = load_runs(runs)
@@ -262,7 +262,7 @@ def test_report_json_writes_an_overflowed_figure_as_null_and_says_so(
     capsys.readouterr()
     assert main(["report", "--runs-dir", str(runs), "--json"]) == 0
     out, err = capsys.readouterr()
-    [row] = strict_loads(out)
+    [row] = report_rows(out)
     assert row["median"] is None and "not finite" in err and "median" in err
     # The plot leaves the overflowed row out: nothing is left to draw, said plainly (no axis-limit crash).
     assert main(["report", "--runs-dir", str(runs), "--plot", str(tmp_path / "p.png")]) == 2

@@ -22,7 +22,7 @@ from clusterctl.terminal import safe_text
 from clusterctl.workloads.base import Metric
 from tests.reliability.hostile import BASE, reproducible
 from tests.rundirs import record_run
-from tests.strictjson import strict_loads
+from tests.strictjson import report_rows
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 IBSTAT = FIXTURES / "ibstat" / "gpud-h100-12ca-roce-two-cx7-down-disabled.txt"
@@ -103,7 +103,7 @@ def test_report_wide_shows_a_records_controls_escaped(
         assert main(["report", "--runs-dir", str(tmp_path), *argv]) == 0
         out, err = capsys.readouterr()
         if argv == ["--json"]:  # JSON escapes controls itself (\u001b), and keeps the value exact
-            assert strict_loads(out)[0]["config"]["device"] == f"cpu{RETITLE_AND_CLEAR}"
+            assert report_rows(out)[0]["config"]["device"] == f"cpu{RETITLE_AND_CLEAR}"
         _no_raw_controls(out + err)
 
 
