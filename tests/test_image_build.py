@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import re
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -17,7 +18,7 @@ import pytest
 
 from clusterctl.errors import InputError, StepError
 from clusterctl.hosts.docker_remote import API_VERSION
-from clusterctl.image.build import _stream_lines, run_build
+from clusterctl.image.build import _one_local_build, _stream_lines, run_build
 from clusterctl.image.record import (
     ImageRecord,
     effective_image_ref,
@@ -150,3 +151,34 @@ def test_build_that_goes_silent_fails_after_the_read_timeout_not_never(sandbox_i
         assert time.monotonic() - start < 3.5
         assert seen == ["Step 1/2 : FROM x"] and "Step 1/2 : FROM x" in str(exc.value)
         client.close()
+
+
+def test_a_second_local_build_of_one_context_waits_for_the_first_and_a_node_build_does_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two builds of one context at once on one engine would make two images for one tag; the second waits.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    first_in, release = threading.Event(), threading.Event()
+    told: list[str] = []
+    order: list[str] = []
+
+    def first() -> None:
+        with _one_local_build("c0ffee", None, lambda line: None):
+            first_in.set()
+            release.wait(10)
+            order.append("first done")
+
+    holder = threading.Thread(target=first)
+    holder.start()
+    assert first_in.wait(10)
+    with _one_local_build("c0ffee", "node1", told.append):  # a node's engine: nothing to wait for
+        order.append("node build")
+    threading.Timer(0.5, release.set).start()
+    with _one_local_build("c0ffee", None, told.append):
+        order.append("second")
+    holder.join(10)
+    assert order == ["node build", "first done", "second"]
+    assert len(told) == 1 and "another build of this image context on the local engine is running" in told[0]
+    assert "pid" in told[0]
+    with _one_local_build("other", None, told.append):  # another context does not wait
+        assert len(told) == 1

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,6 +30,7 @@ from docker.utils import parse_repository_tag
 
 from clusterctl.errors import EnvironmentProblem, StepError
 from clusterctl.hosts.docker_remote import API_VERSION, docker_client
+from clusterctl.image.push_lock import held_lock
 from clusterctl.image.record import ImageRecord, image_tag, record_path
 from clusterctl.image.render import CONTEXT_MANIFEST, write_context
 from clusterctl.inventory import Inventory
@@ -40,6 +43,9 @@ ERROR_TAIL_LINES = 30
 # Seconds the engine may stay silent during a build step (the cpu profile's torch install is quiet
 # for minutes on a slow disk).
 BUILD_READ_TIMEOUT_S = 1800
+# How long a build waits for another build of the same context on the local engine (two clusterctl
+# processes on one controller, e.g. two clusters of one user, or two test sessions): one build's bound.
+BUILD_LOCK_WAIT_S = BUILD_READ_TIMEOUT_S
 
 
 def build_dir(inventory: Inventory) -> Path:
@@ -176,6 +182,29 @@ def run_build(
         ) from None
 
 
+@contextlib.contextmanager
+def _one_local_build(
+    content_hash: str, builder: str | None, on_line: Callable[[str], None]
+) -> Iterator[None]:
+    """One build of a context at a time on this machine's engine. Two at once (two clusters, two test
+    sessions) would each make their own layers, so one tag would end on an image the other's record does
+    not name; the second waits, then finds the first's image (``_existing``) or builds from its cache. A
+    node's engine is not this machine's to lock: nothing is held for ``builder``."""
+    if builder is not None:
+        yield
+        return
+    locks = Path(tempfile.gettempdir()) / f"clusterctl-builds-{os.getuid()}"
+    locks.mkdir(mode=0o700, exist_ok=True)
+    with held_lock(
+        locks / f"{content_hash}.lock",
+        wait_s=BUILD_LOCK_WAIT_S,
+        on_wait=on_line,
+        what="build of this image context on the local engine",
+        fix="then build again",
+    ):
+        yield
+
+
 def build_image(
     inventory: Inventory,
     *,
@@ -204,7 +233,10 @@ def build_image(
         shutil.rmtree(directory)
     context = write_context(inventory, directory)
     tag = image_tag(inventory, context.content_hash)
-    with contextlib.closing(builder_client(inventory, builder)) as client:  # an SSH session to a node
+    with (
+        contextlib.closing(builder_client(inventory, builder)) as client,  # an SSH session to a node
+        _one_local_build(context.content_hash, builder, on_line),
+    ):
         image = _existing(client, tag, context.content_hash)
         built = image is None
         if image is None:

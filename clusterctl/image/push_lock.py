@@ -1,4 +1,5 @@
-"""One image push per cluster at a time: a lock file in the cluster's state directory.
+"""One image push per cluster at a time: a lock file in the cluster's state directory (and the same kind
+of lock for one build of a context on the local engine at a time: ``held_lock``).
 
 Two pushes of one cluster would share its registry (one port, one storage directory) and the second's
 closing purge of unfinished uploads would remove the first's uploads in progress. ``push_lock`` takes
@@ -50,7 +51,32 @@ def push_lock(
         StepError: the lock was still held after ``wait_s`` (the message names the holder and the fix).
     """
     cluster_dir.mkdir(parents=True, exist_ok=True)
-    path = cluster_dir / LOCK_NAME
+    with held_lock(
+        cluster_dir / LOCK_NAME,
+        wait_s=wait_s,
+        on_wait=on_wait,
+        what="image push of this cluster",
+        fix="then run `clusterctl image push` again",
+    ):
+        yield
+
+
+@contextlib.contextmanager
+def held_lock(
+    path: Path,
+    *,
+    wait_s: float,
+    on_wait: Callable[[str], None],
+    what: str,
+    fix: str,
+) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` for the block, waiting at most ``wait_s`` for another
+    holder; ``what`` names the other holder's work in the messages ("image push of this cluster"), ``fix``
+    ends the error's advice ("then run ... again").
+
+    Raises:
+        StepError: the lock was still held after ``wait_s``.
+    """
     with path.open("a+") as lock:
         deadline = time.monotonic() + wait_s
         told = False
@@ -60,15 +86,12 @@ def push_lock(
                 break
             except BlockingIOError:
                 if not told:
-                    on_wait(
-                        f"another image push of this cluster is running ({describe_holder(path)}); waiting"
-                    )
+                    on_wait(f"another {what} is running ({describe_holder(path)}); waiting")
                     told = True
                 if time.monotonic() >= deadline:
                     raise StepError(
-                        f"another image push of this cluster still runs after {wait_s:g} s "
-                        f"({describe_holder(path)}; lock {path}). Fix: wait for it to finish, or stop it, "
-                        "then run `clusterctl image push` again."
+                        f"another {what} still runs after {wait_s:g} s ({describe_holder(path)}; lock "
+                        f"{path}). Fix: wait for it to finish, or stop it, {fix}."
                     ) from None
                 time.sleep(POLL_S)
         lock.seek(0)
