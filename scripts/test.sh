@@ -28,10 +28,13 @@ mkdir -p "$HOME/.cache/clusterctl/mypy"
 # out of the nav; its inventory and CLI references are generated from the code during the build
 # (scripts/docs_reference.py). Nothing is fetched; the site goes to site/ (ignored).
 "${limited[@]}" .venv/bin/mkdocs build --strict --quiet --site-dir site
-# The tests. With no arguments, two sessions side by side: the integration tests in this one (they share
-# the session's sandbox, in file order) and the unit tests in a second one started beside it, which runs
-# while the first waits on engines, SSH and sleeps; its output follows once both have ended, then one
-# closing line for both. Any argument (a file, -m "not integration", -k ...) runs one session with it.
+# The tests. With no arguments, two sessions side by side: the integration tests that share the 2-node
+# session sandbox in this one (in file order), and a second one started beside it, which runs while the
+# first waits on engines, SSH and sleeps: the unit tests, then the integration tests marked `beside`
+# (each brings its own sandbox or none: the 4-node pairs sandbox, the bench's 1-node one, the image build
+# checks), so that neither session holds the whole integration half. The second's output follows once
+# both have ended, then one closing line for both. Any argument (a file, -m "not integration", -k ...)
+# runs one session with it.
 # Ctrl-C, SIGTERM or SIGHUP reach both sessions, which tear down (tests/session_guard.py). The slowest
 # tests close each session's output (pyproject.toml's --durations), so the suite's budget stays in sight.
 pytest=("${limited[@]}" .venv/bin/python -m pytest -p no:cacheprovider)
@@ -39,13 +42,13 @@ if [ $# -gt 0 ]; then
   exec "${pytest[@]}" "$@"
 fi
 logs="$(mktemp -d -t clusterctl-tests.XXXXXX)"
-"${pytest[@]}" -m "not integration" >"$logs/unit.log" 2>&1 &
+"${pytest[@]}" -m "not integration or beside" >"$logs/unit.log" 2>&1 &
 unit=$!
 # The integration session streams, and tee keeps a copy for the closing line; tee is waited for below,
 # so that copy is whole before it is read.
 exec {shown}> >(tee "$logs/integration.log")
 tee_pid=$!
-"${pytest[@]}" -m integration >&"$shown" 2>&1 &
+"${pytest[@]}" -m "integration and not beside" >&"$shown" 2>&1 &
 integration=$!
 # A signal to this script goes on to both sessions (each tears down once, whatever else reaches it).
 stop() { kill -TERM "$unit" "$integration" 2>/dev/null || true; wait "$unit" "$integration" || true; }
@@ -59,7 +62,7 @@ exec {shown}>&-
 wait "$tee_pid"
 unit_rc=0
 wait "$unit" || unit_rc=$?
-printf '\n===== the unit tests, run beside the integration tests above =====\n'
+printf '\n===== the unit tests and the beside integration tests, run beside the tests above =====\n'
 cat "$logs/unit.log"
 # One closing line for both sessions, from each one's last line ("=== 12 passed, 1 skipped in 9s ===").
 closing="$(tail -qn 1 "$logs/integration.log" "$logs/unit.log")"

@@ -23,7 +23,7 @@ from clusterctl.workloads import get_workload
 from tests.integration.conftest import Sandbox, on_node, private_sandbox
 from tests.strictjson import strict_loads
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.beside]
 
 # One run per pair keeps the test's cost to six runs per case (the repeats' median is unit-tested). A node
 # is named below 10% of its peers: the slowed node's egress (24 Mbit/s, 0.003 GB/s) puts its pairs at 1-4%

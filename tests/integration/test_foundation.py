@@ -18,7 +18,7 @@ from clusterctl.image.render import CONTAINER_SSH_DIR, write_context
 from clusterctl.inventory import load_inventory
 from clusterctl.paths import data_dir
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.beside]
 REPO = Path(__file__).resolve().parents[2]
 
 
