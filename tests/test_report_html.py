@@ -184,6 +184,23 @@ def test_the_page_explains_each_configuration(scaling: Path, tmp_path: Path) -> 
     assert '<td class="num">compute-scaling</td>' in table and "<th>verdict</th>" in table
     assert "<th>predicted</th>" not in table and "<th>predicted</th>" in html.split('id="every-column"')[1]
     assert re.search(r"<summary>Every column \([^)]*predicted[^)]*more\)</summary>", html)
+    # Each section's verdict is the table's verdict column for its row.
+    headers = re.findall(r"<th>([^<]*)</th>", table)
+    verdicts = {
+        f"{cells[headers.index('workload')]} on {cells[headers.index('devices')]}": cells[
+            headers.index("verdict")
+        ]
+        for cells in (re.findall(r"<td[^>]*>([^<]*)</td>", tr) for tr in table.split("<tr>")[2:])
+    }
+    sections = dict(
+        re.findall(r'<h3>(\S+ on \d+) devices?, [^<]*</h3>\n<p class="verdict [^"]*"><b>([^<]*)</b>', html)
+    )
+    assert sections == {"resnet50 on 1": "balanced", "resnet50 on 2": "compute-scaling"}
+    assert all(verdicts[row] == verdict for row, verdict in sections.items()), (verdicts, sections)
+    # Offline: every resource is in the page; the only links are to the run directories beside it.
+    assert all(v.startswith("data:image/png;base64,") for v in re.findall(r'\ssrc="([^"]*)"', html))
+    assert all(v.startswith("../scaling/") for v in re.findall(r'\shref="([^"]*)"', html))
+    assert not re.search(r"<link|<script|@import|url\(", html)
 
 
 def test_a_page_of_runs_without_a_breakdown_says_none_is_explained(runs: Path, tmp_path: Path) -> None:
