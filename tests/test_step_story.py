@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from clusterctl.cli import main
+from clusterctl.explain.explanation import explain
 from clusterctl.explain.gather import explained_report, gather
 from clusterctl.explain.model import RunFacts
 from clusterctl.explain.rules import ACROSS_RUNS, RULES, diagnose, run_to_run
@@ -219,6 +220,10 @@ def test_the_sentence_never_names_another_cause_than_the_verdict(tmp_path: Path)
             expected = {row.verdict} if row.verdict in LIMITS else set()
             assert named == expected, f"{runs.name}: verdict {row.verdict}, sentence: {sentence}"
             assert (FABRIC_LIMIT in sentence) == (row.verdict == "communication-bound"), sentence
+        # and `explain` with no RUN tells the story of the latest configuration's row: its run, its verdict
+        facts, _ = gather(runs, None)
+        latest = next(r for r in explained_report(runs)[0] if r.explained_run == facts.record.run_id)
+        assert explain(facts).verdict.code == (latest.verdict or explain(facts).verdict.code), runs.name
     # the test is not vacuous: the runs reach the fabric's verdict, another cause's, and no verdict
     assert {"communication-bound", "compute-scaling", None} <= seen, seen
 

@@ -186,8 +186,9 @@ def build_report(records: list[RunRecord], references: list[Reference]) -> list[
 
 def middle_run(group: list[RunRecord]) -> RunRecord | None:
     """The run a configuration's row is about: the middle of its valid runs by throughput (of an even
-    count the slower middle one; ties by start, the later), among those with a breakdown when any has
-    one (a breakdown is what explains a run); None without a valid run with a number."""
+    count the slower middle one; equal throughputs in the order they started), among those with a
+    breakdown when any has one (a breakdown is what explains a run); None without a valid run with a
+    number."""
     valid = [r for r in group if r.valid and r.value is not None]
     pool = [r for r in valid if r.breakdown] or valid
     if not pool:
