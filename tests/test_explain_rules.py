@@ -78,7 +78,7 @@ def test_a_run_without_breakdown_is_unknown_everywhere_never_guessed() -> None:
     assert explained.verdict.code == "unknown"
     assert "no per-step breakdown" in explained.verdict.line
     assert {d.status for d in explained.diagnoses} == {"unknown"}
-    assert len(explained.diagnoses) == 8 and explained.phases == []
+    assert len(explained.diagnoses) == 9 and explained.phases == []
 
 
 def test_the_throttled_node_is_the_straggler_and_its_telemetry_is_quoted() -> None:
@@ -234,7 +234,7 @@ def test_gpu_idle_gaps_inside_the_busy_window() -> None:
 def test_every_rule_answers_with_a_stable_code_once() -> None:
     codes = [d.code for d in diagnose(RunFacts(record=_record(THROTTLED)))]
     assert codes == ["straggler", "cpu-starved", "compute-scaling", "communication-bound", "not-overlapped",
-                     "input-bound", "gpu-idle", "rails"]  # fmt: skip
+                     "input-bound", "gpu-idle", "rails", "run-to-run"]  # fmt: skip
 
 
 def test_phases_per_node_average_that_node_s_ranks() -> None:

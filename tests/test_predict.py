@@ -37,6 +37,24 @@ def test_compute_and_allreduce_time_per_step() -> None:
     assert eight.full_overlap == pytest.approx(8 * 640.0)  # compute-bound: perfect scaling
 
 
+def test_a_measured_compute_replaces_the_1_device_one() -> None:
+    # the issue-40 quickstart: 1 device at 33.5 img/s (0.24 s a step of 8), the 2-node ranks measured at
+    # 0.65 s: the band moves from 23.3-35.7 img/s (which held the 31.2 measured by coincidence) to 14.6-24.6
+    one, measured = (
+        predict_throughput(
+            single_device=33.5, batch_size=8, devices=2, gradient_bytes=GRADIENTS, bus_bandwidth_gb_s=0.228,
+            compute_s=compute,
+        )
+        for compute in (None, 0.65)
+    )  # fmt: skip
+    assert (one.compute_source, measured.compute_source) == ("single-device", "breakdown")
+    assert one.compute_s == pytest.approx(8 / 33.5) and measured.compute_s == 0.65
+    assert measured.allreduce_s == one.allreduce_s
+    assert (round(one.no_overlap, 1), round(one.full_overlap, 1)) == (23.3, 35.7)
+    assert (round(measured.no_overlap, 1), round(measured.full_overlap, 1)) == (14.6, 24.6)
+    assert not one.compute_bound and measured.compute_bound
+
+
 def _collective(run_id: str, busbw: float, *, framework: str = "horovod", devices: int = 2) -> RunRecord:
     config = CPU.model_copy(update={"workload": "allreduce", "model": "allreduce", "framework": framework})
     run = record(run_id, devices, 0.0, config=config)

@@ -160,14 +160,21 @@ def test_each_multi_device_row_says_what_it_means_in_a_sentence(rows: list[Repor
         single_device=640, batch_size=256, devices=8, gradient_bytes=102_000_000, bus_bandwidth_gb_s=10.0
     )
     rows[2].prediction_verdict = rows[2].predicted.verdict(4419.71)
+    assert rows[2].step is not None  # the step the report made: the 1-device compute, no exchange yet
+    rows[2].step = rows[2].step.model_copy(update={"allreduce_s": rows[2].predicted.allreduce_s,
+                                                   "bus_bandwidth_gb_s": 10.0})  # fmt: skip
     sentence = meaning(rows[2])
     assert sentence is not None and sentence.startswith(
         "tf_cnn_benchmarks on 8 devices: 6.91x, 86% efficiency; "
     )
-    assert "4,420 img/s is below the range the measured collective predicts" in sentence
+    # no breakdown: the 1-device compute, said so, and no cause named (explain has none to give)
     assert (
-        "per step 0.40 s of compute and 0.02 s of allreduce at 10 GB/s: the fabric is not the limit"
+        "4,420 img/s is below the range the 1-device compute and the measured collective predict" in sentence
+    )
+    assert (
+        "per step: 0.4 s of compute at the 1-device rate (no breakdown recorded), 0.0179 s of allreduce at 10 GB/s;"
         in sentence
     )
+    assert " limit" not in sentence
     out = _render(rows, 80)
     assert sentence[:60] in out.replace("\n", " ")

@@ -13,9 +13,8 @@ from clusterctl.explain.rules import diagnose
 from clusterctl.explain.verdict import Verdict, verdict
 from clusterctl.results.mfu import ModelFlops
 from clusterctl.results.pop import PopMetrics, Scaling
+from clusterctl.results.step import PHASES
 from clusterctl.workloads.breakdown import RankBreakdown
-
-PHASES = ("input", "forward", "backward", "exposed_comm", "optimizer")
 
 
 class NodePhases(BaseModel):
@@ -32,6 +31,9 @@ class Explanation(BaseModel):
     """One run explained."""
 
     run_id: str
+    selection: str | None = Field(
+        None, description="Which run this is and why, when explain chose it; None: the run was named."
+    )
     valid: bool
     workload: str
     framework: str
@@ -82,6 +84,7 @@ def explain(facts: RunFacts) -> Explanation:
     metric = record.metrics.get(record.primary_metric)
     return Explanation(
         run_id=record.run_id,
+        selection=facts.selection,
         valid=record.valid,
         workload=record.config.workload,
         framework=record.config.framework,

@@ -4,11 +4,13 @@ telemetry files beside it. Reads files only."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from clusterctl.errors import InputError
 from clusterctl.explain.explanation import explain
-from clusterctl.explain.model import RunFacts
+from clusterctl.explain.model import PeerRun, RunFacts
 from clusterctl.results.history import History, load_runs
 from clusterctl.results.record import RESULT_FILE, RunRecord
 from clusterctl.results.references import load_references
@@ -18,7 +20,7 @@ from clusterctl.results.telemetry import load_telemetry
 
 def _where(runs_dir: Path, run: str | None) -> tuple[Path, str | None]:
     """The runs directory and run id ``run`` names: a run directory (its parent and name), a run id under
-    ``runs_dir``, or None (the latest run there)."""
+    ``runs_dir``, or None (explain chooses: ``_choose``)."""
     if run is None:
         return runs_dir, None
     given = Path(run)
@@ -33,16 +35,40 @@ def _where(runs_dir: Path, run: str | None) -> tuple[Path, str | None]:
     )
 
 
+def _choose(history: History, rows: list[ReportRow], latest: bool) -> tuple[RunRecord, str]:
+    """The run explain explains when none is named, and a line saying which and why: the middle run of
+    the latest run's configuration (its report row's ``explained_run``, the run the report's verdict
+    column and sentence are about), or with ``latest`` the latest run. ``history`` holds a run."""
+    last = history.runs[-1]
+    row = _row(rows, last)
+    middle = next((r for r in history.runs if row is not None and r.run_id == row.explained_run), None)
+    if latest or row is None or middle is None:
+        why = "the latest run" + (
+            " (--latest)" if latest else " (its configuration has no valid run to choose the middle of)"
+        )
+        return last, f"explaining {last.run_id}: {why}; `explain RUN` explains another"
+    what = f"{row.config.workload} on {row.devices} device{'s' if row.devices > 1 else ''}"
+    if row.runs == 1:
+        return middle, (
+            f"explaining {middle.run_id}: the one valid run of the latest configuration ({what}); "
+            "`explain RUN` explains another"
+        )
+    low, high = row.minimum or 0.0, row.maximum or 0.0
+    return middle, (
+        f"explaining {middle.run_id}: the middle by {row.unit} of the {row.runs} valid runs of the latest "
+        f"configuration ({what}: {low:,.3g} to {high:,.3g} {row.unit}), the run the report's verdict is "
+        "about; `explain --latest` explains the latest run, `explain RUN` any other"
+    )
+
+
 def _pick(history: History, runs_dir: Path, name: str | None) -> RunRecord:
-    """The run in the run directory ``name`` of ``history`` (None: its latest), or an InputError saying
-    what is missing. A run is found by its directory, never by the run id its record says."""
-    if name is None:
-        if not history.runs:
-            raise InputError(
-                f"no runs recorded in {runs_dir}. Fix: `clusterctl run` records one there, or pass "
-                "--runs-dir the directory your runs are in."
-            )
-        return history.runs[-1]
+    """The run in the run directory ``name`` of ``history``, or an InputError saying what is missing.
+    A run is found by its directory, never by the run id its record says."""
+    if name is None:  # and no run to choose from
+        raise InputError(
+            f"no runs recorded in {runs_dir}. Fix: `clusterctl run` records one there, or pass "
+            "--runs-dir the directory your runs are in."
+        )
     record = history.record_in(name)
     if record is not None:
         return record
@@ -68,9 +94,12 @@ def _row(rows: list[ReportRow], record: RunRecord) -> ReportRow | None:
     )  # fmt: skip
 
 
-def facts_of(record: RunRecord, run_dir: Path | None, rows: list[ReportRow]) -> RunFacts:
+def facts_of(
+    record: RunRecord, run_dir: Path | None, rows: list[ReportRow], peers: Sequence[PeerRun] = ()
+) -> RunFacts:
     """``record``'s facts: its telemetry in ``run_dir`` (None: no directory of it was read, no telemetry),
-    and the preflight figures and the computation scalability's reference of its row in ``rows``."""
+    the preflight figures and the computation scalability's reference of its row in ``rows``, and the
+    runs of its configuration ``peers`` (``peers_of``)."""
     row = _row(rows, record)
     predicted = row.predicted if row else None
     return RunFacts(
@@ -79,37 +108,63 @@ def facts_of(record: RunRecord, run_dir: Path | None, rows: list[ReportRow]) -> 
         bus_bandwidth_gb_s=predicted.bus_bandwidth_gb_s if predicted else None,
         allreduce_s=predicted.allreduce_s if predicted else None,
         reference=row.scaling_reference if row else None,
+        peers=tuple(peers),
     )
 
 
-def gather(runs_dir: Path, run: str | None) -> tuple[RunFacts, Path]:
-    """The facts of run ``run`` (a run directory, a run id under ``runs_dir``, or None: the latest there)
-    and its directory.
+def peers_of(record: RunRecord, history: History, runs_dir: Path) -> list[PeerRun]:
+    """The valid runs with a number of ``record``'s configuration (its report row) among ``history``'s,
+    itself included; the slowest's and the fastest's with their telemetry (what run-to-run compares)."""
+    mine = [
+        r for r in history.runs
+        if r.valid and r.value is not None and r.config == record.config and r.world_size == record.world_size
+        and r.launcher == record.launcher
+    ]  # fmt: skip
+    ends = {min(mine, key=lambda r: r.value or 0.0).run_id, max(mine, key=lambda r: r.value or 0.0).run_id}
+    return [
+        PeerRun(r, load_telemetry(d) if r.run_id in ends and (d := history.run_dir(runs_dir, r)) else {})
+        for r in mine
+    ] if mine else []  # fmt: skip
+
+
+def gather(runs_dir: Path, run: str | None, *, latest: bool = False) -> tuple[RunFacts, Path]:
+    """The facts of run ``run`` (a run directory, a run id under ``runs_dir``, or None: the middle run of
+    the latest configuration there, or with ``latest`` the latest run: ``_choose``) and its directory.
 
     Raises:
         InputError: no such run, a run directory without a readable record, or no runs at all.
     """
     runs_dir, name = _where(runs_dir, run)
     history = load_runs(runs_dir)
-    record = _pick(history, runs_dir, name)
+    rows = build_report(history.runs, [])
+    selection = None
+    if name is None and history.runs:
+        record, selection = _choose(history, rows, latest)
+    else:
+        record = _pick(history, runs_dir, name)
     run_dir = runs_dir / name if name is not None else history.run_dir(runs_dir, record)
-    assert run_dir is not None  # the latest run is one of history's runs
-    return facts_of(record, run_dir, build_report(history.runs, [])), run_dir
+    assert run_dir is not None  # a chosen run is one of history's runs
+    facts = facts_of(record, run_dir, rows, peers_of(record, history, runs_dir))
+    return replace(facts, selection=selection), run_dir
 
 
-def _latest_explained(row: ReportRow, records: list[RunRecord]) -> RunRecord | None:
-    """The row's latest valid run that recorded a breakdown."""
-    mine = [r for r in records if r.valid and r.breakdown and _row([row], r) is row]
-    return max(mine, key=lambda r: (r.started_at, r.run_id), default=None)
+def _explained(row: ReportRow, records: list[RunRecord]) -> RunRecord | None:
+    """The row's ``explained_run`` among ``records`` when it recorded a breakdown (a run without one
+    has no verdict to give)."""
+    return next(
+        (r for r in records if r.run_id == row.explained_run and r.breakdown and _row([row], r) is row), None
+    )
 
 
 def add_verdicts(rows: list[ReportRow], history: History, runs_dir: Path) -> None:
-    """Set each row's ``verdict``: the verdict code of its latest valid run with a breakdown among
-    ``history``'s runs (read from ``runs_dir``); rows without such a run keep None."""
+    """Set each row's ``verdict`` and ``verdict_line``: `explain`'s verdict on the row's explained run
+    (the middle of its runs, the one its step and sentence are about) among ``history``'s runs (read
+    from ``runs_dir``); rows whose run recorded no breakdown keep None."""
     for row in rows:
-        latest = _latest_explained(row, history.runs)
-        if latest is not None:
-            row.verdict = explain(facts_of(latest, history.run_dir(runs_dir, latest), rows)).verdict.code
+        run = _explained(row, history.runs)
+        if run is not None:
+            verdict = explain(facts_of(run, history.run_dir(runs_dir, run), rows)).verdict
+            row.verdict, row.verdict_line = verdict.code, verdict.line
 
 
 def explained_report(runs_dir: Path) -> tuple[list[ReportRow], list[str]]:
@@ -128,7 +183,7 @@ def worst_row_line(
     rows: list[ReportRow], records: list[RunRecord], history: History, runs_dir: Path
 ) -> str | None:
     """One line explaining the least efficient multi-device row among ``records``' rows (by scaling
-    efficiency, else POP parallel efficiency): which row, and its latest run's verdict (its telemetry
+    efficiency, else POP parallel efficiency): which row, and its explained run's verdict (its telemetry
     from the directory ``history`` read it from, under ``runs_dir``); None when no such row has a run with
     a breakdown."""
 
@@ -138,9 +193,11 @@ def worst_row_line(
 
     candidates = [r for r in rows if r.devices > 1 and any(_row([r], x) is r for x in records)]
     for row in sorted(candidates, key=efficiency):
-        latest = _latest_explained(row, records)
-        if latest is not None:
-            line = explain(facts_of(latest, history.run_dir(runs_dir, latest), rows)).verdict.line
+        run = _explained(row, history.runs)
+        if run is not None:
+            line = explain(facts_of(run, history.run_dir(runs_dir, run), rows)).verdict.line
             how = "" if row.efficiency is None else f", efficiency {100 * row.efficiency:.0f}%"
-            return f"worst row ({row.config.workload} on {row.devices} devices{how}, run {latest.run_id}): {line}"
+            return (
+                f"worst row ({row.config.workload} on {row.devices} devices{how}, run {run.run_id}): {line}"
+            )
     return None

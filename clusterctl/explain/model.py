@@ -1,6 +1,6 @@
 """What the diagnosis reads (``RunFacts``: one run's record, its nodes' telemetry, the preflight's
-allreduce figures, the useful compute of its configuration's smallest run) and what it says
-(``Diagnosis``: one rule's answer). Pure."""
+allreduce figures, the useful compute of its configuration's smallest run, the other runs of its
+configuration) and what it says (``Diagnosis``: one rule's answer). Pure."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from pydantic import Field
 from clusterctl.findings import Finding
 from clusterctl.results.pop import Scaling, ScalingReference, mean_useful_ms, scaling_of
 from clusterctl.results.record import RunRecord
+from clusterctl.results.step import StepParts, step_parts
 from clusterctl.results.telemetry import Sample
 from clusterctl.workloads.breakdown import RankBreakdown
 
@@ -32,6 +33,16 @@ class Diagnosis(Finding):
 
 
 @dataclass(frozen=True)
+class PeerRun:
+    """One run of the same configuration (workload settings, world size, launcher) as the explained run,
+    itself included: its record, and its nodes' telemetry where it was read (the fastest and the slowest
+    run's; empty otherwise)."""
+
+    record: RunRecord
+    telemetry: Mapping[str, Sequence[Sample]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class RunFacts:
     """Everything the rules read about one run; a missing fact is None or empty, never a guess."""
 
@@ -44,11 +55,22 @@ class RunFacts:
     reference: ScalingReference | None = None
     """The useful compute per step of the smallest report row of the run's configuration (its report
     row's ``scaling_reference``); None without one."""
+    peers: Sequence[PeerRun] = ()
+    """The valid runs with a number of the run's configuration (report row), the run among them; empty:
+    not read (the report's verdict column reads none)."""
+    selection: str | None = None
+    """Which run this is and why, when `explain` chose it (no RUN given); None: the user named it."""
 
     @property
     def breakdown(self) -> list[RankBreakdown]:
         """The run's per-rank breakdown (empty: none recorded)."""
         return list(self.record.breakdown or [])
+
+    @property
+    def parts(self) -> StepParts | None:
+        """The run's step as its breakdown measured it (``clusterctl.results.step``, the model the
+        report's row reads too); None without a breakdown."""
+        return step_parts(self.breakdown)
 
     @property
     def scaling(self) -> Scaling | None:

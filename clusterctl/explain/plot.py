@@ -15,9 +15,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from clusterctl.errors import InputError
-from clusterctl.explain.explanation import PHASES, Explanation
+from clusterctl.explain.explanation import Explanation
 from clusterctl.explain.model import mean_or_none
 from clusterctl.results.plot import MAX_PLOTTED, plain_text
+from clusterctl.results.step import PHASES
 from clusterctl.results.telemetry import Sample
 
 Series = Callable[[Sample], float | None]

@@ -83,6 +83,8 @@ def print_explanation(e: Explanation, out: Console) -> None:
     status = "" if e.valid else " (INVALID)"
     say(f"run {e.run_id}{status}: {e.workload} {e.framework}, {e.world_size} ranks on {e.nodes} nodes, "
         f"{e.throughput or 'no result'}")  # fmt: skip
+    if e.selection:
+        say(e.selection, "dim")
     if e.phases:
         out.print(_phase_table(e.phases))
     say(_pop_line(e))

@@ -11,35 +11,44 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
-from clusterctl.explain.model import Diagnosis, Evidence, RunFacts, decided, mean_or_none, share, unknown
+from clusterctl.explain.model import (
+    Diagnosis,
+    Evidence,
+    PeerRun,
+    RunFacts,
+    decided,
+    mean_or_none,
+    share,
+    unknown,
+)
+from clusterctl.results.record import RunRecord
+from clusterctl.results.step import (
+    COMM_SHARE,
+    COMMUNICATION_BOUND,
+    INPUT_SHARE,
+    NOT_OVERLAPPED,
+    PHASES,
+    hidden_share,
+)
 from clusterctl.results.telemetry import Sample
-from clusterctl.workloads.breakdown import PhaseStats, RankBreakdown
+from clusterctl.workloads.breakdown import RankBreakdown
 
-INPUT_SHARE = 0.10  # a step waiting a tenth of its time on its batch is input-bound
-COMM_SHARE = 0.20  # a fifth of every step blocked on the allreduce
 AT_FABRIC = 0.8  # the exchange's bus bandwidth at least this share of the preflight's: the wire's limit
 STRAGGLER = 1.25  # the slowest node's useful compute over the fastest one's (noise on a shared host: 1.17)
 COMPUTE_SCALING = 1 / STRAGGLER  # POP's computation scalability under 0.8 (POP: below 0.8 needs a look)
 COMPUTE_SCALING_CODE = "compute-scaling"
 CPU_SATURATED = 0.95  # a node's mean CPU utilisation counted as saturated
 STEAL = 0.05  # a hypervisor taking 5% of the CPUs
-NOT_OVERLAPPED = 0.8  # exposed communication at least this share of the whole allreduce's time
 RAIL_IDLE = 0.02  # a rail moving under 2% of its node's busiest rail
 RAIL_BALANCE = 0.5  # least-used / most-used rail
 GPU_IDLE_UTIL = 0.10  # a sample under 10% utilisation is idle
 GPU_IDLE_SHARE = 0.20  # a fifth of the busy window idle
-
-
-def _phase_share(b: RankBreakdown, phase: PhaseStats | None) -> float | None:
-    return None if phase is None else share(phase.mean, b.step_ms.mean)
-
-
-def _run_share(breakdown: Sequence[RankBreakdown], name: str) -> float | None:
-    """The mean over ranks of a phase's share of the step; None when a rank lacks the phase."""
-    shares = [_phase_share(b, getattr(b.phases_ms, name)) for b in breakdown]
-    return None if not shares or None in shares else mean_or_none(shares)
+# Runs of one configuration spreading more than a tenth of their median, (max - min) / median: more than
+# a repeat on a quiet cluster gives (the report's spread column), so something differed between them.
+RUN_TO_RUN = 0.10
+RUN_TO_RUN_CODE = "run-to-run"
 
 
 def node_compute(breakdown: Sequence[RankBreakdown]) -> dict[str, float]:
@@ -59,7 +68,8 @@ def _cpu(samples: Sequence[Sample], what: str) -> float | None:
 def input_bound(facts: RunFacts) -> Diagnosis:
     """Waiting for the batch: the input phase's share of the step."""
     code = "input-bound"
-    value = _run_share(facts.breakdown, "input")
+    parts = facts.parts
+    value = parts.input_share if parts else None
     if value is None:
         return unknown(code, "no input phase in the breakdown")
     found = value >= INPUT_SHARE
@@ -93,16 +103,13 @@ def communication_bound(facts: RunFacts) -> Diagnosis:
     bound of its bandwidth, and over the exposed time alone an upper bound: no bandwidth when the
     exchange is mostly hidden (the sandbox's 4% exposed read as 10x the fabric's bus bandwidth).
     """
-    code = "communication-bound"
-    breakdown = facts.breakdown
-    value = _run_share(breakdown, "exposed_comm")
-    if value is None:
+    code = COMMUNICATION_BOUND
+    parts = facts.parts
+    value = parts.exposed_share if parts else None
+    if parts is None or value is None or parts.exposed_ms is None:
         return unknown(code, "no exposed-communication phase in the breakdown")
-    exposed_ms = statistics.fmean(
-        b.phases_ms.exposed_comm.mean for b in breakdown if b.phases_ms.exposed_comm
-    )
-    backward = [b.phases_ms.backward.mean for b in breakdown if b.phases_ms.backward]
-    window_ms = exposed_ms + statistics.fmean(backward) if len(backward) == len(breakdown) else None
+    exposed_ms = parts.exposed_ms
+    window_ms = exposed_ms + parts.backward_ms if parts.backward_ms is not None else None
     gradient, n = facts.record.gradient_bytes, facts.record.world_size
     at_least = _bus(gradient, window_ms, n) if gradient and window_ms else None
     at_most = _bus(gradient, exposed_ms, n) if gradient else None
@@ -385,16 +392,15 @@ def not_overlapped(facts: RunFacts) -> Diagnosis:
     """Allreduce not overlapped with backward: the exposed communication against the time the whole
     gradient allreduce takes at the preflight's bus bandwidth."""
     code = "not-overlapped"
-    breakdown = facts.breakdown
-    exposed = [b.phases_ms.exposed_comm.mean for b in breakdown if b.phases_ms.exposed_comm]
+    parts = facts.parts
     if facts.record.world_size < 2:
         return unknown(code, "one rank: nothing is all-reduced")
-    if not exposed:
+    if parts is None or parts.exposed_ms is None:
         return unknown(code, "no exposed-communication phase in the breakdown")
     if not facts.allreduce_s:
         return unknown(code, "no preflight bus bandwidth to time the whole allreduce (`run --preflight`)")
-    exposed_s = statistics.fmean(exposed) / 1e3
-    hidden = max(0.0, 1 - exposed_s / facts.allreduce_s)
+    exposed_s = parts.exposed_ms / 1e3
+    hidden = hidden_share(exposed_s, facts.allreduce_s)
     found = exposed_s >= NOT_OVERLAPPED * facts.allreduce_s
     if facts.record.config.framework == "ddp":
         knob = "smaller DDP buckets (inventory run.bucket_cap_mb) so the first ones go out during backward"
@@ -414,6 +420,122 @@ def not_overlapped(facts: RunFacts) -> Diagnosis:
     )
 
 
+def _phase_means(record: RunRecord) -> dict[str, float]:
+    """A run's phases (and step) per step, ms, mean over its ranks; the phases some rank lacks left out."""
+    breakdown = record.breakdown or []
+    means: dict[str, float] = {}
+    for name in PHASES:
+        values = [p.mean for b in breakdown if (p := getattr(b.phases_ms, name)) is not None]
+        if breakdown and len(values) == len(breakdown):
+            means[name] = statistics.fmean(values)
+    if breakdown:
+        means["step"] = statistics.fmean(b.step_ms.mean for b in breakdown)
+    return means
+
+
+def _telemetry_means(telemetry: Mapping[str, Sequence[Sample]]) -> dict[str, float]:
+    """Per node: mean CPU busy and steal shares and GPU SM clock (``node.cpu_util`` ...), where sampled."""
+    out: dict[str, float] = {}
+    for node, samples in sorted(telemetry.items()):
+        for what in ("util", "steal"):
+            if (value := _cpu(samples, what)) is not None:
+                out[f"{node}.cpu_{what}"] = value
+        clocks = [g.sm_clock_mhz for s in samples for g in s.gpus or [] if g.sm_clock_mhz is not None]
+        if clocks:
+            out[f"{node}.sm_clock_mhz"] = statistics.fmean(clocks)
+    return out
+
+
+def _differences(slow: PeerRun, fast: PeerRun) -> tuple[list[str], Evidence]:
+    """What differed between the slowest and the fastest run, in words (the largest first) and evidence:
+    the nodes they ran on, the phases that grew, the telemetry that moved."""
+    words: list[str] = []
+    evidence: Evidence = {}
+    slow_hosts = sorted({b.host for b in slow.record.breakdown or []} or slow.telemetry)
+    fast_hosts = sorted({b.host for b in fast.record.breakdown or []} or fast.telemetry)
+    if slow_hosts and fast_hosts and slow_hosts != fast_hosts:
+        words.append(f"nodes {', '.join(slow_hosts)} against {', '.join(fast_hosts)}")
+    evidence |= {
+        "slowest_nodes": ", ".join(slow_hosts) or None,
+        "fastest_nodes": ", ".join(fast_hosts) or None,
+    }
+    s_phases, f_phases = _phase_means(slow.record), _phase_means(fast.record)
+    grown = sorted(
+        ((name, s_phases[name] - f_phases[name]) for name in PHASES if name in s_phases and name in f_phases),
+        key=lambda item: -item[1],
+    )
+    if "step" in s_phases and "step" in f_phases:
+        evidence |= {
+            "slowest_step_ms": round(s_phases["step"], 3),
+            "fastest_step_ms": round(f_phases["step"], 3),
+        }
+        moved = [f"{name} +{delta:,.0f} ms" for name, delta in grown[:2] if delta > 0]
+        if moved:
+            words.append(f"step {s_phases['step']:,.0f} vs {f_phases['step']:,.0f} ms ({', '.join(moved)})")
+    for name, delta in grown:
+        evidence[f"{name}_ms_delta"] = round(delta, 3)
+    s_tel, f_tel = _telemetry_means(slow.telemetry), _telemetry_means(fast.telemetry)
+    changes = sorted(
+        ((key, s_tel[key], f_tel[key]) for key in s_tel.keys() & f_tel.keys()),
+        key=lambda item: -abs(item[1] - item[2]) / (1.0 if "cpu_" in item[0] else max(item[1], item[2], 1.0)),
+    )
+    for key, s_value, f_value in changes:
+        evidence[f"slowest.{key}"], evidence[f"fastest.{key}"] = round(s_value, 3), round(f_value, 3)
+    if changes:
+        key, s_value, f_value = changes[0]
+        node, _, what = key.partition(".")
+        if what == "sm_clock_mhz":
+            words.append(f"{node}'s SM clock {s_value:,.0f} vs {f_value:,.0f} MHz")
+        else:
+            label = "CPUs busy" if what == "cpu_util" else "CPU steal"
+            words.append(f"{node}'s {label} {100 * s_value:.0f}% vs {100 * f_value:.0f}%")
+    elif not slow.telemetry or not fast.telemetry:
+        words.append("no telemetry of both to compare")
+    return words, evidence
+
+
+def run_to_run(facts: RunFacts) -> Diagnosis:
+    """Runs of one configuration that differ: their spread, (max - min) / median of the valid runs'
+    throughput, against ``RUN_TO_RUN``, and what differed between the slowest and the fastest."""
+    code = RUN_TO_RUN_CODE
+    runs = [p for p in facts.peers if p.record.valid and p.record.value is not None]
+    if len(runs) < 2:
+        return unknown(code, "fewer than two valid runs of this configuration to compare (`run --repeats 3`)",
+                       runs=len(runs))  # fmt: skip
+    runs.sort(key=lambda p: p.record.value or 0.0)
+    slow, fast = runs[0], runs[-1]
+    values = [p.record.value or 0.0 for p in runs]
+    middle = statistics.median(values)
+    if middle <= 0:
+        return unknown(code, "no throughput above zero to compare", runs=len(runs))
+    spread = (values[-1] - values[0]) / middle
+    metric = facts.record.metrics.get(facts.record.primary_metric)
+    unit = f" {metric.unit}" if metric else ""
+    found = spread > RUN_TO_RUN
+    differed, evidence = _differences(slow, fast) if found else ([], {})
+    why = f": {'; '.join(differed)}" if differed else ""
+    return decided(
+        found,
+        code,
+        message=f"{len(runs)} runs spread {100 * spread:.0f}% of their median ({values[0]:,.3g} to "
+        f"{values[-1]:,.3g}{unit}; tolerance {100 * RUN_TO_RUN:.0f}%); slowest {slow.record.run_id} "
+        f"against fastest {fast.record.run_id}{why}",
+        advice="run again and compare (`clusterctl report` shows each configuration's spread); look at what "
+        "differed: other load on the nodes, clocks and thermals, which nodes it ran on; the middle run is "
+        "the one explained",
+        evidence={
+            "runs": len(runs),
+            "spread": round(spread, 4),
+            "tolerance": RUN_TO_RUN,
+            "slowest": slow.record.run_id,
+            "fastest": fast.record.run_id,
+            "slowest_value": round(values[0], 4),
+            "fastest_value": round(values[-1], 4),
+            **evidence,
+        },
+    )
+
+
 Rule = Callable[[RunFacts], Diagnosis]
 # In the order a cause comes before its symptom: a straggler makes the others wait in the allreduce.
 RULES: tuple[Rule, ...] = (
@@ -425,7 +547,10 @@ RULES: tuple[Rule, ...] = (
     input_bound,
     gpu_idle,
     rails,
+    run_to_run,
 )
+# Rules about the configuration's runs, not the explained run's step: never its verdict.
+ACROSS_RUNS = frozenset({RUN_TO_RUN_CODE})
 
 
 def diagnose(facts: RunFacts) -> list[Diagnosis]:

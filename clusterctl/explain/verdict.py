@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel, Field
 
 from clusterctl.explain.model import Diagnosis, RunFacts
-from clusterctl.explain.rules import COMPUTE_SCALING_CODE
+from clusterctl.explain.rules import ACROSS_RUNS, COMPUTE_SCALING_CODE
 
 BALANCED = "balanced"
 UNKNOWN = "unknown"
@@ -21,18 +21,20 @@ class Verdict(BaseModel):
 
 
 def verdict(facts: RunFacts, diagnoses: Sequence[Diagnosis]) -> Verdict:
-    """The first two found diagnoses (rules are ordered cause before symptom) as one line."""
+    """The first two found diagnoses about the run's step (rules are ordered cause before symptom; a
+    rule across the configuration's runs, ``ACROSS_RUNS``, is never the verdict) as one line."""
     if not facts.breakdown:
         return Verdict(
             code=UNKNOWN,
             line=f"{UNKNOWN}: the run recorded no per-step breakdown (an older clusterctl, a workload "
             "that prints none, or every rank crashed): nothing to explain it by",
         )
-    found = _main_loss_first(facts, [d for d in diagnoses if d.status == "found"])
+    step = [d for d in diagnoses if d.code not in ACROSS_RUNS]  # the run's step, not its peers
+    found = _main_loss_first(facts, [d for d in step if d.status == "found"])
     if not found:
-        known = sum(d.status != "unknown" for d in diagnoses)
+        known = sum(d.status != "unknown" for d in step)
         return Verdict(code=BALANCED, line=f"{BALANCED}: {_efficiencies(facts)}no rule found a bottleneck "
-                       f"({known} of {len(diagnoses)} could decide)")  # fmt: skip
+                       f"({known} of {len(step)} could decide)")  # fmt: skip
     return Verdict(
         code=found[0].code, line=f"{found[0].code}: " + "; ".join(_gist(d.message) for d in found[:2])
     )

@@ -2,8 +2,12 @@
 
 Inputs, all measured by clusterctl on the same cluster:
 
-- the single-device throughput ``T1`` (img/s: the median of the configuration's 1-device runs), so
-  one step of batch ``b`` computes in ``t_compute = b / T1``;
+- the compute per step ``t_compute``: the configuration's own, measured (the useful compute of the run
+  its report row is about, ``clusterctl.results.step``) when that run recorded a breakdown; otherwise
+  from the single-device throughput ``T1`` (img/s: the median of the configuration's 1-device runs),
+  ``t_compute = b / T1`` for a step of batch ``b``. The 1-device figure misses what sharing a node
+  with communication costs the compute (2.7x on the quickstart's 2 nodes): a band made from it can
+  contain the measurement by coincidence;
 - the collective bus bandwidth ``B`` of the same fabric at the same world size (nccl-tests on GPUs,
   the ``allreduce`` workload on CPUs, run as `run --preflight`) **at the message size the framework
   all-reduces**: DDP's bucket (``bucket_cap_mb``, 25 MB by default) or Horovod's fusion buffer
@@ -23,8 +27,9 @@ read at one block's message (``run --preflight`` measures both collectives under
 Two predictions of the total throughput ``n x b / t_step``: without overlap ``t_step = t_compute +
 t_allreduce`` (communication after the backward pass), with full overlap ``t_step = max(...)``
 (Horovod and DDP all-reduce during the backward pass, so a run should land between the two). When
-``t_allreduce <= t_compute`` the run is compute-bound: overlapped, the fabric is not the limit, and
-the run's throughput says nothing about the fabric.
+``t_allreduce <= t_compute`` the whole exchange fits inside the compute (``compute_bound``): overlapped,
+it need cost nothing. Which part did limit a run is `explain`'s verdict, on the same step
+(``clusterctl.results.step``), not this flag.
 """
 
 from __future__ import annotations
@@ -48,7 +53,15 @@ class Prediction(BaseModel):
     single_device: float = Field(description="Measured 1-device throughput (img/s).")
     bus_bandwidth_gb_s: float = Field(description="Measured collective bus bandwidth (GB/s).")
     gradient_bytes: int = Field(description="Bytes all-reduced per step.")
-    compute_s: float = Field(description="Seconds of compute per step: batch / single_device.")
+    compute_s: float = Field(
+        description="Seconds of compute per step: the measured useful compute (compute_source breakdown), "
+        "else batch / single_device."
+    )
+    compute_source: Literal["breakdown", "single-device"] = Field(
+        "single-device",
+        description="breakdown: the configuration's measured compute per step; single-device: batch / the "
+        "1-device throughput.",
+    )
     allreduce_s: float = Field(description="Seconds of allreduce per step: G x 2(n-1)/n / busbw.")
     no_overlap: float = Field(description="Predicted total throughput, allreduce after compute (img/s).")
     full_overlap: float = Field(
@@ -59,7 +72,7 @@ class Prediction(BaseModel):
         description="The message size the bus bandwidth was read at (bucket/fusion size); None: largest.",
     )
     compute_bound: bool = Field(
-        False, description="t_allreduce <= t_compute: overlapped, the fabric is not the limit."
+        False, description="t_allreduce <= t_compute: overlapped, the exchange fits inside the compute."
     )
     by_collective: dict[str, float] = Field(
         default_factory=dict,
@@ -118,6 +131,7 @@ def predict_throughput(
     bus_bandwidth_gb_s: float,
     fused: int | None = None,
     by_collective: Mapping[str, float] | None = None,
+    compute_s: float | None = None,
 ) -> Prediction:
     """Predict the total throughput of ``devices`` ranks from the single-device one and the bus bandwidth.
 
@@ -129,8 +143,10 @@ def predict_throughput(
         bus_bandwidth_gb_s: the collective's bus bandwidth at n ranks (GB/s, 1e9 bytes), at ``fused``.
         fused: the message size that bandwidth was read at (None: the collective's largest).
         by_collective: FSDP: each collective's bus bandwidth that ``bus_bandwidth_gb_s`` was made from.
+        compute_s: the measured compute per step at ``devices`` (a breakdown's useful compute, s); None:
+            ``batch_size / single_device``.
     """
-    compute = batch_size / single_device
+    compute = batch_size / single_device if compute_s is None else compute_s
     allreduce = gradient_bytes * 2 * (devices - 1) / devices / (bus_bandwidth_gb_s * 1e9)
     samples = devices * batch_size
     return Prediction(
@@ -143,5 +159,6 @@ def predict_throughput(
         full_overlap=samples / max(compute, allreduce),
         fused_bytes=fused,
         compute_bound=allreduce <= compute,
+        compute_source="single-device" if compute_s is None else "breakdown",
         by_collective=dict(by_collective or {}),
     )

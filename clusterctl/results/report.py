@@ -30,6 +30,7 @@ from clusterctl.results.predict import (
 )
 from clusterctl.results.record import RunConfig, RunRecord
 from clusterctl.results.references import Comparison, Reference, compare, load_references
+from clusterctl.results.step import StepModel, StepParts, step_parts
 from clusterctl.workloads.gpt_arith import GptShape
 from clusterctl.workloads.nccl_tests import LARGE_BUSBW
 
@@ -111,8 +112,22 @@ class ReportRow(BaseModel):
     )
     verdict: str | None = Field(
         None,
-        description="`clusterctl explain`'s verdict code for the row's latest valid run with a breakdown "
-        "(set by clusterctl.explain, above this layer); None: no such run.",
+        description="`clusterctl explain`'s verdict code for the row's explained_run (set by "
+        "clusterctl.explain, above this layer); None: no such run, or not explained.",
+    )
+    verdict_line: str | None = Field(
+        None, description="That verdict's line: the cause in words (set with verdict)."
+    )
+    explained_run: str | None = Field(
+        None,
+        description="The run the row's verdict, step and sentence are about: the middle of its valid runs "
+        "by throughput (of an even count the slower middle one), among those with a breakdown when any "
+        "has one; None: no valid run.",
+    )
+    step: StepModel | None = Field(
+        None,
+        description="Where explained_run's step goes (clusterctl.results.step): the compute the prediction "
+        "used, the exchange, exposed and hidden, input; None: no valid run.",
     )
     # Real data (issue 23): the input pipeline's own rate, whether training waited on it, time to accuracy.
     loader_images_per_sec: float | None = Field(
@@ -155,13 +170,58 @@ def build_report(records: list[RunRecord], references: list[Reference]) -> list[
         if base and row.median is not None:
             row.speedup = row.median / base
             row.efficiency = row.speedup / row.devices
+        group = groups[(config, row.devices, row.launcher)]
+        explained = next((r for r in group if r.run_id == row.explained_run), None)
+        parts = step_parts(explained.breakdown or []) if explained else None
+        compute_s = parts.compute_ms / 1e3 if parts and parts.compute_ms else None
         if base and row.devices > 1:
-            row.predicted = _predict(row, base, groups[(config, row.devices, row.launcher)], records)
+            row.predicted = _predict(row, base, group, records, compute_s)
             if row.predicted and row.median is not None:
                 row.prediction_verdict = row.predicted.verdict(row.median)
+        row.step = _step(row, base, parts, compute_s)
         row.comparisons = _compare(row, references)
     _add_scaling(rows)
     return rows
+
+
+def middle_run(group: list[RunRecord]) -> RunRecord | None:
+    """The run a configuration's row is about: the middle of its valid runs by throughput (of an even
+    count the slower middle one; equal throughputs in the order they started), among those with a
+    breakdown when any has one (a breakdown is what explains a run); None without a valid run with a
+    number."""
+    valid = [r for r in group if r.valid and r.value is not None]
+    pool = [r for r in valid if r.breakdown] or valid
+    if not pool:
+        return None
+    ordered = sorted(pool, key=lambda r: (r.value or 0.0, r.started_at, r.run_id))
+    return ordered[(len(ordered) - 1) // 2]
+
+
+def _step(
+    row: ReportRow, base: float | None, parts: StepParts | None, compute_s: float | None
+) -> StepModel | None:
+    """The row's ``StepModel``: its explained run's parts with the prediction's exchange; the compute
+    the prediction used (measured, else 1-device); None with neither a breakdown nor a 1-device rate."""
+    work = row.config.batch_size * (row.config.seq_len or 1)  # gpt: tokens, as its tokens/s
+    single = work / base if base else None
+    p = row.predicted
+    if p is not None:
+        compute, source = p.compute_s, p.compute_source
+    elif compute_s is not None:
+        compute, source = compute_s, "breakdown"
+    elif single is not None:
+        compute, source = single, "single-device"
+    else:
+        return None
+    return StepModel(
+        run_id=row.explained_run,
+        compute_s=compute,
+        compute_source=source,
+        single_device_s=single,
+        allreduce_s=p.allreduce_s if p else None,
+        bus_bandwidth_gb_s=p.bus_bandwidth_gb_s if p else None,
+        parts=parts,
+    )
 
 
 def _add_scaling(rows: list[ReportRow]) -> None:
@@ -201,9 +261,10 @@ def _order(key: tuple[str, int, str]) -> tuple[str, int, bool, str]:
 
 
 def _predict(
-    row: ReportRow, base: float, group: list[RunRecord], records: list[RunRecord]
+    row: ReportRow, base: float, group: list[RunRecord], records: list[RunRecord], compute_s: float | None
 ) -> Prediction | None:
-    """The row's prediction from its 1-device median ``base`` and the matching collective runs' busbw.
+    """The row's prediction from its explained run's measured compute per step ``compute_s`` (None:
+    its 1-device median ``base``) and the matching collective runs' busbw.
 
     A collective run matches when it ran valid on the same device, node count and world size (and, for
     the CPU ``allreduce``, the same framework: its transport); its busbw is the median of theirs.
@@ -223,7 +284,7 @@ def _predict(
         and r.nodes in row.nodes
         and (r.config.workload != "allreduce" or r.config.framework == row.config.framework)
     ]
-    sharded = _predict_sharded(row, base, gradient, matching)
+    sharded = _predict_sharded(row, base, gradient, matching, compute_s)
     if sharded is not None:
         return sharded
     # FSDP without its own collectives measured: its all-gathers read at the allreduce's bus bandwidth.
@@ -242,11 +303,12 @@ def _predict(
         gradient_bytes=gradient,
         bus_bandwidth_gb_s=statistics.median(at_fused or largest),
         fused=fused if at_fused else None,
+        compute_s=compute_s,
     )
 
 
 def _predict_sharded(
-    row: ReportRow, base: float, gradient: int, collectives: list[RunRecord]
+    row: ReportRow, base: float, gradient: int, collectives: list[RunRecord], compute_s: float | None
 ) -> Prediction | None:
     """An FSDP gpt row's prediction from the all-gather's and the reduce-scatter's measured bus bandwidth
     (each the median of its runs, read at one block's message: ``GptShape.fsdp_block_messages``), the
@@ -278,6 +340,7 @@ def _predict_sharded(
         bus_bandwidth_gb_s=effective_bus_bandwidth([(split[op], measured[op]) for op in split]),
         fused=messages["allgather"],
         by_collective=measured,
+        compute_s=compute_s,
     )
 
 
@@ -323,6 +386,7 @@ def _row(group: list[RunRecord]) -> ReportRow:
         fabric_gb_per_node=statistics.median(sent) if sent else None,
         rail_balance=min(balances) if balances else None,
         algorithms=sorted(chosen, key=lambda name: -chosen[name]),
+        explained_run=explained.run_id if (explained := middle_run(group)) else None,
         **_pop_medians(group),
         **_utilisation(group),
         **_input_figures(group),

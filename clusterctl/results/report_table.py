@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from clusterctl.results.report import ReportRow
+from clusterctl.results.step import limit_of
 from clusterctl.terminal import safe_text
 
 if TYPE_CHECKING:
@@ -39,13 +40,14 @@ def _references(row: ReportRow) -> str:
 
 def _predicted(row: ReportRow) -> str:
     """The predicted range (no overlap - full overlap), where the median lands, and the message size
-    the bus bandwidth was read at; 'compute-bound' when the fabric is not the limit."""
+    the bus bandwidth was read at; 'allreduce < compute' when the whole exchange fits inside the compute
+    (a fact of the model, not a cause: the cause is the verdict's)."""
     p = row.predicted
     if p is None:
         return "-"
     at = f" at {p.fused_bytes / 2**20:g} MiB" if p.fused_bytes else " at max size"
     verdict = f" [{row.prediction_verdict}]" if row.prediction_verdict else ""
-    bound = "; compute-bound: the fabric is not the limit" if p.compute_bound else ""
+    bound = "; allreduce < compute" if p.compute_bound else ""
     return f"{p.no_overlap:,.1f}-{p.full_overlap:,.1f} {row.unit}{at}{verdict}{bound}"
 
 
@@ -93,11 +95,35 @@ def amount(value: float) -> str:
     return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
 
 
+def step_story(row: ReportRow) -> tuple[str | None, str | None]:
+    """The row's verdict code and its cause in words: the limit that verdict names
+    (``clusterctl.results.step.LIMITS``) and what `explain` found, e.g. ("compute-scaling", "the compute
+    is the limit, not the fabric: computation scalability 0.75: each rank computes 1.3x as long per step
+    as on 1 device"). (None, None) for a row `explain` gave no verdict (no breakdown, or not explained);
+    the code and no cause for ``unknown``. The report's sentence and the HTML page both say this.
+    """
+    limit = limit_of(row.verdict)
+    if limit is None:
+        return row.verdict, None
+    found = (row.verdict_line or "").partition(": ")[2]
+    return row.verdict, f"{limit}: {found}" if found else limit
+
+
+_WHERE = {
+    "within": "within the range {what} predict",
+    "below": "below the range {what} predict: time that neither accounts for (waiting on a slower rank, "
+    "input, overheads)",
+    "above": "above the range {what} predict: the collective was measured slower than the workload's own "
+    "exchange ran (measure it again with the same settings)",
+}
+
+
 def meaning(row: ReportRow) -> str | None:
     """What a multi-device row means in one sentence: its speedup and efficiency (with POP's parallel
-    efficiency and computation scalability where they are known), and where the median
-    lands against the range the measured collective predicts, with what that says about this machine.
-    None for a 1-device row or one without a speedup."""
+    efficiency and computation scalability where they are known); `explain`'s verdict on its middle run
+    as the limit it names (``step_story``); that run's step (``StepModel``: compute, the exchange and
+    how much of it was exposed, input); and where the median lands against the range that step and the
+    measured collective predict. None for a 1-device row or one without a speedup."""
     if row.devices < 2 or row.speedup is None or row.efficiency is None or row.median is None:
         return None
     via = "" if row.launcher == "ssh" else f" via {row.launcher}"
@@ -105,34 +131,36 @@ def meaning(row: ReportRow) -> str | None:
     ge, pe, cs = row.global_efficiency, row.parallel_efficiency, row.computation_scalability
     if ge is not None and pe is not None and cs is not None:
         pop = f" (POP: parallel {pe:.2f} x computation scalability {cs:.2f} = {ge:.2f})"
-    head = (
+    words = [
         f"{row.config.workload}{via} on {row.devices} devices: {row.speedup:.2f}x, "
         f"{100 * row.efficiency:.0f}% efficiency{pop}"
-    )
-    p = row.predicted
+    ]
+    code, cause = step_story(row)
+    if cause:
+        words.append(f"{code}, {cause}")
+    step, p = row.step, row.predicted
+    if step is not None and (p is not None or step.compute_source == "breakdown"):
+        which = f"run {step.run_id}" if step.run_id else "the step"
+        if step.run_id and row.runs > 1:
+            which += f" (the middle of {row.runs} by {row.unit})"
+        words.append(f"{which}, per step: {step.figures()}")
     if p is None:
-        return (
-            f"{head}; no collective measured at {row.devices} devices, so nothing says what this cluster "
-            "should give (`clusterctl run allreduce` or `--preflight` measures it)."
+        words.append(
+            f"no collective measured at {row.devices} devices, so nothing says what this cluster should give "
+            "(`clusterctl run allreduce` or `--preflight` measures it)"
         )
-    measured = ", ".join(f"{op} {busbw:.3g}" for op, busbw in p.by_collective.items())
-    exchange = f"all-gather and reduce-scatter ({measured} GB/s)" if measured else "allreduce"
-    step = (
-        f"per step {p.compute_s:.2f} s of compute and {p.allreduce_s:.2f} s of {exchange} at "
-        f"{p.bus_bandwidth_gb_s:.3g} GB/s"
-    )
-    where = {
-        "within": "within the range the measured collective predicts: the fabric explains this scaling",
-        "below": "below the range the measured collective predicts: something besides the fabric's "
-        "bandwidth costs time (compute and communication sharing a core, a straggler, another path)",
-        "above": "above the range the measured collective predicts: the collective was measured slower "
-        "than the workload's own allreduce ran (measure it again with the same settings)",
-    }[p.verdict(row.median)]
-    bound = "the fabric is not the limit" if p.compute_bound else "the fabric is the limit"
-    return (
-        f"{head}; {amount(row.median)} {row.unit} is {where} ({amount(p.no_overlap)}-"
-        f"{amount(p.full_overlap)} {row.unit}; {step}: {bound})."
-    )
+    else:
+        what = (
+            "its compute and the measured collective"
+            if p.compute_source == "breakdown"
+            else ("the 1-device compute and the measured collective")
+        )
+        where = _WHERE[p.verdict(row.median)].format(what=what)
+        words.append(
+            f"{amount(row.median)} {row.unit} is {where} ({amount(p.no_overlap)}-{amount(p.full_overlap)} "
+            f"{row.unit})"
+        )
+    return "; ".join(words) + "."
 
 
 def _input(row: ReportRow) -> str:
