@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from _pytest.mark.expression import Expression
+from _pytest.mark.expression import Expression, ExpressionMatcher
 
 from tests.conftest import beside_on_the_session_sandbox
 
@@ -18,15 +18,21 @@ def _session_marks() -> list[str]:
     return re.findall(r'"\$\{pytest\[@\]\}" -m "([^"]+)"', SCRIPT.read_text())
 
 
+def _marked(integration: bool, beside: bool) -> ExpressionMatcher:
+    def matcher(name: str, /, **kwargs: str | int | bool | None) -> bool:
+        return {"integration": integration, "beside": beside}.get(name, False)
+
+    return matcher
+
+
 def test_the_two_sessions_split_every_test_between_them_once() -> None:
     marks = _session_marks()
     assert len(marks) == 2, marks
     expressions = [Expression.compile(mark) for mark in marks]
     for integration in (False, True):
         for beside in (False, True):
-            has = {"integration": integration, "beside": beside}
-            chosen = [e.evaluate(lambda name, has=has, **kwargs: has.get(name, False)) for e in expressions]
-            assert chosen.count(True) == 1, (has, marks)
+            chosen = [e.evaluate(_marked(integration, beside)) for e in expressions]
+            assert chosen.count(True) == 1, (integration, beside, marks)
 
 
 @dataclass
