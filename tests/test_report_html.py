@@ -156,7 +156,7 @@ def test_the_page_explains_each_configuration(scaling: Path, tmp_path: Path) -> 
     )
     # The verdict with its one-line cause, then the run it was read from (linked), as explain says them.
     assert (
-        '<p class="verdict compute-scaling"><b>compute-scaling</b>: computation scalability 0.75: each rank '
+        '<p class="verdict compute-scaling"><b>compute-scaling</b>: the compute is the limit, not the fabric: computation scalability 0.75: each rank '
         "computes 1.3x as long per step as on 1 device</p>" in two
     )
     assert '<a href="../scaling/20261126T003332Z_resnet50_2n/">20261126T003332Z_resnet50_2n</a>' in two
@@ -173,7 +173,7 @@ def test_the_page_explains_each_configuration(scaling: Path, tmp_path: Path) -> 
     assert (
         "evidence: computation_scalability 0.75, global_efficiency 0.707, parallel_efficiency 0.942" in found
     )
-    assert "<summary>7 more rules: clear or unknown</summary>" in two
+    assert "<summary>8 more rules: clear or unknown</summary>" in two
     assert "<b>not-overlapped</b>: clear: 89% of the allreduce hidden behind backward" in two
     assert "<b>gpu-idle</b>: unknown: no GPU utilisation" in two
     assert "Not explained (no valid run of it recorded a per-step breakdown): allreduce on 2 devices." in html

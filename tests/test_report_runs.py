@@ -35,7 +35,7 @@ def test_the_real_runs_report_one_row_per_node_count_and_launcher(
     out, err = _report(capsys, runs, "--json")
     rows = report_rows(out)
     assert err == ""
-    assert {r["schema"] for r in rows} == {"clusterctl.report-row/1"}  # each row says its version
+    assert {r["schema"] for r in rows} == {"clusterctl.report-row/2"}  # each row says its version
     assert [(r["launcher"], r["devices"], r["nodes"], r["runs"], r["invalid_runs"]) for r in rows] == [
         ("ssh", 1, [1], 1, 0),
         ("ssh", 2, [2], 1, 0),

@@ -27,10 +27,7 @@ from clusterctl.workloads import NAMES
 
 if TYPE_CHECKING:
     from clusterctl.results.counters import CounterExpectation, CounterProof, NodeTraffic
-    from clusterctl.results.history import History
-    from clusterctl.results.html import Explained
     from clusterctl.results.record import RunRecord
-    from clusterctl.results.report import ReportRow
     from clusterctl.run.context import RunContext
     from clusterctl.run.plan import LaunchPlan
     from clusterctl.workloads.base import Workload
@@ -418,12 +415,13 @@ def report(
         with writing(plot_file, "--plot"):
             plot_report(rows, plot_file)
     if html_dir is not None:
+        from clusterctl.explain.gather import page_explanations
         from clusterctl.results.history import load_runs
         from clusterctl.results.html import write_html
 
         history = load_runs(runs_dir)
         with writing(html_dir, "--html"):
-            page = write_html(rows, history, runs_dir, html_dir, _explained(rows, history, runs_dir))
+            page = write_html(rows, history, runs_dir, html_dir, page_explanations(rows, history, runs_dir))
         err_console.print(safe_text(f"report page: {page}"), markup=False, highlight=False)
     if as_json:
         print_json(report_json(rows))
@@ -434,26 +432,6 @@ def report(
     else:
         print_report(rows, console, wide=wide)
     return 0
-
-
-def _explained(rows: list[ReportRow], history: History, runs_dir: Path) -> list[Explained]:
-    """Why each row ran as it did, for the page: the one place the page calls explain (results/html.py
-    cannot import it). Each row's run is the one its verdict column was read from."""
-    from clusterctl.explain.explanation import explain
-    from clusterctl.explain.gather import _latest_explained, facts_of
-    from clusterctl.explain.render import _mfu_line, _pop_line, _scaling_line
-    from clusterctl.results.html import Explained
-
-    explained = []
-    for row in rows:
-        run = _latest_explained(row, history.runs)
-        if run is not None:
-            e = explain(facts_of(run, history.run_dir(runs_dir, run), rows))
-            explained.append(Explained(row=row, run_id=e.run_id, picked="the latest valid run of this "
-                                       "configuration with a per-step breakdown", verdict=e.verdict.code,
-                                       line=e.verdict.line, nodes=e.phases, answers=e.diagnoses,
-                                       lines=[_pop_line(e), _scaling_line(e), _mfu_line(e)]))  # fmt: skip
-    return explained
 
 
 def _warn_skipped(skipped: list[str]) -> None:

@@ -12,10 +12,18 @@ from clusterctl.errors import InputError
 from clusterctl.explain.explanation import explain
 from clusterctl.explain.model import PeerRun, RunFacts
 from clusterctl.results.history import History, load_runs
+from clusterctl.results.html import Explained
 from clusterctl.results.record import RESULT_FILE, RunRecord
 from clusterctl.results.references import load_references
 from clusterctl.results.report import ReportRow, build_report
+from clusterctl.results.report_table import step_story
 from clusterctl.results.telemetry import load_telemetry
+
+# Which run of a configuration the page explains, in words: the same as the report row's verdict.
+EXPLAINED_RUN = (
+    "the middle valid run of this configuration by throughput (of those with a per-step breakdown), "
+    "the run the table's verdict is about"
+)
 
 
 def _where(runs_dir: Path, run: str | None) -> tuple[Path, str | None]:
@@ -201,3 +209,31 @@ def worst_row_line(
                 f"worst row ({row.config.workload} on {row.devices} devices{how}, run {run.run_id}): {line}"
             )
     return None
+
+
+def page_explanations(rows: list[ReportRow], history: History, runs_dir: Path) -> list[Explained]:
+    """Why each row ran as it did, for `report --html` (``results.html`` cannot import explain): each
+    row's explained run (the one its verdict column and sentence are about), its verdict and cause in
+    the report's words (``step_story``), phases per node, findings, and the POP, scaling and MFU lines."""
+    from clusterctl.explain.render import mfu_line, pop_line, scaling_line
+
+    explained = []
+    for row in rows:
+        run = _explained(row, history.runs)
+        if run is None:
+            continue
+        e = explain(facts_of(run, history.run_dir(runs_dir, run), rows))
+        verdict, cause = step_story(row)
+        explained.append(
+            Explained(
+                row=row,
+                run_id=e.run_id,
+                picked=EXPLAINED_RUN,
+                verdict=verdict or e.verdict.code,
+                line=f"{verdict}: {cause}" if verdict and cause else e.verdict.line,
+                nodes=e.phases,
+                answers=e.diagnoses,
+                lines=[pop_line(e), scaling_line(e), mfu_line(e)],
+            )
+        )
+    return explained

@@ -44,7 +44,7 @@ def _phase_table(phases: list[NodePhases]) -> Table:
     return table
 
 
-def _pop_line(e: Explanation) -> str:
+def pop_line(e: Explanation) -> str:
     if e.pop is None:
         return "POP: unknown (not every rank printed a breakdown)"
     p = e.pop
@@ -52,7 +52,7 @@ def _pop_line(e: Explanation) -> str:
             f"x comm. efficiency {p.communication_efficiency:.2f}")  # fmt: skip
 
 
-def _scaling_line(e: Explanation) -> str:
+def scaling_line(e: Explanation) -> str:
     s = e.scaling
     if s is None:
         return "computation scalability: unknown (no run of this configuration on fewer devices)"
@@ -63,7 +63,7 @@ def _scaling_line(e: Explanation) -> str:
             f"per step on {devices}, {s.compute_ms:,.0f} here){ge}")  # fmt: skip
 
 
-def _mfu_line(e: Explanation) -> str:
+def mfu_line(e: Explanation) -> str:
     f = e.flops
     if f is None:
         return "MFU: unknown (no FLOPs record)"
@@ -87,9 +87,9 @@ def print_explanation(e: Explanation, out: Console) -> None:
         say(e.selection, "dim")
     if e.phases:
         out.print(_phase_table(e.phases))
-    say(_pop_line(e))
-    say(_scaling_line(e))
-    say(_mfu_line(e))
+    say(pop_line(e))
+    say(scaling_line(e))
+    say(mfu_line(e))
     if e.bus_bandwidth_gb_s is not None:
         say(f"preflight bus bandwidth: {e.bus_bandwidth_gb_s:.3g} GB/s")  # the sandbox's 0.0149, never 0.01
     telemetry = ", ".join(e.telemetry_nodes) or "none recorded"

@@ -511,7 +511,10 @@ CSV_COLUMNS = [
 # The versions in `report --json` and `sweep --json`, each bumped when a field changes meaning or goes
 # away: the document's (an object, so that even an empty report says what it is) and each row's.
 REPORT_SCHEMA = "clusterctl.report/1"
-ROW_SCHEMA = "clusterctl.report-row/1"
+# /2: predicted.compute_s, no_overlap and full_overlap are at the measured compute per step where
+# compute_source is "breakdown" (they were always at the 1-device time); verdict_line, explained_run and
+# step added.
+ROW_SCHEMA = "clusterctl.report-row/2"
 
 
 def report_json(rows: list[ReportRow]) -> dict[str, object]:
