@@ -105,7 +105,7 @@ def print_folded(
     width = max((len(name) for name in folded if len(name) <= NAME_ROOM), default=0)
     for name, (names, word, detail) in zip(folded, rows, strict=True):
         style = (styles or {}).get(word)
-        room = max(20, 80 - min(len(name), NAME_ROOM) - max(len(word), 4) - 4)
+        room = max(20, 80 - (width if len(name) <= NAME_ROOM else len(name)) - max(len(word), 4) - 4)
         if cut and isinstance(detail, str) and len(detail) > room:
             detail = detail[: room - 3] + "..."
         if len(name) <= NAME_ROOM:
@@ -133,7 +133,7 @@ def print_findings(console: Console, findings: Iterable[Finding], *, nodes: bool
     shared: dict[tuple[str, str, str, tuple[str, ...]], list[str]] = {}
     for (severity, node, code, advice), messages in per_node.items():
         shared.setdefault((severity, code, advice, tuple(messages)), []).append(node)
-    for (severity, code, advice, messages), names in shared.items():
+    for (severity, code, advice, said), names in shared.items():
         folded = fold(names)
         head = Text()
         head.append(f"{severity:<7}", style=_SEVERITY_STYLE[severity])
@@ -145,8 +145,8 @@ def print_findings(console: Console, findings: Iterable[Finding], *, nodes: bool
         if long:
             for line in fold_lines(names, width - 8):
                 console.print(Text("    on " + safe_text(line)), highlight=False)
-        bullet = "- " if len(messages) > 1 else ""
-        for text in [bullet + m for m in messages] + ([advice] if advice else []):
+        bullet = "- " if len(said) > 1 else ""
+        for text in [bullet + m for m in said] + ([advice] if advice else []):
             indent = "    " + " " * len(bullet) if text.startswith(bullet) and bullet else "    "
             wrapped = textwrap.fill(safe_text(text), width=width, initial_indent="    ",
                                     subsequent_indent=indent, break_on_hyphens=False)  # fmt: skip
