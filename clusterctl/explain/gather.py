@@ -103,11 +103,22 @@ def _latest_explained(row: ReportRow, records: list[RunRecord]) -> RunRecord | N
     return max(mine, key=lambda r: (r.started_at, r.run_id), default=None)
 
 
+def _newer(a: RunRecord, b: RunRecord) -> bool:
+    """Whether ``a`` is later than ``b`` as ``_latest_explained`` orders runs."""
+    return (a.started_at, a.run_id) > (b.started_at, b.run_id)
+
+
 def add_verdicts(rows: list[ReportRow], history: History, runs_dir: Path) -> None:
     """Set each row's ``verdict``: the verdict code of its latest valid run with a breakdown among
-    ``history``'s runs (read from ``runs_dir``); rows without such a run keep None."""
+    ``history``'s runs (read from ``runs_dir``); rows without such a run keep None. The runs are gone
+    through once, by the key the report groups them by (not once per row: 200 rows of 10,000 runs)."""
+    newest: dict[tuple[str, int, str], RunRecord] = {}
+    for r in history.runs:
+        key = (r.config.model_dump_json(), r.world_size, r.launcher)
+        if r.valid and r.breakdown and (key not in newest or _newer(r, newest[key])):
+            newest[key] = r
     for row in rows:
-        latest = _latest_explained(row, history.runs)
+        latest = newest.get((row.config.model_dump_json(), row.devices, row.launcher))
         if latest is not None:
             row.verdict = explain(facts_of(latest, history.run_dir(runs_dir, latest), rows)).verdict.code
 

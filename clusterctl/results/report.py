@@ -144,6 +144,8 @@ def build_report(records: list[RunRecord], references: list[Reference]) -> list[
     for record in records:
         groups[(record.config.model_dump_json(), record.world_size, record.launcher)].append(record)
     rows = [_row(groups[key]) for key in sorted(groups, key=_order)]
+    # What a row's prediction reads: the valid collective runs, listed once rather than for each row.
+    collectives = [r for r in records if r.valid and r.config.workload in COLLECTIVES]
     baselines: dict[tuple[str, str], float] = {}
     for r in rows:
         if r.devices == 1 and r.median is not None:
@@ -156,7 +158,7 @@ def build_report(records: list[RunRecord], references: list[Reference]) -> list[
             row.speedup = row.median / base
             row.efficiency = row.speedup / row.devices
         if base and row.devices > 1:
-            row.predicted = _predict(row, base, groups[(config, row.devices, row.launcher)], records)
+            row.predicted = _predict(row, base, groups[(config, row.devices, row.launcher)], collectives)
             if row.predicted and row.median is not None:
                 row.prediction_verdict = row.predicted.verdict(row.median)
         row.comparisons = _compare(row, references)
