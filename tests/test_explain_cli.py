@@ -5,6 +5,7 @@ says what is missing, never a traceback. Records are the real fixtures' (tests/t
 from __future__ import annotations
 
 import shutil
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from clusterctl.results.report import build_report
 from clusterctl.results.telemetry import telemetry_path
 from tests.rundirs import record_run
 from tests.strictjson import strict_loads
-from tests.test_explain_rules import OLD_RUN, THROTTLED, _cpu_samples, _gpu, _record
+from tests.test_explain_rules import DDP, OLD_RUN, THROTTLED, _cpu_samples, _gpu, _record
 
 
 @pytest.fixture
@@ -118,6 +119,21 @@ def test_report_shows_each_row_s_verdict(runs: Path, capsys: pytest.CaptureFixtu
     assert main(["report", "--runs-dir", str(runs)]) == 0
     out = capsys.readouterr().out
     assert "verdict" in out and "straggler" in out
+
+
+@pytest.mark.parametrize(("minutes", "verdict"), [(-1, "straggler"), (1, "balanced")])
+def test_a_row_s_verdict_is_its_latest_explained_run_s(
+    runs: Path, minutes: int, verdict: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    straggler = load_runs(runs).runs[-1]
+    when = straggler.started_at + timedelta(minutes=minutes)  # a balanced run of the same row
+    record_run(
+        runs,
+        _record(DDP).model_copy(update={"run_id": f"{when:%Y%m%dT%H%M%SZ}_resnet50_2n", "started_at": when}),
+    )
+    assert main(["report", "--runs-dir", str(runs), "--json"]) == 0
+    rows = strict_loads(capsys.readouterr().out)
+    assert sorted(str(r["verdict"]) for r in rows) == sorted(["None", verdict])
 
 
 def test_sweep_s_line_explains_its_least_efficient_multi_device_row(runs: Path) -> None:
