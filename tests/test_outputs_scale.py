@@ -215,6 +215,8 @@ def test_sandbox_status_at_scale(console80: Console, capsys: pytest.CaptureFixtu
     nodes[4].state, nodes[4].sshd = "exited", False
     _show(SandboxStatus("fold", "degraded", nodes, network="n", subnet="172.28.0.0/24"))
     lines = capsys.readouterr().out.splitlines()
+    paths = ("inventory:", "identity:", "known_hosts:")  # the state directory's own length
+    assert all(len(line) <= 80 for line in lines if not line.startswith(paths)), lines
     assert lines[:3] == [
         "sandbox fold: degraded; 128 nodes: 1 FAIL, 127 ok",
         "node5            FAIL  exited, sshd not answering",

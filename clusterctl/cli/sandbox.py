@@ -54,20 +54,25 @@ def _show(result: SandboxStatus, *, verbose: bool = False) -> None:
         console.print(table)
     else:
         print_folded(console, said)
+    from clusterctl.cli.verdicts import print_summary
+
     if result.shared_cpus:
-        console.print(
-            "[yellow]warning:[/] nodes share CPUs: a multi-node run's throughput measures contention "
-            "between them, not scaling (give the sandbox at most one node per CPU)."
-        )
+        print_summary(console, "warning: nodes share CPUs: a multi-node run's throughput measures contention "
+                      "between them, not scaling (give the sandbox at most one node per CPU).")  # fmt: skip
     f = result.files
-    console.print(
+    print_summary(
+        console,
         f"network {result.network} ({result.subnet}), node image {result.node_image}, "
         f"{result.isolation or 'unknown'} mode"
-        + (", Slurm: slurmctld on node1, slurmd on every node (run --launcher slurm)" if result.slurm else "")
-        + "\n"
-        f"inventory:     {f.inventory}  (the default for every command while the sandbox is up)\n"
+        + (
+            ", Slurm: slurmctld on node1, slurmd on every node (run --launcher slurm)" if result.slurm else ""
+        ),
+    )
+    console.print(
+        f"inventory:     {f.inventory}\n               (the default for every command while the sandbox is up)\n"
         f"identity:      {f.private_key}\nknown_hosts:   {f.known_hosts}",
         highlight=False,
+        markup=False,
     )
 
 
