@@ -162,6 +162,41 @@ def test_health_at_128_nodes_fits_a_screen_and_names_each_node_that_needs_a_look
     assert [line.split()[0] for line in every[1 : count + 1]] == [f"hgx-{i:03d}" for i in range(1, count + 1)]
 
 
+def test_health_of_64_cpu_nodes_one_unreachable_fits_a_screen(
+    tmp_path: Path, console80: Console, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 41's acceptance, from a real sandbox's health bundle: one node's sshd stopped is one line
+    and the 63 others are judged, the whole output on one screen."""
+    import json
+    import shutil
+
+    source = Path(__file__).parent / "fixtures" / "bundles" / "sandbox-cpu-2node-health" / "node1"
+    nodes = []
+    for i in range(1, 65):
+        name = f"n{i:02d}"
+        shutil.copytree(source, tmp_path / "bundle" / name)
+        meta = tmp_path / "bundle" / name / "meta.json"
+        document = json.loads(meta.read_text()) | {"node": name}
+        if i == 17:  # what collect records for a node whose sshd does not answer
+            for output in meta.parent.glob("*.txt"):
+                output.unlink()
+            document |= {"unreachable": True, "sections": {},
+                         "error": "ssh: connect to 10.0.0.17:22: Connection refused"}  # fmt: skip
+        meta.write_text(json.dumps(document))
+        nodes.append(f"  - {{name: {name}, address: 10.0.0.{i}{', role: primary' if i == 1 else ''}}}\n")
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(
+        "cluster:\n  name: light\n  defaults:\n    gpus: {count: 0}\n    fabric: {kind: ethernet, interface: eth0}\n"
+        "nodes:\n" + "".join(nodes)
+    )
+    assert main(["check", "health", "-i", str(inventory), "--from", str(tmp_path / "bundle")]) == 1
+    lines = _fits(capsys.readouterr().out)
+    assert lines[0].startswith("64 nodes: 1 UNKNOWN, 63 OK; ")
+    assert lines[1].startswith("n17             UNKNOWN  ")
+    assert lines[2].startswith("n[01-16,18-64]  OK       healthy")
+    assert len(lines) <= SCREEN and not any(line.startswith("n") for line in lines[3:]), lines
+
+
 # ------------------------------------------------------------------------------------ provision, status
 
 
