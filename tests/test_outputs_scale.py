@@ -260,3 +260,25 @@ def test_sandbox_status_at_scale(console80: Console, capsys: pytest.CaptureFixtu
     _show(SandboxStatus("fold", "degraded", nodes, network="n", subnet="172.28.0.0/24"), verbose=True)
     rows = re.findall(r"^\S (node\d+) ", capsys.readouterr().out, re.MULTILINE)
     assert rows == [f"node{i}" for i in range(1, 129)]  # the table of every node
+
+
+@pytest.mark.parametrize("every", [False, True])
+def test_provision_live_feed_prints_what_needs_a_look(
+    every: bool, console80: Console, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from clusterctl.cli.provision import _Live
+    from clusterctl.provision.executor import HostStepResult
+
+    live = _Live(every=every)
+    for step in ("packages", "hostname", "docker"):
+        for name in _names(128):
+            status = {"node042": "failed", "node077": "unreachable", "node100": "changed"}.get(name, "ok")
+            live(HostStepResult(name, step, "skipped" if step == "docker" and status == "ok" else status))
+    lines = _fits(capsys.readouterr().out)
+    if every:  # every outcome, the unreachable host once
+        assert len(lines) == 3 * 127 + 1
+    else:
+        assert [line.split()[:2] for line in lines] == [
+            ["failed", "node042:"], ["unreachable", "node077:"], ["changed", "node100:"],
+            ["failed", "node042:"], ["changed", "node100:"], ["failed", "node042:"], ["changed", "node100:"],
+        ]  # fmt: skip
