@@ -267,12 +267,13 @@ def test_provision_live_feed_prints_what_needs_a_look(
     every: bool, console80: Console, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from clusterctl.cli.provision import _Live
-    from clusterctl.provision.executor import HostStepResult
+    from clusterctl.provision.executor import HostStepResult, Status
 
     live = _Live(every=every)
+    odd: dict[str, Status] = {"node042": "failed", "node077": "unreachable", "node100": "changed"}
     for step in ("packages", "hostname", "docker"):
         for name in _names(128):
-            status = {"node042": "failed", "node077": "unreachable", "node100": "changed"}.get(name, "ok")
+            status = odd.get(name, "ok")
             live(HostStepResult(name, step, "skipped" if step == "docker" and status == "ok" else status))
     lines = _fits(capsys.readouterr().out)
     if every:  # every outcome, the unreachable host once
