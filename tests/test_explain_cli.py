@@ -5,6 +5,7 @@ says what is missing, never a traceback. Records are the real fixtures' (tests/t
 from __future__ import annotations
 
 import shutil
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from clusterctl.results.report import build_report
 from clusterctl.results.telemetry import telemetry_path
 from tests.rundirs import record_run
 from tests.strictjson import report_rows, strict_loads
-from tests.test_explain_rules import OLD_RUN, THROTTLED, _cpu_samples, _gpu, _record
+from tests.test_explain_rules import DDP, OLD_RUN, THROTTLED, _cpu_samples, _gpu, _record
 
 
 @pytest.fixture
@@ -118,6 +119,26 @@ def test_report_shows_each_row_s_verdict(runs: Path, capsys: pytest.CaptureFixtu
     assert main(["report", "--runs-dir", str(runs)]) == 0
     out = capsys.readouterr().out
     assert "verdict" in out and "straggler" in out
+
+
+@pytest.mark.parametrize("minutes", [-1, 1])
+def test_a_row_s_verdict_is_its_explained_run_s_whichever_was_recorded_last(
+    runs: Path, minutes: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The verdicts are looked up by run id in one pass (not a scan per row): each row's verdict is what
+    # `explain` says of the row's explained run (one with a breakdown), whatever order the runs were recorded in.
+    straggler = load_runs(runs).runs[-1]
+    when = straggler.started_at + timedelta(minutes=minutes)  # a balanced run of the same row
+    balanced = _record(DDP).model_copy(
+        update={"run_id": f"{when:%Y%m%dT%H%M%SZ}_resnet50_2n", "started_at": when}
+    )
+    record_run(runs, balanced)
+    assert main(["report", "--runs-dir", str(runs), "--json"]) == 0
+    rows = [r for r in report_rows(capsys.readouterr().out) if r["verdict"] is not None]
+    assert rows  # rows whose explained run recorded no breakdown have no verdict
+    for row in rows:
+        assert main(["explain", row["explained_run"], "--runs-dir", str(runs), "--json"]) == 0
+        assert row["verdict"] == strict_loads(capsys.readouterr().out)["verdict"]["code"]
 
 
 def test_sweep_s_line_explains_its_least_efficient_multi_device_row(runs: Path) -> None:

@@ -158,11 +158,12 @@ def test_fixture_bundle_names_the_faulty_node_the_finding_and_the_action(
     assert finding["severity"] == "error" and finding["node"] == "hgx-02"
     assert finding["advice"].startswith(action)
 
-    # People read the verdicts first: one line per node, at 80 columns.
+    # People read the verdicts first: the summary, then the node that needs a look, at 80 columns.
     assert main(["check", "health", "-i", str(INVENTORY), "--from", str(tmp_path)]) == 1
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split()[:2] == ["hgx-01", "OK"]
+    assert lines[0].startswith("2 nodes: 1 FAIL, 1 OK; ")
     assert lines[1].split()[:3] == ["hgx-02", "FAIL", f"{code}:"]
+    assert lines[2].split()[:2] == ["hgx-01", "OK"]
 
 
 def test_a_check_that_could_not_look_makes_the_node_unknown_not_healthy(tmp_path: Path) -> None:

@@ -46,7 +46,8 @@ def test_check_health_junit_fails_the_node_and_its_finding_with_the_action(
     assert node is not None and node.get("message", "").startswith("FAIL gpu-row-remap-pending")
     finding = cases["hgx-02 gpu-row-remap-pending"].find("failure")
     assert finding is not None and "action: Drain the node, then reset the GPU" in (finding.text or "")
-    assert capsys.readouterr().out.splitlines()[0].split()[:2] == ["hgx-01", "OK"]  # the terminal's as before
+    out = capsys.readouterr().out.splitlines()  # the terminal's as without --junit
+    assert out[0].startswith("2 nodes: 1 FAIL, 1 OK; ") and out[2].split()[:2] == ["hgx-01", "OK"]
 
 
 def test_check_topology_junit_has_every_node_and_error_finding(tmp_path: Path) -> None:

@@ -30,6 +30,7 @@ LAYERS: tuple[frozenset[str], ...] = (
             "versions",
             "findings",
             "interrupts",
+            "nodesets",
             "terminal",
         }
     ),

@@ -66,15 +66,14 @@ def _cpu_bundle(root: Path, count: int) -> tuple[Path, Path]:
 
 
 @pytest.mark.parametrize("count", [2, 16])
-def test_a_healthy_cpu_cluster_is_one_line_per_node_and_a_summary(
+def test_a_healthy_cpu_cluster_is_a_summary_and_one_folded_line(
     count: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     bundle, inventory = _cpu_bundle(tmp_path, count)
     assert main(["check", "topology", "-i", str(inventory), "--from", str(bundle)]) == 0
     lines = _readable(capsys.readouterr().out)
-    assert lines[:count] == [f"n{i:02d}  ok" for i in range(1, count + 1)]
-    assert len(lines) == count + 1
-    assert re.fullmatch(rf"{count} nodes: {count} ok; \d+ info \(-v shows the info\)", lines[-1])
+    assert re.fullmatch(rf"{count} nodes: {count} ok; \d+ info \(-v shows the info\)", lines[0])
+    assert lines[1:] == [f"n[01-{count:02d}]  ok"]
 
 
 def test_verbose_shows_the_tables_and_every_finding(
@@ -86,7 +85,7 @@ def test_verbose_shows_the_tables_and_every_finding(
     for title in ("reachability and tools", "IB ports (ibstat)", "GPU to nearest NIC", "versions",
                   "fabric addressing", "findings"):  # fmt: skip
         assert title in out
-    assert "tool-missing" in out and out.splitlines()[0] == "n01  ok"
+    assert "tool-missing" in out and out.splitlines()[1:3] == ["n01  ok", "n02  ok"]  # every node
 
 
 def test_a_failing_node_leads_with_its_verdict_and_its_findings_read_at_80_columns(
@@ -98,19 +97,20 @@ def test_a_failing_node_leads_with_its_verdict_and_its_findings_read_at_80_colum
     assert main(["check", "topology", "-i", str(PAPER), "--from", str(bundle)]) == 1
     lines = _readable(capsys.readouterr().out)
     every = [f for n in found["nodes"].values() for f in n["findings"]] + found["cluster_findings"]
-    for i, name in enumerate(("c4140-1", "c4140-2")):
+    assert re.fullmatch(
+        r"2 nodes: 2 FAIL; \d+ errors, \d+ warnings, \d+ info \(-v shows the info\)", lines[0]
+    )
+    for i, name in enumerate(("c4140-1", "c4140-2"), start=1):
         mine = [f for f in every if f["node"] == name and f["severity"] != "info"]
         errors = sum(f["severity"] == "error" for f in mine)
         assert lines[i].startswith(f"{name}    FAIL  {errors} errors")
-    assert all(len(line) <= 80 for line in lines[:-1])  # messages wrapped under their codes
+    assert all(len(line) <= 80 for line in lines)  # messages wrapped under their codes
+    assert "error    c4140-[1-2]  tool-missing" in lines  # the same finding on both nodes: one group
     shown = "\n".join(lines)
     for f in every:
         assert (f["code"] in shown) == (f["severity"] != "info" or f["code"] in {
             g["code"] for g in every if g["severity"] != "info"})  # fmt: skip
     assert "peermem-missing" in shown and "gdr-usable" not in shown  # an info only with -v
-    assert re.fullmatch(
-        r"2 nodes: 2 FAIL; \d+ errors, \d+ warnings, \d+ info \(-v shows the info\)", lines[-1]
-    )
 
 
 # ------------------------------------------------------------------------------------ the others
@@ -162,6 +162,7 @@ def test_provision_recap_is_a_verdict_line_per_host(capsys: pytest.CaptureFixtur
     _print_recap(ProvisionReport(data["playbook"], data["dry_run"], steps))
     assert _readable(capsys.readouterr().out) == [
         "recap: host-setup",
+        "2 nodes: 1 FAIL, 1 ok",
         "node1  FAIL  5 ok, 1 failed, 10 skipped",
         "node2  ok    6 ok, 10 skipped",
     ]
@@ -179,11 +180,16 @@ def test_status_is_a_verdict_line_per_node(verbose: bool, capsys: pytest.Capture
     statuses["node2"].error = "docker engine did not answer on 10.231.7.12:2376"
     print_statuses(data["image"], statuses, verbose=verbose)
     lines = _readable(capsys.readouterr().out)
-    assert lines[0] == "node1  ok    container running, sshd answering"
-    if verbose:
-        assert lines[1] == "  primary; container clusterctl-glance-node1; image 866bc3f5a844"
-    assert lines[-2 - verbose] == "node2  FAIL  docker engine did not answer on 10.231.7.12:2376"
-    assert lines[-1] == "1 of 2 nodes ready to run clusterctl/glance:cpu-06336531246b"
+    assert lines[0] == "1 of 2 nodes ready to run clusterctl/glance:cpu-06336531246b"
+    ok, fail = (
+        "node1  ok    container running, sshd answering",
+        "node2  FAIL  docker engine did not answer on 10.231.7.12:2376",
+    )
+    if verbose:  # every node, in inventory order, with its detail
+        assert lines[1:3] == [ok, "  primary; container clusterctl-glance-node1; image 866bc3f5a844"]
+        assert lines[3] == fail
+    else:  # the nodes that need a look first
+        assert lines[1:] == [fail, ok]
 
 
 def test_a_run_record_is_one_verdict_line_and_its_detail(capsys: pytest.CaptureFixture[str]) -> None:

@@ -210,6 +210,9 @@ def health(
         [], "--slurm-resume", help="Resume this drained node in Slurm after the check (repeatable)."
     ),
     junit: Path | None = JunitOption,
+    verbose: bool = typer.Option(
+        False, "--verbose", "-v", help="A verdict line and a findings row for every node (none folded)."
+    ),
 ) -> int:
     """Passive health checks of every node: Xid/SXid events, GPU memory errors and remapped rows, clock
     slowdowns, IB port errors and flaps, PCIe links; one verdict per node, an action per finding."""
@@ -275,7 +278,7 @@ def health(
         ]
         print_json({**report.to_json(), "slurm": slurm})
     else:
-        _show_health(report, done)
+        _show_health(report, done, verbose=verbose)
         done_word = "judged from" if source is not None else "written to"
         err_console.print(safe_text(f"bundle {done_word} {directory}"), highlight=False, markup=False)
     # A node whose checks could not look is not called healthy: it fails the command like an error.
@@ -326,20 +329,28 @@ def _join_collectives(
         report.add_collectives(results, *reference(inventory))
 
 
-def _show_health(report: HealthReport, done: list[SlurmAction]) -> None:
-    """Verdict lines first (one per node), then the findings, then what was done in Slurm."""
-    width = max(len(name) for name in report.nodes)
-    for name, h in report.nodes.items():
-        style = _VERDICT_STYLE[h.verdict]
-        room = max(20, 80 - width - 10)  # the verdict line fits 80 columns; the table below has it all
-        summary = h.summary() if len(h.summary()) <= room else h.summary()[: room - 3] + "..."
-        console.print(
-            f"{markup_safe(name.ljust(width))}  [{style}]{h.verdict.upper():<7}[/] {markup_safe(summary)}",
-            highlight=False,
-        )
+def _show_health(report: HealthReport, done: list[SlurmAction], *, verbose: bool = False) -> None:
+    """The summary line first (nodes per verdict, findings per severity), then a verdict line per set of
+    nodes that say the same (folded: ``node[01-63]  OK  healthy``), then the errors and warnings wrapped
+    under their codes, the nodes that share one folded, then what was done in Slurm. ``verbose``: a line
+    per node and the findings' table."""
+    from collections import Counter
+
+    from clusterctl.cli.verdicts import counted, print_findings, print_folded, print_summary, verdict_counts
+
+    words = {v: f"{v.upper():<7}" for v in ("fail", "unknown", "warn", "ok")}
+    tally = Counter(h.verdict.upper() for h in report.nodes.values())
+    found = counted(report.findings) or "no errors or warnings"
+    print_summary(console, f"{verdict_counts(tally, ('FAIL', 'UNKNOWN', 'WARN', 'OK'))}; {found}")
+    said = {name: (words[h.verdict], h.summary()) for name, h in report.nodes.items()}
+    order = {word: i for i, word in enumerate(words.values())}
+    styles = {words[v]: style for v, style in _VERDICT_STYLE.items()}
+    print_folded(console, said, every=verbose, order=order, styles=styles, cut=True)
     shown = [f for f in report.findings if f.severity != "info"]
-    if shown:
+    if shown and verbose:
         console.print(findings_table(shown))
+    else:  # wrapped under their codes, the nodes that share one folded: reads at 80 columns
+        print_findings(console, shown)
     for a in done:
         what = f"{a.state} {a.node}" + (f" ({a.reason})" if a.reason else "")
         outcome = "done" if a.ok else markup_safe("failed: " + a.detail)
@@ -418,19 +429,20 @@ def _tools_table(metas: dict[str, NodeMeta]) -> Table:
 
 
 def _show(inventory: Inventory, report: TopologyReport, verbose: bool) -> None:
-    """Verdict lines first (one per node), then the errors and warnings wrapped under their codes, then
-    a summary line; ``verbose`` adds the fact tables and every finding (info too) before the summary."""
-    from clusterctl.cli.verdicts import CLUSTER, print_findings, print_verdicts, summary_line
+    """The summary line first, then a verdict line per set of nodes that say the same (folded,
+    ``node[001-127]  ok``), then the errors and warnings wrapped under their codes; ``verbose``: a verdict
+    line per node, the fact tables and every finding (info too)."""
+    from clusterctl.cli.verdicts import CLUSTER, print_findings, print_summary, print_verdicts, summary_line
 
     per_node = {name: r.findings for name, r in report.nodes.items()} | {CLUSTER: report.cluster}
-    print_verdicts(console, per_node)
+    print_summary(console, summary_line(per_node))
+    print_verdicts(console, per_node, every=verbose)
     if verbose:
         _fact_tables(inventory, report)
         if report.findings:
             console.print(findings_table(report.findings))
     else:
         print_findings(console, [f for f in report.findings if f.severity != "info"])
-    console.print(summary_line(per_node), markup=False, highlight=False)
 
 
 def _fact_tables(inventory: Inventory, report: TopologyReport) -> None:

@@ -112,27 +112,34 @@ def status(
 
 
 def print_statuses(image_ref: str, statuses: dict[str, ContainerStatus], *, verbose: bool) -> None:
-    """One verdict line per node (container state and sshd, or why it could not be asked), with
-    ``verbose`` its role, container and image ID under it, then how many nodes are ready."""
+    """How many nodes are ready first, then a verdict line per set of nodes in the same state (container
+    state and sshd, or why it could not be asked), folded, failed first (``node[001-128]  ok    container
+    running, sshd answering``); ``verbose``: a line per node with its role, container and image ID
+    under it."""
     from rich.text import Text
 
     from clusterctl.cli.image import short_id
-    from clusterctl.cli.verdicts import verdict_line
+    from clusterctl.cli.verdicts import print_folded, verdict_line
 
-    width = max((len(name) for name in statuses), default=0)
+    good = sum(s.ok for s in statuses.values())
+    console.print(
+        Text(safe_text(f"{good} of {len(statuses)} nodes ready to run {image_ref}")), highlight=False
+    )
+    said: dict[str, tuple[str, str | Text]] = {}
     for s in statuses.values():
         what = s.error or (
             f"container {s.state or 'absent'}, sshd {s.sshd or '-'}"
             + ("" if s.image_id else ", image missing")
         )
-        console.print(verdict_line(s.node, width, "ok" if s.ok else "FAIL", what), highlight=False)
-        if verbose:
-            detail = f"  {s.role}; container {s.container or '-'}; image {short_id(s.image_id)}"
-            console.print(Text(safe_text(detail)), highlight=False)
-    good = sum(s.ok for s in statuses.values())
-    console.print(
-        Text(safe_text(f"{good} of {len(statuses)} nodes ready to run {image_ref}")), highlight=False
-    )
+        said[s.node] = ("ok" if s.ok else "FAIL", what)
+    if not verbose:
+        print_folded(console, said)
+        return
+    width = max((len(name) for name in statuses), default=0)
+    for s in statuses.values():
+        console.print(verdict_line(s.node, width, *said[s.node]), highlight=False)
+        detail = f"  {s.role}; container {s.container or '-'}; image {short_id(s.image_id)}"
+        console.print(Text(safe_text(detail)), highlight=False)
 
 
 def register(app: typer.Typer) -> None:

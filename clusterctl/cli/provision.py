@@ -1,4 +1,6 @@
-"""`clusterctl provision`: push host setup to every node in parallel and print a per-host recap."""
+"""`clusterctl provision`: push host setup to every node in parallel; print each change and failure as it
+arrives, then the recap: how many nodes ok and failed, then a verdict line per set of nodes with the same
+counts, folded (``node[001-128]  ok    6 ok, 10 skipped``)."""
 
 from __future__ import annotations
 
@@ -28,12 +30,16 @@ _STYLE = {
 
 
 class _Live:
-    """Prints each host-step outcome as it arrives; an unreachable host once (the recap counts the rest)."""
+    """Prints each host-step outcome that needs a look as it arrives (changed, would change, failed; an
+    unreachable host once), and with ``every`` the ok and skipped ones too; the recap counts them all."""
 
-    def __init__(self) -> None:
+    def __init__(self, every: bool = False) -> None:
         self.unreachable: set[str] = set()
+        self.every = every
 
     def __call__(self, result: HostStepResult) -> None:
+        if result.status in ("ok", "skipped") and not self.every:
+            return
         if result.status == "unreachable":
             if result.node in self.unreachable:
                 return
@@ -68,22 +74,25 @@ def _print_plan(plans: list[NodePlan]) -> None:
                 console.out(textwrap.indent(text.rstrip(), "    "), highlight=False)
 
 
-def _print_recap(report: ProvisionReport) -> None:
-    """The recap: one verdict line per host (FAIL when a step failed or the host was unreachable) with
-    its counts, e.g. ``node1  ok    2 ok, 4 changed, 10 skipped``."""
+def _print_recap(report: ProvisionReport, *, every: bool = False) -> None:
+    """The recap: how many hosts are ok and FAIL (a step failed or the host was unreachable), then a
+    verdict line per set of hosts with the same counts, folded, failed first
+    (``node[1-2]  ok    2 ok, 4 changed, 10 skipped``); ``every``: a line per host."""
+    from collections import Counter
+
     from rich.text import Text
 
-    from clusterctl.cli.verdicts import verdict_line
+    from clusterctl.cli.verdicts import print_folded, verdict_counts
     from clusterctl.provision.executor import STATUSES
 
     title = f"recap: {report.playbook}" + (" (dry run: nothing was changed)" if report.dry_run else "")
     console.print(Text(safe_text(title)), highlight=False)
-    counts = report.counts()
-    width = max((len(node) for node in counts), default=0)
-    for node, c in counts.items():
+    said: dict[str, tuple[str, str | Text]] = {}
+    for node, c in report.counts().items():
         tally = Text(", ").join(Text(f"{c[s]} {s}", style=_STYLE[s]) for s in STATUSES if c[s])
-        word = "FAIL" if c["failed"] or c["unreachable"] else "ok"
-        console.print(verdict_line(node, width, word, tally), highlight=False)
+        said[node] = ("FAIL" if c["failed"] or c["unreachable"] else "ok", tally)
+    console.print(verdict_counts(Counter(word for word, _ in said.values()), ("FAIL", "ok")), highlight=False)
+    print_folded(console, said, every=every)
 
 
 def command(
@@ -113,6 +122,13 @@ def command(
         "connecting to any node, to review before a run.",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the recap as JSON."),
+    verbose: bool = typer.Option(
+        False,
+        "--verbose",
+        "-v",
+        help="Print every host-step outcome as it arrives (default: changes, failures and unreachable "
+        "hosts) and a recap line per node (default: the nodes with the same counts folded on one line).",
+    ),
 ) -> int:
     """Set up every node: packages, hostnames, cluster SSH, memlock, Docker (+NVIDIA runtime), MOFED, IPoIB, GPUDirect RDMA.
 
@@ -138,7 +154,7 @@ def command(
             dry_run=dry_run,
             accept_new=accept_new_host_keys,
             deliver_image=image,
-            on_result=None if as_json else _Live(),
+            on_result=None if as_json else _Live(every=verbose),
             on_bytes=on_bytes,
         )
     status_dir = str(outcome.status_dir) if outcome.status_dir else None
@@ -151,7 +167,7 @@ def command(
             }
         print_json({**outcome.report.to_json(), "status_bundle": status_dir, "image": image_json})
         return 1 if outcome.failed else 0
-    _print_recap(outcome.report)
+    _print_recap(outcome.report, every=verbose)
     if status_dir:
         console.print(
             f"status of every host (topo -m, ip addr, ibstat, ibv_devinfo -v, ofed_info -s): {status_dir}"

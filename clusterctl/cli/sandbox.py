@@ -8,6 +8,7 @@ import typer
 
 from clusterctl.cli.common import console, err_console, print_json
 from clusterctl.sandbox.plan import DEFAULT_NAME, DEFAULT_SUBNET
+from clusterctl.terminal import safe_text
 
 if TYPE_CHECKING:
     from clusterctl.sandbox.cluster import SandboxStatus
@@ -22,32 +23,56 @@ def _progress(message: str) -> None:
     err_console.print(f"[dim]sandbox:[/] {message}", highlight=False)
 
 
-def _show(result: SandboxStatus) -> None:
+def _show(result: SandboxStatus, *, verbose: bool = False) -> None:
+    """The sandbox's state and how many nodes are ok first, then a verdict line per set of nodes in the
+    same state, folded (``node[1-128]  ok    running, sshd answering``); ``verbose``: the table of every
+    node (container, address, CPUs); then the warnings and where its files are."""
     if result.state == "down":
         console.print("sandbox: down (none recorded here). Start one with `clusterctl sandbox up --nodes 2`.")
         return
-    from rich.table import Table
+    from collections import Counter
 
-    table = Table(title=f"sandbox {result.name}: {result.state}")
-    for column in ("node", "container", "address", "cpus", "container state", "sshd"):
-        table.add_column(column, overflow="fold")
-    for n in result.nodes:
-        table.add_row(n.name, n.container, n.address, n.cpus or "all", n.state, "yes" if n.sshd else "no")
-    console.print(table)
+    from rich.text import Text
+
+    from clusterctl.cli.verdicts import print_folded, verdict_counts
+
+    said: dict[str, tuple[str, str | Text]] = {
+        n.name: ("ok" if n.state == "running" and n.sshd else "FAIL",
+                 f"{n.state}, sshd {'answering' if n.sshd else 'not answering'}")
+        for n in result.nodes
+    }  # fmt: skip
+    tally = verdict_counts(Counter(word for word, _ in said.values()), ("FAIL", "ok"))
+    console.print(Text(safe_text(f"sandbox {result.name}: {result.state}; {tally}")), highlight=False)
+    if verbose:
+        from rich.table import Table
+
+        table = Table()
+        for column in ("node", "container", "address", "cpus", "container state", "sshd"):
+            table.add_column(column, overflow="fold")
+        for n in result.nodes:
+            table.add_row(n.name, n.container, n.address, n.cpus or "all", n.state, "yes" if n.sshd else "no")
+        console.print(table)
+    else:
+        print_folded(console, said)
+    from clusterctl.cli.verdicts import print_summary
+
     if result.shared_cpus:
-        console.print(
-            "[yellow]warning:[/] nodes share CPUs: a multi-node run's throughput measures contention "
-            "between them, not scaling (give the sandbox at most one node per CPU)."
-        )
+        print_summary(console, "warning: nodes share CPUs: a multi-node run's throughput measures contention "
+                      "between them, not scaling (give the sandbox at most one node per CPU).")  # fmt: skip
     f = result.files
-    console.print(
+    print_summary(
+        console,
         f"network {result.network} ({result.subnet}), node image {result.node_image}, "
         f"{result.isolation or 'unknown'} mode"
-        + (", Slurm: slurmctld on node1, slurmd on every node (run --launcher slurm)" if result.slurm else "")
-        + "\n"
-        f"inventory:     {f.inventory}  (the default for every command while the sandbox is up)\n"
+        + (
+            ", Slurm: slurmctld on node1, slurmd on every node (run --launcher slurm)" if result.slurm else ""
+        ),
+    )
+    console.print(
+        f"inventory:     {f.inventory}\n               (the default for every command while the sandbox is up)\n"
         f"identity:      {f.private_key}\nknown_hosts:   {f.known_hosts}",
         highlight=False,
+        markup=False,
     )
 
 
@@ -83,7 +108,12 @@ def up(
 
 
 @app.command()
-def status(as_json: bool = typer.Option(False, "--json", help="Print the status as JSON.")) -> int:
+def status(
+    as_json: bool = typer.Option(False, "--json", help="Print the status as JSON."),
+    verbose: bool = typer.Option(
+        False, "--verbose", "-v", help="The table of every node (container, address, CPUs), none folded."
+    ),
+) -> int:
     """Show the sandbox's nodes and where its inventory, key and known_hosts are. Exit 1 when degraded."""
     from clusterctl.sandbox import cluster
 
@@ -91,7 +121,7 @@ def status(as_json: bool = typer.Option(False, "--json", help="Print the status 
     if as_json:
         print_json(result.to_json())
     else:
-        _show(result)
+        _show(result, verbose=verbose)
     return 1 if result.state == "degraded" else 0
 
 

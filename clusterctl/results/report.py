@@ -159,6 +159,8 @@ def build_report(records: list[RunRecord], references: list[Reference]) -> list[
     for record in records:
         groups[(record.config.model_dump_json(), record.world_size, record.launcher)].append(record)
     rows = [_row(groups[key]) for key in sorted(groups, key=_order)]
+    # What a row's prediction reads: the valid collective runs, listed once rather than for each row.
+    collectives = [r for r in records if r.valid and r.config.workload in COLLECTIVES]
     baselines: dict[tuple[str, str], float] = {}
     for r in rows:
         if r.devices == 1 and r.median is not None:
@@ -175,7 +177,7 @@ def build_report(records: list[RunRecord], references: list[Reference]) -> list[
         parts = step_parts(explained.breakdown or []) if explained else None
         compute_s = parts.compute_ms / 1e3 if parts and parts.compute_ms else None
         if base and row.devices > 1:
-            row.predicted = _predict(row, base, group, records, compute_s)
+            row.predicted = _predict(row, base, group, collectives, compute_s)
             if row.predicted and row.median is not None:
                 row.prediction_verdict = row.predicted.verdict(row.median)
         row.step = _step(row, base, parts, compute_s)
@@ -261,10 +263,11 @@ def _order(key: tuple[str, int, str]) -> tuple[str, int, bool, str]:
 
 
 def _predict(
-    row: ReportRow, base: float, group: list[RunRecord], records: list[RunRecord], compute_s: float | None
+    row: ReportRow, base: float, group: list[RunRecord], collectives: list[RunRecord], compute_s: float | None
 ) -> Prediction | None:
     """The row's prediction from its explained run's measured compute per step ``compute_s`` (None:
-    its 1-device median ``base``) and the matching collective runs' busbw.
+    its 1-device median ``base``) and the matching runs' busbw among ``collectives`` (the valid
+    collective runs, gathered once for every row).
 
     A collective run matches when it ran valid on the same device, node count and world size (and, for
     the CPU ``allreduce``, the same framework: its transport); its busbw is the median of theirs.
@@ -276,10 +279,8 @@ def _predict(
     fused = fused_bytes(row.config.framework, group[0].bucket_cap_mb, gradient)
     matching = [
         r
-        for r in records
-        if r.valid
-        and r.config.workload in COLLECTIVES
-        and r.config.device == row.config.device
+        for r in collectives
+        if r.config.device == row.config.device
         and r.world_size == row.devices
         and r.nodes in row.nodes
         and (r.config.workload != "allreduce" or r.config.framework == row.config.framework)
