@@ -8,8 +8,8 @@ profile's defaults before validation; after it, the cross-field rules (``invento
 from __future__ import annotations
 
 import ipaddress
-from pathlib import Path
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
@@ -741,7 +741,7 @@ class Inventory(Strict):
         "the nodes' devices (e.g. gpt on CPUs: the tiny model; resnet50 on CPUs: batch 8 of 64 px images), "
         "else the field's default below.",
     )
-    workloads: dict[WorkloadName, WorkloadRun] = Field(  # type: ignore[valid-type]
+    workloads: dict[WorkloadName, WorkloadRun] = Field(
         default_factory=dict,
         description="Per workload, run settings that win over run's for it alone, e.g. workloads: {resnet50: "
         "{batch_size: 256}, gpt: {batch_size: 16, precision: bf16}}: a batch or a framework one workload "

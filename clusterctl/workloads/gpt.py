@@ -33,7 +33,7 @@ _MEMORY_IN_NAME = re.compile(r"(\d+)\s*GB", re.IGNORECASE)
 # GFLOP a step: seconds on one core (GPT-2 small at 1,024 tokens is 6 TFLOP, minutes).
 CPU_DEFAULTS: dict[str, object] = {"framework": "ddp", "model_size": "tiny", "seq_len": 128, "batch_size": 8}
 # On GPUs: GPT-2 small at its 1,024 tokens, 8 sequences per device where they fit (halved until they do).
-GPU_DEFAULTS: dict[str, object] = {"framework": "ddp", "model_size": "124m", "seq_len": 1024, "batch_size": 8}
+GPU_SIZE, GPU_SEQ_LEN, GPU_BATCH = "124m", 1024, 8
 
 
 class Gpt(Workload):
@@ -82,14 +82,14 @@ class Gpt(Workload):
         """DDP with the tiny model on CPUs; GPT-2 small (124M, 1,024 tokens) on GPUs, at the largest batch
         of 8, 4, 2 or 1 whose float32 estimate (``GptShape.memory_bytes``) fits the memory gpus.model
         names (8 where it names none)."""
-        have = _device_bytes(inventory)
         if not inventory.primary.gpus.count:
             return dict(CPU_DEFAULTS)
-        shape = GptShape.named(str(GPU_DEFAULTS["model_size"]), int(str(GPU_DEFAULTS["seq_len"])))
-        batch = 8
-        while have is not None and batch > 1 and shape.memory_bytes(batch, "fp32", shards=1, checkpointed=False) > have:
+        have = _device_bytes(inventory)
+        shape = GptShape.named(GPU_SIZE, GPU_SEQ_LEN)
+        batch = GPU_BATCH
+        while have is not None and batch > 1 and shape.memory_bytes(batch, "fp32", shards=1) > have:
             batch //= 2
-        return {**GPU_DEFAULTS, "batch_size": batch}
+        return {"framework": "ddp", "model_size": GPU_SIZE, "seq_len": GPU_SEQ_LEN, "batch_size": batch}
 
     def check_plan(self, inventory: Inventory, settings: RunDefaults, world_size: int) -> None:
         """Refuse a model whose estimated memory exceeds the GPU's (when the inventory's gpus.model names
