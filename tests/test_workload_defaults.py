@@ -62,7 +62,7 @@ def _options(path: Path, workload: str, **overrides: Any) -> dict[str, Any]:
 
 def test_gpt_defaults_fit_the_devices() -> None:
     cpu = _options(SANDBOX, "gpt")
-    assert (cpu["framework"], cpu["model_size"], cpu["seq_len"], cpu["batch_size"]) == ("ddp", "tiny", 128, 8)
+    assert (cpu["framework"], cpu["model_size"], cpu["seq_len"], cpu["batch_size"]) == ("ddp", "tiny", 64, 8)
     gpu = _options(H100, "gpt")
     assert (gpu["framework"], gpu["model_size"], gpu["seq_len"], gpu["batch_size"]) == (
         "ddp",
