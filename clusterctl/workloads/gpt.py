@@ -31,7 +31,8 @@ _MEMORY_IN_NAME = re.compile(r"(\d+)\s*GB", re.IGNORECASE)
 
 # The defaults on CPUs: the tiny model (2 layers of width 128) on 8 sequences of 64 tokens, about 21
 # GFLOP a step: seconds on one core (GPT-2 small at 1,024 tokens is 6 TFLOP, minutes). At 128 tokens a
-# step took 25 s on the 2-node sandbox of a loaded 2-core machine (80 tokens/s), so 64.
+# step took 25 s on the 2-node sandbox of a loaded 2-core machine (80 tokens/s), at 64 6.3 s (164 tokens/s,
+# load average about 40: 8 agents' tests beside it), 12 steps of a 5-minute run mostly spent starting.
 CPU_DEFAULTS: dict[str, object] = {"framework": "ddp", "model_size": "tiny", "seq_len": 64, "batch_size": 8}
 # On GPUs: GPT-2 small at its 1,024 tokens, 8 sequences per device where they fit (halved until they do).
 GPU_SIZE, GPU_SEQ_LEN, GPU_BATCH = "124m", 1024, 8
