@@ -97,8 +97,13 @@ def _type(prop: JsonSchema) -> str:
     if "const" in prop:
         return _code(json.dumps(prop["const"]))
     kind = prop.get("type", "any")
+    values = prop.get("additionalProperties")
     if kind == "array":
         text = f"list of {_type(prop.get('items', {}))}"
+    elif kind == "object" and isinstance(values, dict):  # a mapping, e.g. workload name -> its settings
+        keys = prop.get("propertyNames", {}).get("enum")
+        named = " \\| ".join(_code(str(key)) for key in keys) if keys else "string"
+        text = f"map of {named} to {_type(values)}"
     elif kind == "null":
         return "null"
     else:
@@ -133,13 +138,22 @@ def _models_in_order(schema: JsonSchema) -> Iterator[tuple[str, str]]:
         for field, prop in model.get("properties", {}).items():
             for ref in _refs(prop):
                 child = _ref_name(ref)
-                suffix = "[]" if prop.get("type") == "array" else ""
+                suffix = _suffix(prop)
                 queue.append((child, defs[child], f"{path}.{field}{suffix}".lstrip(".")))
+
+
+def _suffix(prop: JsonSchema) -> str:
+    """What a field's path gets for the model inside it: ``[]`` for a list's items, ``.<name>`` for a map's."""
+    if prop.get("type") == "array":
+        return "[]"
+    return ".<name>" if isinstance(prop.get("additionalProperties"), dict) else ""
 
 
 def _refs(prop: JsonSchema) -> Iterator[str]:
     if "$ref" in prop:
         yield prop["$ref"]
+    if isinstance(prop.get("additionalProperties"), dict):
+        yield from _refs(prop["additionalProperties"])
     for option in prop.get("anyOf", []):
         yield from _refs(option)
     if "items" in prop:
@@ -157,7 +171,7 @@ def _uses(schema: JsonSchema) -> dict[str, list[str]]:
         for field, prop in model.get("properties", {}).items():
             for ref in _refs(prop):
                 child = _ref_name(ref)
-                suffix = "[]" if prop.get("type") == "array" else ""
+                suffix = _suffix(prop)
                 where = f"{path}.{field}{suffix}".lstrip(".")
                 uses.setdefault(child, []).append(where)
                 walk(defs[child], where, depth + 1)

@@ -11,7 +11,9 @@ import pytest
 from PIL import Image
 
 from clusterctl.cli import main
-from clusterctl.data.probe import host_path, parse_probe, probe_command
+from clusterctl.cli.data import dataset_path
+from clusterctl.cli.run import BARE_DATA
+from clusterctl.data.probe import DEFAULT_DATA, host_path, parse_probe, probe_command
 from clusterctl.data.storage import NodeStorage as StorageAnswer
 from clusterctl.data.storage import judge_storage, parse_storage, storage_command
 from clusterctl.data.synth import (
@@ -25,10 +27,14 @@ from clusterctl.data.synth import (
     render_image,
 )
 from clusterctl.errors import InputError
-from clusterctl.inventory import Inventory, Mount, RunDefaults, load_inventory
+from clusterctl.inventory import Inventory, Mount, RunDefaults, load_inventory, validate_document
 from clusterctl.paths import data_dir
 from clusterctl.run.sweep import plan_sweep
+from clusterctl.sandbox.inventory import inventory_document
+from clusterctl.sandbox.plan import plan_cpus, plan_sandbox
+from clusterctl.sandbox.state import SandboxFiles
 from clusterctl.workloads.resnet50 import ResNet50
+from tests.strictjson import strict_loads
 
 SMALL = SynthSpec(classes=3, train_per_class=4, val_per_class=2, width=48, height=40, seed=7)
 
@@ -128,7 +134,9 @@ def test_run_data_maps_to_the_nodes_through_the_deepest_mount() -> None:
     assert host_path(inv, "/data/imagenet") == "/fast/imagenet"
     assert host_path(inv, "/data/imagenet/sub") == "/fast/imagenet/sub"
     assert host_path(inv, "/data/other") == "/srv/other"
-    with pytest.raises(InputError, match=r"run.data /elsewhere: no entry of container.mounts"):
+    with pytest.raises(
+        InputError, match=r"field container.mounts: .* /elsewhere .* is under no mount's target"
+    ):
         host_path(inv, "/elsewhere")
     with pytest.raises(InputError):
         host_path(inv, "/database")  # a prefix of the characters, not of the path
@@ -170,8 +178,6 @@ def test_data_synth_refuses_a_bad_path_before_contacting_any_node(capsys: pytest
     inventory = str(data_dir("inventories") / "sandbox-example.yml")
     assert main(["data", "synth", "-i", inventory, "--path", "relative/dir"]) == 2
     assert "--path 'relative/dir'" in capsys.readouterr().err
-    assert main(["data", "synth", "-i", inventory]) == 2
-    assert "pass --path DIR" in capsys.readouterr().err
 
 
 def _storage(path: Path) -> StorageAnswer | None:
@@ -253,3 +259,45 @@ def test_every_epochs_top1_and_time_reach_the_record() -> None:
     metrics = ResNet50().metrics(line)
     assert metrics["top1[epoch 1]"].value == 0.5417 and metrics["train_seconds[epoch 2]"].value == 154.545
     assert metrics["time_to_target_s"].value == 316.137 and metrics["top1"].unit == "fraction"
+
+
+def test_the_sandbox_s_containers_see_where_data_synth_writes_by_default(tmp_path: Path) -> None:
+    """`data synth` with no arguments writes where `run resnet50 --data` reads, with no edit (issue 40)."""
+    document = inventory_document(
+        plan_sandbox("sandbox", 2), plan_cpus([0, 1], 2), SandboxFiles(tmp_path), "~/w"
+    )
+    inventory = validate_document(document, tmp_path / "inventory.yml")
+    assert dataset_path(inventory, None) == "/srv/synth" == host_path(inventory, DEFAULT_DATA)
+    assert DEFAULT_DATA == BARE_DATA
+    assert dataset_path(inventory, "/srv/elsewhere") == "/srv/elsewhere"
+
+
+@pytest.mark.parametrize(
+    ("argv", "wanted"),
+    [
+        (["--data", "--nodes", "2"], DEFAULT_DATA),
+        (["--nodes", "2", "--data"], DEFAULT_DATA),
+        (["--data", "/data/mine", "--nodes", "2"], "/data/mine"),
+    ],
+)
+def test_a_bare_data_option_reads_the_default_dataset(
+    capsys: pytest.CaptureFixture[str], argv: list[str], wanted: str
+) -> None:
+    sandbox = str(data_dir("inventories") / "sandbox-example.yml")
+    assert main(["run", "resnet50", "--dry-run", "-i", sandbox, *argv, "--json"]) == 0
+    (plan,) = strict_loads(capsys.readouterr().out)
+    assert f"--data={wanted}" in plan["argv"]
+    assert "10.213.0.12:1" in plan["argv"][4]  # --nodes 2 was not taken for the path
+
+
+def test_without_a_mount_for_the_default_dataset_the_error_names_the_mount_to_add(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No host is contacted: the modern inventory's addresses do not exist here."""
+    h100 = data_dir("inventories") / "modern-h100.yml"
+    runs = ["--runs-dir", str(tmp_path / "runs")]
+    for argv in (["data", "synth"], ["run", "resnet50", "--nodes", "2", *runs, "--data"]):
+        assert main([*argv, "-i", str(h100)]) == 2
+        err = " ".join(capsys.readouterr().err.split())
+        assert f"{h100}, field container.mounts" in err and "/data/synth" in err, err
+        assert "Fix: add a mount to container.mounts, e.g. {source: /srv/datasets, target: /data" in err, err

@@ -373,6 +373,7 @@ def test_schema_lists_every_top_level_key(capsys: pytest.CaptureFixture[str]) ->
         "container",
         "image",
         "run",
+        "workloads",
         "provision",
         "preflight",
         "slurm",

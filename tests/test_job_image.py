@@ -59,7 +59,7 @@ def test_the_ngc_pytorch_image_with_horovod_exits_2_before_sbatch_naming_the_ima
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     document = _document(MODERN, runtime="pyxis", image=NGC_PYTORCH)
-    assert document["run"]["framework"] == "horovod"
+    assert document["workloads"]["resnet50"]["framework"] == "horovod"
     path = _write(tmp_path, document)
     for dry in (["--dry-run"], []):  # the real run too: refused before the launcher submits anything
         code = main(["run", "resnet50", "-i", str(path), "--launcher", "slurm", *dry])

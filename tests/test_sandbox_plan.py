@@ -86,6 +86,7 @@ def test_example_inventory_has_the_generated_shape(tmp_path: Path) -> None:
     assert [n.cpuset for n in example.nodes] == [n["cpuset"] for n in generated["nodes"]]
     assert example.run.model_dump(include=set(generated["run"])) == generated["run"]
     assert example.container.sshd_port == generated["container"]["sshd_port"]
+    assert [m.model_dump() for m in example.container.mounts] == generated["container"]["mounts"]
 
 
 def test_state_file_round_trip(state: Path) -> None:

@@ -70,8 +70,12 @@ def test_runtime_flags_are_the_ones_each_runtime_needs() -> None:
     assert "'--container-image=nvcr.io#nvidia/pytorch:24.01-py3' --no-container-mount-home" in pyxis
     apptainer = _script(runtime="apptainer", image="/shared/bench.sif")
     job = "/shared/clusterctl/sandbox-20260102T030405Z-abc123"
-    # --nv only on GPU nodes; the job's payload bound where the image's would be
-    assert f"apptainer exec --bind={job}/payload:/opt/clusterctl/payload:ro /shared/bench.sif" in apptainer
+    # --nv only on GPU nodes; the job's payload bound where the image's would be, then the inventory's
+    # mounts (sandbox-example.yml's: the nodes' /srv at /data, read-only)
+    assert (
+        f"apptainer exec --bind={job}/payload:/opt/clusterctl/payload:ro --bind=/srv:/data:ro /shared/bench.sif"
+        in apptainer
+    )
     docker = _script()
     for flag in (
         "--ipc host --pid host",
@@ -81,7 +85,7 @@ def test_runtime_flags_are_the_ones_each_runtime_needs() -> None:
         assert flag in docker
     assert "--network=host" in docker and "clusterctl/sandbox:cpu-0123456789ab" in docker
     assert "/etc/clusterctl/ssh" not in docker  # no mpirun: the cluster's SSH material stays out
-    assert f"-v {job}/payload:/opt/clusterctl/payload:ro" in docker
+    assert f"-v {job}/payload:/opt/clusterctl/payload:ro" in docker and "-v /srv:/data:ro" in docker
     none = _script(runtime="none", image=None)
     assert "docker run" not in none and "apptainer" not in none
     assert f"python {job}/payload/resnet50_bench.py --framework=" in none  # on the host: the job's copy

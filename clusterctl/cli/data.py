@@ -19,14 +19,17 @@ app = typer.Typer(help="Datasets on the nodes: make a synthetic ImageNet-layout 
 
 
 def dataset_path(inv: Inventory, given: str | None) -> str:
-    """The nodes' directory: ``--path``, else the node side of ``run.data`` through ``container.mounts``.
+    """The nodes' directory: ``--path``, else the node side, through ``container.mounts``, of resnet50's
+    ``data`` (``workloads.resnet50.data`` or ``run.data``), else of ``DEFAULT_DATA`` (what ``run --data``
+    reads; on the sandbox, its nodes' /srv/synth, which the benchmark containers already see).
 
     Raises:
-        InputError: neither is given, or ``--path`` is no absolute path of safe characters.
+        InputError: no mount holds the container path (the message names the mount to add), or ``--path``
+            is no absolute path of safe characters.
     """
     from pydantic import TypeAdapter, ValidationError
 
-    from clusterctl.data.probe import host_path
+    from clusterctl.data.probe import DEFAULT_DATA, host_path
     from clusterctl.inventory.types import ListPath
 
     if given is not None:
@@ -37,19 +40,18 @@ def dataset_path(inv: Inventory, given: str | None) -> str:
             raise InputError(
                 f"--path {given!r}: {reason}. Fix: name the dataset's directory on the nodes."
             ) from None
-    if inv.run.data == "synthetic":
-        raise InputError(
-            "data synth: no directory given. Fix: pass --path DIR (the directory on the nodes), or set run.data "
-            "in the inventory to the dataset's path in the container (under a container.mounts target)."
-        )
-    return host_path(inv, inv.run.data)
+    data = str(inv.run_settings("resnet50", {}).get("data", "synthetic"))
+    return host_path(inv, DEFAULT_DATA if data == "synthetic" else data)
 
 
 @app.command("synth")
 def synth(
     inventory_path: Path | None = InventoryOption,
     path: str | None = typer.Option(
-        None, "--path", help="Directory on the nodes. Default: run.data's mount source on the nodes."
+        None,
+        "--path",
+        help="Directory on the nodes. Default: where the containers see run.data, else /data/synth (what "
+        "`run --data` reads), through container.mounts (the sandbox's nodes: /srv/synth).",
     ),
     classes: int = typer.Option(10, "--classes", min=2, max=1000, help="Number of classes."),
     train: int = typer.Option(

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
+from typer.core import TyperCommand
 
 from clusterctl.cli.common import (
     InventoryOption,
@@ -114,6 +115,26 @@ def _summary(records: list[RunRecord]) -> dict[str, object]:
     }
 
 
+# What a bare --data reads: clusterctl.data.probe.DEFAULT_DATA (a unit test keeps them equal; not imported,
+# so that --help loads no data module).
+BARE_DATA = "/data/synth"
+
+
+class RunCommand(TyperCommand):
+    """`run`'s command: a ``--data`` with no value (the last word, or one followed by an option) reads
+    ``BARE_DATA``, the dataset `data synth` writes with no arguments. A dataset's path is absolute, so a
+    word starting with '-' is never one."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:  # Any: typer's own vendored click Context
+        """``args`` with ``BARE_DATA`` after each bare ``--data`` (before a ``--``), then click's parse."""
+        given = list(args)
+        end = given.index("--") if "--" in given else len(given)
+        for i in reversed(range(end)):
+            if given[i] == "--data" and (i + 1 == len(given) or given[i + 1].startswith("-")):
+                given.insert(i + 1, BARE_DATA)
+        return super().parse_args(ctx, given)
+
+
 def run(
     workload: str = typer.Argument(..., help=f"One of: {', '.join(NAMES)}."),
     inventory: Path | None = InventoryOption,
@@ -152,7 +173,8 @@ def run(
     data: str | None = typer.Option(
         None,
         "--data",
-        help="resnet50: 'synthetic', or an ImageNet-layout directory in the container (run.data).",
+        help=f"resnet50: 'synthetic', or an ImageNet-layout directory in the container (run.data); alone, "
+        f"{BARE_DATA}: where `data synth` writes by default.",
     ),
     loader_workers: int | None = typer.Option(None, "--loader-workers", help="DataLoader workers per rank."),
     loader_only: bool | None = typer.Option(

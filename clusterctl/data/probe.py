@@ -22,6 +22,10 @@ DatasetState = Literal["absent", "empty", "foreign", "manifest"]
 """absent: no such directory; empty: a directory with nothing in it; foreign: files, but no manifest
 `data synth` wrote (a user's dataset, or a copy of ImageNet); manifest: one `data synth` wrote."""
 
+# Where `data synth` writes and `run --data` reads when nothing names a directory: the path in the container.
+# The nodes hold it at the source of the mount whose target holds it (the sandbox mounts its nodes' /srv
+# at /data, so this is /srv/synth on every node and nothing needs editing or restarting).
+DEFAULT_DATA = "/data/synth"
 # The first line the probe prints; the manifest's text follows it.
 _STATE_PREFIX = "CLUSTERCTL_DATASET "
 
@@ -97,10 +101,16 @@ def host_path(inventory: Inventory, container_path: str) -> str:
     ]  # fmt: skip
     best = max(covering, key=lambda m: len(m.target.rstrip("/")), default=None)
     if best is None:
+        parent = posixpath.dirname(container_path.rstrip("/")) or "/"
+        where = f"{inventory.source}, field container.mounts" if inventory.source else "container.mounts"
+        targets = ", ".join(m.target for m in inventory.container.mounts) or "none"
         raise InputError(
-            f"run.data {container_path}: no entry of container.mounts has a target that holds this path, so "
-            "the container would not see the dataset. Fix: add a mount (source: the dataset's directory on "
-            f"the nodes, target: {container_path}) to container.mounts, or name a path under a mount's target."
+            f"{where}: the dataset's path in the container, {container_path} (--data, run.data or data "
+            f"synth's default), is under no mount's target (targets: {targets}), so the benchmark containers "
+            "would not see it and data synth has no directory on the nodes to write. Fix: add a mount to "
+            f"container.mounts, e.g. {{source: /srv/datasets, target: {parent}, read_only: true}} (source: a "
+            "directory that exists on every node), then `clusterctl up` to start the containers with it; or "
+            "name a path under a mount's target."
         )
     rest = container_path[len(best.target.rstrip("/")) :].lstrip("/")
     return posixpath.join(best.source, rest) if rest else best.source

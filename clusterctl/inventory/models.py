@@ -8,8 +8,9 @@ profile's defaults before validation; after it, the cross-field rules (``invento
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -17,6 +18,7 @@ from pydantic import (
     Field,
     PrivateAttr,
     ValidationInfo,
+    create_model,
     field_validator,
     model_validator,
 )
@@ -446,6 +448,40 @@ class RunDefaults(Strict):
         return self
 
 
+# The registered workloads (clusterctl.workloads' registry; a unit test keeps the two lists equal: the
+# inventory sits below the workloads and cannot import their registry).
+WorkloadName = Literal["resnet50", "tf_cnn_benchmarks", "nccl-tests", "allreduce", "gpt"]
+
+
+class _Unset(Strict):
+    """Base of a partial model: a field left out is None and means "not set here" (never validated)."""
+
+    model_config = ConfigDict(validate_default=False)
+
+
+def _partial(model: type[Strict], name: str, doc: str) -> type[Strict]:
+    """``model`` with every field optional: same types, bounds and descriptions, default None (unset).
+
+    One list of run settings (``RunDefaults``), not two: a workload's section checks each value as the
+    ``run`` section does, and a value given as null where the field takes none is refused the same way.
+    """
+    fields: dict[str, Any] = {}
+    for field, info in model.model_fields.items():
+        annotation = Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation
+        fields[field] = (annotation, Field(None, description=info.description))
+    return create_model(name, __base__=_Unset, __doc__=doc, __module__=__name__, **fields)
+
+
+if TYPE_CHECKING:
+    WorkloadRun = Strict
+else:
+    WorkloadRun = _partial(
+        RunDefaults,
+        "WorkloadRun",
+        "One workload's run settings (any field of run); they win over run's for that workload only.",
+    )
+
+
 class ProvisionSpec(Strict):
     """Settings of `clusterctl provision` that are not facts about a node."""
 
@@ -699,7 +735,18 @@ class Inventory(Strict):
     nodes: list[Node] = Field(min_length=1, description="The hosts; exactly one has role: primary.")
     container: ContainerSpec = Field(default_factory=ContainerSpec)
     image: ImageSpec = Field(default_factory=ImageSpec)
-    run: RunDefaults = Field(default_factory=RunDefaults)
+    run: RunDefaults = Field(
+        default_factory=RunDefaults,
+        description="Run settings for every workload. A setting left out takes the workload's own default for "
+        "the nodes' devices (e.g. gpt on CPUs: the tiny model; resnet50 on CPUs: batch 8 of 64 px images), "
+        "else the field's default below.",
+    )
+    workloads: dict[WorkloadName, WorkloadRun] = Field(
+        default_factory=dict,
+        description="Per workload, run settings that win over run's for it alone, e.g. workloads: {resnet50: "
+        "{batch_size: 256}, gpt: {batch_size: 16, precision: bf16}}: a batch or a framework one workload "
+        "takes and another cannot. The command line's options win over both.",
+    )
     provision: ProvisionSpec = Field(default_factory=ProvisionSpec)
     preflight: PreflightSpec = Field(default_factory=PreflightSpec)
     slurm: SlurmSpec | None = Field(
@@ -764,6 +811,13 @@ class Inventory(Strict):
         if problems:
             raise InventoryRuleError(problems)
         return self
+
+    def run_settings(self, workload: str, defaults: Mapping[str, Any]) -> dict[str, Any]:
+        """The settings a run of ``workload`` starts from, before the command line's: ``defaults`` (the
+        workload's own for these devices), then what ``run`` sets, then ``workloads.<workload>``."""
+        section = self.workloads.get(workload)  # type: ignore[call-overload]
+        own = section.model_dump(exclude_unset=True) if section is not None else {}
+        return {**defaults, **self.run.model_dump(exclude_unset=True), **own}
 
     @property
     def primary(self) -> Node:

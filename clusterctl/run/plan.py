@@ -67,7 +67,8 @@ def run_options(
     ranks_per_node: int | None = None,
     **overrides: Any,
 ) -> RunOptions:
-    """Run options from the inventory's run defaults, with the given (non-None) overrides applied.
+    """Run options from the workload's defaults and the inventory's run settings for it
+    (``Inventory.run_settings``), with the given (non-None) overrides applied.
 
     Overrides are validated like the inventory, so a bad value is an error here, not in a shell.
     Override names are ``RunDefaults`` fields, which the command line spells as options
@@ -77,9 +78,10 @@ def run_options(
         InputError: an override is invalid or more nodes are asked for than the inventory has.
     """
     given = {k: v for k, v in overrides.items() if v is not None}
+    base = inventory.run_settings(workload, get_workload(workload).defaults(inventory))
     try:
         # Lax: a sweep's values arrive as command-line text ("128"), not as YAML numbers.
-        settings = RunDefaults.model_validate({**inventory.run.model_dump(), **given}, strict=False)
+        settings = RunDefaults.model_validate({**base, **given}, strict=False)
     except ValidationError as exc:
         problems = "; ".join(
             f"--{str(e['loc'][0]).replace('_', '-')} {e['input']!r}: {e['msg']}" if e["loc"] else e["msg"]

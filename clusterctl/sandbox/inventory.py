@@ -7,11 +7,13 @@ before it is written, and written as plain YAML (inventories/sandbox-example.yml
 from __future__ import annotations
 
 import os
+import posixpath
 from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
 
+from clusterctl.data.probe import DEFAULT_DATA
 from clusterctl.inventory import Inventory, validate_document
 from clusterctl.sandbox.plan import CpuPlan, SandboxPlan
 from clusterctl.sandbox.slurm import GPUS_PER_NODE, PARTITION, RUN_DIR
@@ -22,6 +24,10 @@ WHEELHOUSE_ENV = "CLUSTERCTL_WHEELHOUSE"
 DEFAULT_WHEELHOUSE = "~/.cache/clusterctl/wheelhouse"
 # The container's sshd port; the sandbox nodes' port 22 belongs to the node's own sshd.
 CONTAINER_SSHD_PORT = 50000
+# The benchmark containers see each node's /srv at /data, so `data synth` with no arguments writes
+# (/srv/synth) where `run resnet50 --data` reads (/data/synth) with no edit and no restart. /srv is in
+# every Debian base, so `up` finds the source; read-only: data synth writes on the node, over SSH.
+DATA_MOUNT = {"source": "/srv", "target": posixpath.dirname(DEFAULT_DATA), "read_only": True}
 # Small enough that a run on two CPU-only nodes ends in about a minute in CI.
 RUN_DEFAULTS = {"batch_size": 8, "image_size": 64, "warmup_steps": 2, "steps": 10}
 
@@ -66,7 +72,7 @@ def inventory_document(
             }
             for node, cpuset in zip(plan.nodes, cpus.cpusets, strict=True)
         ],
-        "container": {"sshd_port": CONTAINER_SSHD_PORT},
+        "container": {"sshd_port": CONTAINER_SSHD_PORT, "mounts": [dict(DATA_MOUNT)]},
         "image": {"profile": "cpu", "wheelhouse": wheels},
         "run": dict(RUN_DEFAULTS),
         # The nodes reach the machine at the bridge's gateway; `up` installs the registry's CA on them.

@@ -67,6 +67,13 @@ class Workload(ABC):
     def sanity(self, log: str, plan: LaunchPlan) -> list[Finding]:
         """Findings when ``log`` does not show the run ``plan`` asked for."""
 
+    def defaults(self, inventory: Inventory) -> dict[str, object]:
+        """This workload's own run settings for ``inventory``'s devices (a model, batch or sequence that
+        fits them), under what the inventory's ``run`` and ``workloads`` sections and the command line
+        set (``Inventory.run_settings``); none by default: ``RunDefaults``' field defaults."""
+        del inventory
+        return {}
+
     def gradient_bytes(self, settings: RunDefaults) -> int | None:
         """Bytes each rank all-reduces per training step with ``settings``; None: not a training workload.
 

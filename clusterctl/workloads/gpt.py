@@ -29,6 +29,15 @@ SCRIPT = f"{CONTAINER_PAYLOAD_DIR}/gpt_bench.py"
 _MEMORY_IN_NAME = re.compile(r"(\d+)\s*GB", re.IGNORECASE)
 
 
+# The defaults on CPUs: the tiny model (2 layers of width 128) on 8 sequences of 64 tokens, about 21
+# GFLOP a step: seconds on one core (GPT-2 small at 1,024 tokens is 6 TFLOP, minutes). At 128 tokens a
+# step took 25 s on the 2-node sandbox of a loaded 2-core machine (80 tokens/s), at 64 6.3 s (164 tokens/s,
+# load average about 40: 8 agents' tests beside it), 12 steps of a 5-minute run mostly spent starting.
+CPU_DEFAULTS: dict[str, object] = {"framework": "ddp", "model_size": "tiny", "seq_len": 64, "batch_size": 8}
+# On GPUs: GPT-2 small at its 1,024 tokens, 8 sequences per device where they fit (halved until they do).
+GPU_SIZE, GPU_SEQ_LEN, GPU_BATCH = "124m", 1024, 8
+
+
 class Gpt(Workload):
     """A GPT-2-style decoder on synthetic tokens, data parallel through DDP or FSDP2."""
 
@@ -48,7 +57,9 @@ class Gpt(Workload):
             raise InputError(
                 f"--framework {settings.framework}: gpt runs with --framework ddp or --framework fsdp. "
                 "Horovod has no sharded data parallelism, and the transformer workloads it is compared "
-                "with train through torch.distributed; pass --framework ddp or fsdp."
+                "with train through torch.distributed. Fix: pass --framework ddp or fsdp; where the inventory's "
+                "run.framework says horovod (every workload reads run), move it under workloads.resnet50 or "
+                "set workloads.gpt.framework: ddp."
             )
         argv = [
             "python",
@@ -69,6 +80,19 @@ class Gpt(Workload):
             argv.append("--activation-checkpointing")
         return argv
 
+    def defaults(self, inventory: Inventory) -> dict[str, object]:
+        """DDP with the tiny model on CPUs; GPT-2 small (124M, 1,024 tokens) on GPUs, at the largest batch
+        of 8, 4, 2 or 1 whose float32 estimate (``GptShape.memory_bytes``) fits the memory gpus.model
+        names (8 where it names none)."""
+        if not inventory.primary.gpus.count:
+            return dict(CPU_DEFAULTS)
+        have = _device_bytes(inventory)
+        shape = GptShape.named(GPU_SIZE, GPU_SEQ_LEN)
+        batch = GPU_BATCH
+        while have is not None and batch > 1 and shape.memory_bytes(batch, "fp32", shards=1) > have:
+            batch //= 2
+        return {"framework": "ddp", "model_size": GPU_SIZE, "seq_len": GPU_SEQ_LEN, "batch_size": batch}
+
     def check_plan(self, inventory: Inventory, settings: RunDefaults, world_size: int) -> None:
         """Refuse a model whose estimated memory exceeds the GPU's (when the inventory's gpus.model names
         it, e.g. "A100-SXM4-40GB").
@@ -77,8 +101,8 @@ class Gpt(Workload):
             InputError: the estimate (``GptShape.memory_bytes``) is above the device's memory.
         """
         gpus = inventory.primary.gpus
-        found = _MEMORY_IN_NAME.search(gpus.model or "") if gpus.count else None
-        if found is None:
+        have = _device_bytes(inventory)
+        if have is None:
             return
         shards = world_size if settings.framework == "fsdp" else 1
         shape = _shape(settings)
@@ -86,7 +110,6 @@ class Gpt(Workload):
         needed = shape.memory_bytes(
             settings.batch_size, settings.precision, shards=shards, checkpointed=checkpointed
         )
-        have = int(found.group(1)) * 10**9
         if needed > have:
             raise InputError(
                 f"--model-size {settings.model_size} at --seq-len {settings.seq_len}, --batch-size "
@@ -95,7 +118,8 @@ class Gpt(Workload):
                 f"gradients and AdamW state{' sharded' if shards > 1 else ''}, plus activations"
                 f"{', checkpointed' if checkpointed else ''}), more than the {have / 1e9:.0f} GB of "
                 f"{gpus.model} (inventory gpus.model). Fix: a smaller model, batch or sequence, "
-                f"{'' if checkpointed else '--activation-checkpointing, '}or --framework fsdp over more devices."
+                f"{'' if checkpointed else '--activation-checkpointing, '}or --framework fsdp over more devices"
+                f"{_inherited(inventory)}."
             )
 
     def config_fields(self, settings: RunDefaults) -> dict[str, object]:
@@ -186,6 +210,28 @@ class Gpt(Workload):
             *loss_findings(result.get("loss_first"), result.get("loss_last"), s.warmup_steps + s.steps),
             *_one_shard(s.framework, plan.world_size),
         ]
+
+
+def _device_bytes(inventory: Inventory) -> int | None:
+    """The memory of one of the primary's GPUs, from the GB its gpus.model names; None: no GPU, or unnamed."""
+    gpus = inventory.primary.gpus
+    found = _MEMORY_IN_NAME.search(gpus.model or "") if gpus.count else None
+    return None if found is None else int(found.group(1)) * 10**9
+
+
+def _inherited(inventory: Inventory) -> str:
+    """Where the inventory's run section sets gpt's shape for every workload, a clause saying where it goes."""
+    section = inventory.workloads.get("gpt")
+    own = section.model_fields_set if section is not None else set()
+    fields = sorted((inventory.run.model_fields_set & {"batch_size", "model_size", "seq_len"}) - own)
+    if not fields:
+        return ""
+    named = " and ".join(f"run.{f}" for f in fields)
+    return (
+        f"; the inventory's {named} {'is' if len(fields) == 1 else 'are'} read by every workload: move "
+        f"{'it' if len(fields) == 1 else 'them'} under workloads.<workload> (e.g. workloads.resnet50), or set "
+        f"workloads.gpt"
+    )
 
 
 def _shape(settings: RunDefaults) -> GptShape:
