@@ -33,9 +33,9 @@ from clusterctl.results.counters import (
 )
 from clusterctl.results.nccl_log_proof import in_network_reduction
 from clusterctl.results.record import RunRecord
+from clusterctl.run.backends.ssh import SshBackend, SshLaunch
 from clusterctl.run.context import run_context
 from clusterctl.run.judge import judge_run
-from clusterctl.run.launchers.ssh import SshLaunch, SshLauncher
 from clusterctl.run.plan import plan_run
 from clusterctl.run.runner import run_plans
 from clusterctl.workloads import get_workload
@@ -315,7 +315,7 @@ def test_the_ssh_launcher_reads_the_counters_around_every_run(
     plan = plan_run(inventory, "resnet50", nodes=2)
     reader = _Counters(step=5 * GB)
     monkeypatch.setattr(SshLaunch, "follow", lambda self, on_line, deadline: 0)  # mpirun exits 0 at once
-    launcher = SshLauncher(read_counters=reader, take_snapshot=lambda inventory, nodes: {})
+    launcher = SshBackend(read_counters=reader, take_snapshot=lambda inventory, nodes: {})
     done = run_plans(
         run_context(inventory, [plan], launcher=launcher, repeats=2, timeout_s=10, runs_dir=tmp_path)
     )

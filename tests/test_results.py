@@ -13,9 +13,10 @@ from clusterctl.inventory import load_inventory
 from clusterctl.results.nccl_log_proof import CPU_TRANSPORT, prove_fabric
 from clusterctl.results.record import read_record
 from clusterctl.run.judge import judge_run
-from clusterctl.run.plan import build_plan, run_options
+from clusterctl.run.plan import run_options
 from clusterctl.run.rundir import write_run_dir
 from clusterctl.workloads import get_workload
+from clusterctl.workloads.build import build_job
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -57,7 +58,7 @@ def test_cpu_run_says_no_nccl_honestly() -> None:
 def _paper_record(log: str, exit_code: int = 0):
     inventory = load_inventory(ROOT / "inventories" / "paper-c4140.yml")
     workload = get_workload("tf_cnn_benchmarks")
-    plan = build_plan(
+    plan = build_job(
         inventory, run_options(inventory, workload.name, nodes=1, ranks_per_node=1, batch_size=64), workload
     )
     started = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -92,7 +93,7 @@ def test_a_cpu_runs_device_names_the_nodes_cpu_share(cpusets: list[str] | None, 
     nodes = [n.model_copy(update={"cpuset": c}) for n, c in zip(inventory.nodes, per_node, strict=False)]
     inventory = inventory.model_copy(update={"nodes": nodes})
     workload = get_workload("resnet50")
-    plan = build_plan(inventory, run_options(inventory, workload.name, nodes=len(nodes)), workload)
+    plan = build_job(inventory, run_options(inventory, workload.name, nodes=len(nodes)), workload)
     started = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
     record = judge_run(inventory, plan, workload, "", 0, run_id="r", started_at=started)
     assert record.config.device == device
@@ -109,7 +110,7 @@ def test_a_lost_secondary_is_named_by_node_and_address() -> None:
     # the sandbox's own log of a secondary's container killed mid-run, moved to this plan's addresses
     inventory = load_inventory(ROOT / "inventories" / "sandbox-example.yml")
     workload = get_workload("resnet50")
-    plan = build_plan(inventory, run_options(inventory, workload.name, nodes=2), workload)
+    plan = build_job(inventory, run_options(inventory, workload.name, nodes=2), workload)
     lost = plan.hosts[1]
     log = fixture("mpi_errors/clusterctl-sandbox-orte-lost-remote-daemon-container-killed.txt")
     log = log.replace("10.213.218.12", lost.address)

@@ -9,8 +9,10 @@ import pytest
 from clusterctl.diagnostics.parsers.nccl_tests import parse_nccl_tests
 from clusterctl.errors import InputError
 from clusterctl.inventory import RunDefaults, load_inventory
-from clusterctl.run.plan import LaunchPlan, build_plan, run_options
+from clusterctl.run.plan import run_options
 from clusterctl.workloads import NAMES, get_workload
+from clusterctl.workloads.build import build_job
+from clusterctl.workloads.job import Job
 from clusterctl.workloads.nccl_tests import LARGE_BUSBW
 from clusterctl.workloads.resnet50 import parse_result_line
 from tests.fixtures import fixture_text
@@ -24,18 +26,18 @@ def fixture(relative: str) -> str:
     return "".join((FIXTURES / relative).read_text(encoding="utf-8").splitlines(keepends=True)[2:])
 
 
-def plan_on(example: str, workload: str, **overrides) -> LaunchPlan:
+def plan_on(example: str, workload: str, **overrides) -> Job:
     inventory = load_inventory(ROOT / "inventories" / example)
     options = run_options(inventory, workload, **overrides)
-    return build_plan(inventory, options, get_workload(workload))
+    return build_job(inventory, options, get_workload(workload))
 
 
-def paper_plan(workload: str, **overrides) -> LaunchPlan:
+def paper_plan(workload: str, **overrides) -> Job:
     """A plan on the whitepaper's cluster (2 x 4 V100, the paper-2020 image: TensorFlow)."""
     return plan_on("paper-c4140.yml", workload, **overrides)
 
 
-def modern_plan(workload: str, **overrides) -> LaunchPlan:
+def modern_plan(workload: str, **overrides) -> Job:
     """A plan on the H100 pair (2 x 8 H100, the modern image: PyTorch and nccl-tests)."""
     return plan_on("modern-h100.yml", workload, **overrides)
 
@@ -130,7 +132,7 @@ def test_result_line_is_read_from_rank_0_only_and_survives_a_glued_tag() -> None
 def test_resnet50_argv_carries_the_settings() -> None:
     plan = modern_plan("resnet50", framework="ddp", data_format="NHWC", precision="fp16")
     assert {"--batch-size=256", "--precision=fp16", "--channels-last", "--compile", "--framework=ddp"} <= set(
-        plan.argv
+        plan.rank_argv
     )
 
 

@@ -26,8 +26,8 @@ from clusterctl.results.nccl_log_proof import fabric_findings, prove_fabric, set
 from clusterctl.results.peaks import load_peaks
 from clusterctl.results.pop import run_pop
 from clusterctl.results.record import LauncherName, RunConfig, RunRecord, run_device
-from clusterctl.run.plan import LaunchPlan
 from clusterctl.workloads.base import Metric, Workload
+from clusterctl.workloads.job import Job
 
 
 def _data_kind(workload: Workload, s: RunDefaults) -> str:
@@ -38,7 +38,7 @@ def _data_kind(workload: Workload, s: RunDefaults) -> str:
 
 def judge_run(
     inventory: Inventory,
-    plan: LaunchPlan,
+    plan: Job,
     workload: Workload,
     output: str,
     exit_code: int,
@@ -128,7 +128,7 @@ def judge_run(
 
 
 def _model_flops(
-    workload: Workload, plan: LaunchPlan, output: str, throughput: Metric | None, device: str
+    workload: Workload, plan: Job, output: str, throughput: Metric | None, device: str
 ) -> ModelFlops | None:
     """The run's achieved FLOP/s and MFU; None without a FLOPs model or a positive throughput, or when
     the product overflows (a throughput that is no measurement: strict JSON could not hold it)."""
@@ -225,7 +225,7 @@ def placement_findings(output: str) -> list[Finding]:
 _STARTER: dict[LauncherName, str] = {"ssh": "mpirun", "slurm": "the Slurm job"}
 
 
-def _exit_findings(output: str, exit_code: int, plan: LaunchPlan, launcher: LauncherName) -> list[Finding]:
+def _exit_findings(output: str, exit_code: int, plan: Job, launcher: LauncherName) -> list[Finding]:
     if exit_code == 0:
         return []
     error = parse_mpi_error(output)

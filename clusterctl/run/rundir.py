@@ -15,7 +15,8 @@ from clusterctl.inventory import Inventory
 from clusterctl.results.record import RESULT_FILE, RunRecord
 from clusterctl.results.telemetry import telemetry_path
 from clusterctl.results.traces import TRACE_DIR
-from clusterctl.run.plan import LaunchPlan
+from clusterctl.run.launchers.mpirun import Mpirun, shell_command
+from clusterctl.workloads.job import Job
 
 
 def new_run_id(workload: str, nodes: int, now: datetime | None = None) -> str:
@@ -27,7 +28,7 @@ def new_run_id(workload: str, nodes: int, now: datetime | None = None) -> str:
 def write_run_dir(
     runs_dir: Path,
     inventory: Inventory,
-    plan: LaunchPlan,
+    plan: Job,
     output: str,
     record: RunRecord,
     *,
@@ -38,7 +39,7 @@ def write_run_dir(
 ) -> Path:
     """Write the run directory for ``record`` under ``runs_dir`` and return its path.
 
-    ``command``: what ran (None: the plan's mpirun command); ``bundles``: snapshots the launch took,
+    ``command``: what ran (None: the job's mpirun command); ``bundles``: snapshots the launch took,
     by folder name (``topology``, ``topology-after``); ``telemetry``: each node's samples (JSON Lines),
     by node name, written to ``telemetry/<node>.jsonl``; ``traces``: ``run --trace``'s files by name
     (checked names: ``clusterctl.results.traces``), written to ``trace/``.
@@ -65,7 +66,9 @@ def write_run_dir(
         "image": inventory.image.model_dump(mode="json"),
     }
     (directory / "spec.json").write_text(json.dumps(spec, indent=2) + "\n")
-    (directory / "command.txt").write_text((command or plan.shell_command()).rstrip("\n") + "\n")
+    (directory / "command.txt").write_text(
+        (command or shell_command(Mpirun().command(inventory, plan))).rstrip("\n") + "\n"
+    )
     (directory / "output.log").write_text(output)
     for folder, by_node in (bundles or {}).items():
         write_bundle(directory / folder, by_node)

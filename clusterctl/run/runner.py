@@ -24,14 +24,13 @@ from clusterctl.results.record import TIMEOUT_EXIT_CODE, RunRecord
 from clusterctl.results.report import ReportRow, report_of
 from clusterctl.results.telemetry_status import telemetry_files
 from clusterctl.results.traces import shown, split_traces, trace_finding
+from clusterctl.run.backends import Collected
 from clusterctl.run.context import RunContext
 from clusterctl.run.judge import judge_run
-from clusterctl.run.launchers import Collected
-from clusterctl.run.plan import DDP_MASTER_PORT, LaunchPlan, with_rendezvous_port
 from clusterctl.run.preflight import PreflightRefused, preflight_minimum, refusal
-from clusterctl.run.rendezvous import choose_port
 from clusterctl.run.rundir import new_run_id, write_run_dir
 from clusterctl.workloads.base import Workload
+from clusterctl.workloads.job import DDP_MASTER_PORT, Job
 
 
 def run_plans(context: RunContext) -> list[tuple[RunRecord, Path]]:
@@ -58,7 +57,7 @@ def run_plans(context: RunContext) -> list[tuple[RunRecord, Path]]:
     return done
 
 
-def check_datasets(inventory: Inventory, plans: Sequence[LaunchPlan], *, tfrecords: bool = False) -> None:
+def check_datasets(inventory: Inventory, plans: Sequence[Job], *, tfrecords: bool = False) -> None:
     """Refuse, before the first launch, a real-data plan whose dataset a node of it lacks (``require_dataset``;
     ``tfrecords``: the workload reads run.data's TFRecord shards, unless the plan names run.data_dir)."""
     for plan in plans:
@@ -69,7 +68,7 @@ def check_datasets(inventory: Inventory, plans: Sequence[LaunchPlan], *, tfrecor
             )
 
 
-def _nodes(inventory: Inventory, plan: LaunchPlan) -> list[Node]:
+def _nodes(inventory: Inventory, plan: Job) -> list[Node]:
     """The inventory's nodes that ``plan`` runs on."""
     by_name = {node.name: node for node in inventory.nodes}
     return [by_name[h.node] for h in plan.hosts]
@@ -87,7 +86,7 @@ def run_sweep(context: RunContext) -> tuple[list[tuple[RunRecord, Path]], list[R
     return done, rows, skipped
 
 
-def _run_preflight(context: RunContext, plan: LaunchPlan, workload: Workload) -> RunRecord:
+def _run_preflight(context: RunContext, plan: Job, workload: Workload) -> RunRecord:
     """Run the collective ``plan`` once, record it, and refuse when ``refusal`` says so.
 
     Raises:
@@ -103,7 +102,7 @@ def _run_preflight(context: RunContext, plan: LaunchPlan, workload: Workload) ->
 
 
 def _run_repeats(
-    context: RunContext, plan: LaunchPlan, workload: Workload, repeats: int
+    context: RunContext, plan: Job, workload: Workload, repeats: int
 ) -> list[tuple[RunRecord, Path]]:
     """Run ``plan`` ``repeats`` times; judge each run, write its run directory and history row, and
     hand the record over.
@@ -136,7 +135,7 @@ def _run_repeats(
             started_at=started,
             counters=got.counters,
             snapshot=bundle_findings(inventory, topology) if "topology" in got.bundles else [],
-            launcher=context.launcher.name,
+            launcher=context.backend.name,
         )
         record.cache_dropped = cold
         # Each GPU's GDR and rail, judged against the NIC its channels used (warnings: validity stands).
@@ -164,23 +163,23 @@ def _run_repeats(
     return done
 
 
-def _with_port(context: RunContext, plan: LaunchPlan, run_id: str) -> LaunchPlan:
-    """``plan`` with the run's own rendezvous port (DDP, FSDP: ``run.rendezvous``); a plan without one, or
-    whose port its caller already chose (not the plan's default), unchanged."""
-    if plan.env.get("MASTER_PORT") != str(DDP_MASTER_PORT):
+def _with_port(context: RunContext, plan: Job, run_id: str) -> Job:
+    """``plan`` with the run's own rendezvous port (DDP, FSDP), as its backend chooses it
+    (``Backend.prepare``); a job without one, or whose port its caller already chose (not the job's
+    default), unchanged."""
+    if plan.rendezvous_port != DDP_MASTER_PORT:
         return plan
-    port = choose_port(context.inventory, plan, run_id, context.launcher.name)
-    return with_rendezvous_port(plan, port)
+    return context.backend.prepare(context.inventory, plan, run_id)
 
 
-def _launch(context: RunContext, plan: LaunchPlan) -> tuple[int, Collected]:
+def _launch(context: RunContext, plan: Job) -> tuple[int, Collected]:
     """Start ``plan`` with the context's launcher, follow it to its end, and collect it: its exit code
     and what it left.
 
     A run past the context's ``timeout_s`` is cancelled and gets ``TIMEOUT_EXIT_CODE``; Ctrl-C (or any
     error while following) cancels it and re-raises.
     """
-    launch = context.launcher.start(context.inventory, plan)
+    launch = context.backend.start(context.inventory, plan)
 
     def on_line(line: str) -> None:  # a trace (run --trace) is shown as one short line, not as base64
         if (short := shown(line)) is not None:

@@ -18,7 +18,7 @@ from clusterctl.workloads.compute import ComputeFacts
 
 if TYPE_CHECKING:
     from clusterctl.inventory import ImageVersions, Inventory, RunDefaults
-    from clusterctl.run.plan import LaunchPlan
+    from clusterctl.workloads.job import Job
 
 
 class Metric(BaseModel):
@@ -64,7 +64,7 @@ class Workload(ABC):
         """The numbers in ``log``; empty when the run printed none."""
 
     @abstractmethod
-    def sanity(self, log: str, plan: LaunchPlan) -> list[Finding]:
+    def sanity(self, log: str, plan: Job) -> list[Finding]:
         """Findings when ``log`` does not show the run ``plan`` asked for."""
 
     def gradient_bytes(self, settings: RunDefaults) -> int | None:

@@ -22,7 +22,7 @@ from clusterctl.workloads.resnet50 import number, parse_result_line, payload_com
 
 if TYPE_CHECKING:
     from clusterctl.inventory import ImageVersions, Inventory, RunDefaults
-    from clusterctl.run.plan import LaunchPlan
+    from clusterctl.workloads.job import Job
 
 SCRIPT = f"{CONTAINER_PAYLOAD_DIR}/gpt_bench.py"
 # A GPU model name that says its memory, e.g. "V100-SXM2-16GB", "H100 80GB HBM3".
@@ -163,7 +163,7 @@ class Gpt(Workload):
         """Every rank's ``CLUSTERCTL_BREAKDOWN`` line, by rank."""
         return parse_breakdown(log)
 
-    def sanity(self, log: str, plan: LaunchPlan) -> list[Finding]:
+    def sanity(self, log: str, plan: Job) -> list[Finding]:
         """The result line echoes the run asked for, and the loss was finite and fell."""
         result = result_or_finding(self.name, self.primary_metric, log)
         if isinstance(result, Finding):

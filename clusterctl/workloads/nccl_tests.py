@@ -19,7 +19,7 @@ from clusterctl.workloads.base import Metric, Volume, Workload, expect, missing_
 
 if TYPE_CHECKING:
     from clusterctl.inventory import ImageVersions, RunDefaults
-    from clusterctl.run.plan import LaunchPlan
+    from clusterctl.workloads.job import Job
 
 # Where the GPU profiles of the image build nccl-tests (templates/Dockerfile.j2), and its binary per collective.
 BUILD_DIR = "/opt/nccl-tests/build"
@@ -131,7 +131,7 @@ class NcclTests(Workload):
             metrics["out_of_bounds"] = Metric(value=parsed.out_of_bounds, unit="values")
         return metrics
 
-    def sanity(self, log: str, plan: LaunchPlan) -> list[Finding]:
+    def sanity(self, log: str, plan: Job) -> list[Finding]:
         """The average was printed, no value was out of bounds and every rank listed its device."""
         parsed = parse_nccl_tests(log)
         if parsed.avg_bus_bandwidth_gb_per_s is None:

@@ -17,7 +17,7 @@ from clusterctl.workloads.flops import resnet50_forward_macs, training_flops
 
 if TYPE_CHECKING:
     from clusterctl.inventory import ImageVersions, RunDefaults
-    from clusterctl.run.plan import LaunchPlan
+    from clusterctl.workloads.job import Job
 
 RESULT_PREFIX = "CLUSTERCTL_RESULT "
 SCRIPT = f"{CONTAINER_PAYLOAD_DIR}/resnet50_bench.py"
@@ -171,7 +171,7 @@ class ResNet50(Workload):
         if settings.xla:
             argv.append("--compile")
         argv += _data_argv(settings)
-        if settings.framework == "ddp":  # the rendezvous address comes from MASTER_ADDR (run/plan.py)
+        if settings.framework == "ddp":  # the rendezvous address comes from MASTER_ADDR (workloads/job.py)
             argv.append(f"--bucket-cap-mb={settings.bucket_cap_mb:g}")
         elif settings.fp16_allreduce:
             argv.append("--fp16-allreduce")
@@ -233,7 +233,7 @@ class ResNet50(Workload):
         """Every rank's ``CLUSTERCTL_BREAKDOWN`` line (the payload's per-step phases), by rank."""
         return parse_breakdown(log)
 
-    def sanity(self, log: str, plan: LaunchPlan) -> list[Finding]:
+    def sanity(self, log: str, plan: Job) -> list[Finding]:
         """The result line is there and echoes the model, batch, world size and precision asked for."""
         result = result_or_finding(self.name, self.primary_metric, log)
         if isinstance(result, Finding):

@@ -21,7 +21,7 @@ from clusterctl.workloads.flops import resnet50_forward_macs, training_flops
 
 if TYPE_CHECKING:
     from clusterctl.inventory import ImageVersions, Inventory, RunDefaults
-    from clusterctl.run.plan import LaunchPlan
+    from clusterctl.workloads.job import Job
 
 SCRIPT = "/benchmarks/scripts/tf_cnn_benchmarks/tf_cnn_benchmarks.py"
 # tf_cnn_benchmarks' model registry name (the whitepaper's prose calls it ResNet-50).
@@ -135,7 +135,7 @@ class TfCnnBenchmarks(Workload):
             metrics["images_per_sec_per_device"] = Metric(value=per_device, unit="img/s")
         return metrics
 
-    def sanity(self, log: str, plan: LaunchPlan) -> list[Finding]:
+    def sanity(self, log: str, plan: Job) -> list[Finding]:
         """A total was printed, for the model and batch asked, by one rank per device."""
         parsed = parse_tf_cnn_benchmarks(untangled(log))
         if parsed.total_images_per_sec is None:
