@@ -14,7 +14,7 @@ from clusterctl.results.nccl_log_proof import CPU_TRANSPORT, prove_fabric
 from clusterctl.results.record import read_record
 from clusterctl.run.judge import judge_run
 from clusterctl.run.plan import run_options
-from clusterctl.run.rundir import write_run_dir
+from clusterctl.run.rundir import new_run_dir, write_run_dir
 from clusterctl.workloads import get_workload
 from clusterctl.workloads.build import build_job
 
@@ -132,11 +132,50 @@ def test_run_directory_round_trips_and_never_overwrites(tmp_path: Path) -> None:
     from tests.test_diag_collect import FIXTURE_NODE, _bundle
 
     topology = {"c4140-1": _bundle("c4140-1", FIXTURE_NODE)}
-    first = write_run_dir(tmp_path / "runs", inventory, plan, log, record, bundles={"topology": topology})
-    second = write_run_dir(tmp_path / "runs", inventory, plan, log, record.model_copy())
+    first = write_run_dir(
+        new_run_dir(tmp_path / "runs", record.run_id),
+        inventory,
+        plan,
+        log,
+        record,
+        bundles={"topology": topology},
+    )
+    again = new_run_dir(tmp_path / "runs", record.run_id)
+    second = write_run_dir(again, inventory, plan, log, record.model_copy(update={"run_id": again.name}))
+    with pytest.raises(ValueError, match="written to the run directory"):
+        write_run_dir(new_run_dir(tmp_path / "runs", record.run_id), inventory, plan, log, record)
     assert first.name == "20260102T030405Z_tf_cnn_benchmarks_1n"
     assert second.name == "20260102T030405Z_tf_cnn_benchmarks_1n-2"
     assert (first / "topology" / "c4140-1" / "meta.json").is_file()
     assert (first / "output.log").read_text() == log
     assert read_record(first).value == pytest.approx(208.72)
     assert json.loads((first / "spec.json").read_text())["cluster"] == "paper-c4140"
+
+
+def test_the_judged_record_is_finished_before_its_validity_and_run_id_are_decided() -> None:
+    """judge_collected: what the launch collected in, the finished record out (every finding and field
+    in it before ``valid`` is decided), and what the run directory keeps."""
+    from clusterctl.run.backends import Collected
+    from clusterctl.run.judge import judge_collected
+
+    log = fixture("tf_cnn_benchmarks/lambda-1x1080ti-tf2.2-resnet50-fp32.txt")
+    inventory, plan, _ = _paper_record(log)
+    collected = Collected(
+        log, "mpirun x", telemetry={"c4140-1": "not json\n"}, telemetry_errors={"c4140-1": "lost 2 samples"}
+    )
+    judged = judge_collected(
+        inventory,
+        plan,
+        get_workload("tf_cnn_benchmarks"),
+        collected,
+        0,
+        run_id="20260102T030405Z_tf_cnn_benchmarks_1n-2",
+        started_at=datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
+        cache_dropped=True,
+    )
+    record = judged.record
+    assert record.run_id == "20260102T030405Z_tf_cnn_benchmarks_1n-2" and record.cache_dropped
+    assert record.telemetry_unknown is not None
+    assert record.telemetry_unknown["c4140-1"][0] == "sampler: lost 2 samples; not json"
+    assert judged.output == log and judged.telemetry == {} and not judged.traces
+    assert record.valid

@@ -29,8 +29,6 @@ if TYPE_CHECKING:
     from clusterctl.results.counters import CounterExpectation, CounterProof, NodeTraffic
     from clusterctl.results.record import RunRecord
     from clusterctl.run.context import RunContext
-    from clusterctl.workloads.base import Workload
-    from clusterctl.workloads.job import Job
 
 RunsDirOption = typer.Option(Path("runs"), "--runs-dir", help="Where run directories and history.sqlite go.")
 JsonOption = typer.Option(False, "--json", help="Machine-readable output on stdout.")
@@ -293,9 +291,11 @@ def _print_dry_run(context: RunContext, as_json: bool) -> None:
     """What the backend would run for each job, in order (``Backend.describe``: the mpirun command, or
     the batch script), and (on stderr, so the command still pastes exactly; in --json, beside it) the
     bytes per node the proof by counters will expect."""
+    from clusterctl.run.judge import job_expectation
+
     in_order = context.in_order()
     described = [context.backend.describe(context.inventory, job) for job, _ in in_order]
-    expectations = [_expectation(job, workload) for job, workload in in_order]
+    expectations = [job_expectation(job, workload) for job, workload in in_order]
     if as_json:
         print_json(
             [
@@ -307,12 +307,6 @@ def _print_dry_run(context: RunContext, as_json: bool) -> None:
     for description, expected in zip(described, expectations, strict=True):
         _say_expectation(expected)
         print(description.text, end="")  # plain: the command or script must paste exactly
-
-
-def _expectation(plan: Job, workload: Workload) -> CounterExpectation | None:
-    from clusterctl.results.counters import counter_expectation
-
-    return counter_expectation(workload.allreduce_volume(plan.options.settings), len(plan.hosts))
 
 
 def _dumped(expected: CounterExpectation | None) -> dict[str, object] | None:

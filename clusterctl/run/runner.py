@@ -22,13 +22,12 @@ from clusterctl.results.baselines import baselines_for
 from clusterctl.results.history import add_run, history_path
 from clusterctl.results.record import TIMEOUT_EXIT_CODE, RunRecord
 from clusterctl.results.report import ReportRow, report_of
-from clusterctl.results.telemetry_status import telemetry_files
-from clusterctl.results.traces import shown, split_traces, trace_finding
+from clusterctl.results.traces import shown
 from clusterctl.run.backends import Collected
 from clusterctl.run.context import RunContext
-from clusterctl.run.judge import judge_run
+from clusterctl.run.judge import judge_collected
 from clusterctl.run.preflight import PreflightRefused, preflight_minimum, refusal
-from clusterctl.run.rundir import new_run_id, write_run_dir
+from clusterctl.run.rundir import new_run_dir, new_run_id, write_run_dir
 from clusterctl.workloads.base import Workload
 from clusterctl.workloads.job import DDP_MASTER_PORT, Job
 
@@ -110,9 +109,6 @@ def _run_repeats(
     The counters the launch read before and after the run are judged (the proof by counters), and
     its snapshot before the run (``topology``) is judged with the run and written to its directory.
     """
-    # Imported on use: it pulls the collectors.
-    from clusterctl.diagnostics.check import bundle_findings, chosen_nic_findings
-
     inventory = context.inventory
     done = []
     for _ in range(repeats):
@@ -123,39 +119,29 @@ def _run_repeats(
         run_id = new_run_id(workload.name, len(plan.hosts), started)
         launched = _with_port(context, plan, run_id)
         exit_code, got = _launch(context, launched)
-        topology = got.bundles.get("topology", {})
-        output, traces, trace_problems = split_traces(got.output)
-        record = judge_run(
+        directory = new_run_dir(context.runs_dir, run_id)  # its name is the run's id, before it is judged
+        judged = judge_collected(
             inventory,
             launched,
             workload,
-            output,
+            got,
             exit_code,
-            run_id=run_id,
+            run_id=directory.name,
             started_at=started,
-            counters=got.counters,
-            snapshot=bundle_findings(inventory, topology) if "topology" in got.bundles else [],
             launcher=context.backend.name,
+            cache_dropped=cold,
         )
-        record.cache_dropped = cold
-        # Each GPU's GDR and rail, judged against the NIC its channels used (warnings: validity stands).
-        record.findings += chosen_nic_findings(
-            inventory, topology, record.fabric.gpu_nics, record.fabric.gpu_gdr
-        )
-        record.findings += [trace_finding(problem) for problem in trace_problems]
-        telemetry: dict[str, str] = {}
-        if got.telemetry is not None:
-            telemetry, record.telemetry_unknown = telemetry_files(got.telemetry, got.telemetry_errors)
-        directory = write_run_dir(
-            context.runs_dir,
+        record = judged.record
+        write_run_dir(
+            directory,
             inventory,
             launched,
-            output,
+            judged.output,
             record,
             command=got.command,
             bundles=got.bundles,
-            telemetry=telemetry,
-            traces=traces,
+            telemetry=judged.telemetry,
+            traces=judged.traces,
         )
         add_run(history_path(context.runs_dir), record, directory)
         context.on_record(record, directory)
