@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from clusterctl.diagnostics.counter_reading import read_fabric_counters
 from clusterctl.diagnostics.parsers.fabric_counters import (
     NodeCounters,
     PortBytes,
@@ -21,7 +22,6 @@ from clusterctl.diagnostics.parsers.fabric_counters import (
 from clusterctl.diagnostics.parsers.nccl_log import NcclLog, parse_nccl_log
 from clusterctl.inventory import FabricSpec, Inventory, Node, load_inventory, validate_document
 from clusterctl.paths import data_dir
-from clusterctl.results.counter_reading import read_fabric_counters
 from clusterctl.results.counters import (
     TIMING_TOLERANCE,
     CounterExpectation,

@@ -46,7 +46,7 @@ LAYERS: tuple[frozenset[str], ...] = (
 TOP_LEVEL_MODULES = frozenset({"__init__", "__main__"}) | (LAYERS[0] - {""})
 PAYLOAD = "payload"  # runs inside the benchmark container and imports no clusterctl module
 PURE = ("run.plan", "run.sweep", "run.preflight", "run.launchers.mpirun", "run.launchers.srun", "workloads.job",
-        "workloads.build", "containers.plan", "provision.playbook", "run.slurm.script",
+        "workloads.build", "run.launchers.mpirun_allocation", "diagnostics.counter_probe", "containers.plan", "provision.playbook", "run.slurm.script",
         "run.slurm.jobs", "diagnostics.pairs", "diagnostics.active", "explain.rules", "explain.verdict",
         "explain.explanation", "data.synth", "data.probe", "data.tfrecord", "data.switch")  # fmt: skip
 # What talks to another machine or process: a pure plan never loads one, directly or through a module.
@@ -240,3 +240,17 @@ def test_no_code_outside_a_backend_compares_a_launchers_name() -> None:
         if isinstance(node, ast.Compare) and _compares_a_name(node)
     )
     assert not found, "comparisons with a launcher's name outside the backends:\n" + "\n".join(found)
+
+
+def test_the_results_stage_reaches_no_connector() -> None:
+    """``results/`` judges and reports what was collected; reading the nodes (SSH) is the backends' and
+    the diagnostics' (``diagnostics.counter_reading``)."""
+    graph = _graph()
+    reached = sorted(
+        f"{module} -> {target}"
+        for module, imports in graph.items()
+        if module.startswith("results")
+        for target in imports.runtime | imports.type_only
+        if target.startswith("hosts")
+    )
+    assert not reached, "results/ modules that import a connector:\n" + "\n".join(reached)

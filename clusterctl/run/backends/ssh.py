@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 
 from clusterctl.diagnostics.bundle import NodeBundle
 from clusterctl.diagnostics.collect import collect
+from clusterctl.diagnostics.counter_reading import read_fabric_counters
 from clusterctl.diagnostics.parsers.fabric_counters import NodeCounters
 from clusterctl.inventory import Inventory, Node
-from clusterctl.results.counter_reading import read_fabric_counters
 from clusterctl.results.counters import CounterReader
 from clusterctl.results.record import LauncherName
 from clusterctl.run.backends import Collected, Description
