@@ -40,6 +40,7 @@ from clusterctl.results.telemetry_status import telemetry_files
 from clusterctl.results.traces import split_traces, trace_finding
 from clusterctl.run.backends import Collected
 from clusterctl.workloads.base import Metric, Workload
+from clusterctl.workloads.compute import ComputeFacts
 from clusterctl.workloads.job import Job
 
 
@@ -171,12 +172,13 @@ def judge_run(
             # NCCL's gradients must go over verbs; CPU ranks' Gloo/MPI use TCP on the fabric by design.
             rdma_only=plan.gpu and primary.rdma,
         )
-    metrics, figure_problems = checked_metrics(workload.metrics(output))
-    breakdown = workload.breakdown(output)
+    reading = workload.read(output, plan)  # the workload's own parse of the output, once
+    metrics, figure_problems = checked_metrics(reading.metrics)
+    breakdown = reading.breakdown
     findings = [
         *_exit_findings(output, exit_code, plan, launcher),
         *figure_problems,
-        *workload.sanity(output, plan),
+        *reading.sanity,
         *fabric_findings(fabric),
         *settle_snapshot(snapshot, fabric),
         *(counter_findings(proof) if proof else ()),
@@ -199,8 +201,8 @@ def judge_run(
         counters=proof,
         gradient_bytes=gradient,
         bucket_cap_mb=s.bucket_cap_mb,
-        bus_bandwidth=workload.bus_bandwidth_by_size(output),
-        flops=_model_flops(workload, plan, output, metrics.get(workload.primary_metric), config.device),
+        bus_bandwidth=reading.bus_bandwidth,
+        flops=_model_flops(reading.compute, plan, metrics.get(workload.primary_metric), config.device),
         findings=findings,
         valid=exit_code == 0 and fabric.valid and not any(f.severity == "error" for f in findings),
         breakdown=breakdown or None,
@@ -217,11 +219,10 @@ def job_expectation(job: Job, workload: Workload) -> CounterExpectation | None:
 
 
 def _model_flops(
-    workload: Workload, plan: Job, output: str, throughput: Metric | None, device: str
+    facts: ComputeFacts | None, plan: Job, throughput: Metric | None, device: str
 ) -> ModelFlops | None:
     """The run's achieved FLOP/s and MFU; None without a FLOPs model or a positive throughput, or when
     the product overflows (a throughput that is no measurement: strict JSON could not hold it)."""
-    facts = workload.compute(plan.options.settings, output)
     if facts is None or throughput is None or not throughput.value > 0:
         return None
     flops = model_flops(

@@ -8,6 +8,7 @@ size or world size that the plan asked for. Parsing is done by ``clusterctl.diag
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -41,6 +42,18 @@ class Volume(BaseModel):
     )
 
 
+@dataclass(frozen=True)
+class Reading:
+    """What a workload reads in one run's output, read once: its metrics, its sanity findings, each
+    rank's per-step breakdown, its compute facts (MFU) and a collective's bus bandwidth by size."""
+
+    metrics: dict[str, Metric]
+    sanity: list[Finding]
+    breakdown: list[RankBreakdown]
+    compute: ComputeFacts | None
+    bus_bandwidth: dict[int, float]
+
+
 class Workload(ABC):
     """A benchmark clusterctl can launch. Subclasses are stateless; the registry holds one of each."""
 
@@ -66,6 +79,17 @@ class Workload(ABC):
     @abstractmethod
     def sanity(self, log: str, plan: Job) -> list[Finding]:
         """Findings when ``log`` does not show the run ``plan`` asked for."""
+
+    def read(self, log: str, job: Job) -> Reading:
+        """Everything this workload reads in ``log`` of ``job``, for the judgement; a workload whose
+        readers share a parse (its result line) overrides it to parse once."""
+        return Reading(
+            self.metrics(log),
+            self.sanity(log, job),
+            self.breakdown(log),
+            self.compute(job.options.settings, log),
+            self.bus_bandwidth_by_size(log),
+        )
 
     def gradient_bytes(self, settings: RunDefaults) -> int | None:
         """Bytes each rank all-reduces per training step with ``settings``; None: not a training workload.
