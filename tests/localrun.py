@@ -118,6 +118,8 @@ class Described:
     """What the ssh backend says for a dry run (the job's mpirun command), and the run's first
     rendezvous port (the ssh backend's check over SSH does not reach this host's loopback)."""
 
+    starter = "mpirun"
+
     def describe(self, inventory: Inventory, plan: Job) -> Description:
         """The job's mpirun command, as the ssh backend describes it."""
         return SshBackend().describe(inventory, plan)

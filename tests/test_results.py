@@ -120,7 +120,15 @@ def test_a_lost_secondary_is_named_by_node_and_address() -> None:
     assert f"(daemon-lost): mpirun lost its daemon on {lost.node} ({lost.address}):" in failed.message
     assert failed.message.startswith("mpirun exited 205 ")
     through_slurm = judge_run(
-        inventory, plan, workload, log, 205, run_id="r", started_at=started, launcher="slurm"
+        inventory,
+        plan,
+        workload,
+        log,
+        205,
+        run_id="r",
+        started_at=started,
+        launcher="slurm",
+        starter="the Slurm job",
     )
     (failed,) = [f for f in through_slurm.findings if f.code == "run-failed"]
     assert failed.message.startswith("the Slurm job exited 205 (daemon-lost): ")

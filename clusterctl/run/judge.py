@@ -72,6 +72,7 @@ def judge_collected(
     run_id: str,
     started_at: datetime,
     launcher: LauncherName = "ssh",
+    starter: str = "mpirun",
     cache_dropped: bool = False,
 ) -> Judged:
     """The finished record of the run ``run_id`` from what its launch collected, and what its run
@@ -97,6 +98,7 @@ def judge_collected(
         snapshot=bundle_findings(inventory, topology) if topology is not None else [],
         topology=topology,
         launcher=launcher,
+        starter=starter,
         cache_dropped=cache_dropped,
         trace_problems=trace_problems,
         telemetry_unknown=unknown,
@@ -117,6 +119,7 @@ def judge_run(
     snapshot: Sequence[Finding] = (),
     topology: Mapping[str, NodeBundle] | None = None,
     launcher: LauncherName = "ssh",
+    starter: str = "mpirun",
     cache_dropped: bool = False,
     trace_problems: Sequence[str] = (),
     telemetry_unknown: dict[str, list[str]] | None = None,
@@ -128,7 +131,8 @@ def judge_run(
     ``snapshot``: the findings of the run's topology snapshot; its peer-memory ones join the run's
     findings as the run's NCCL log settles them (``settle_snapshot``). ``topology``: the snapshot itself
     (None: none taken), against which each GPU's GDR and rail is judged by the NIC its channels used
-    (warnings). ``launcher``: what started the run;
+    (warnings). ``launcher``: what started the run; ``starter``: what the exit code is the exit code of,
+    in words (``Backend.starter``);
     ``cache_dropped``: the nodes' page cache was dropped first; ``trace_problems``: traces the run
     printed but the run directory does not keep (warnings); ``telemetry_unknown``: what the node
     samplers could not tell, by node (None: no sampler ran).
@@ -176,7 +180,7 @@ def judge_run(
     metrics, figure_problems = checked_metrics(reading.metrics)
     breakdown = reading.breakdown
     findings = [
-        *_exit_findings(output, exit_code, plan, launcher),
+        *_exit_findings(output, exit_code, plan, starter),
         *figure_problems,
         *reading.sanity,
         *fabric_findings(fabric),
@@ -311,11 +315,7 @@ def placement_findings(output: str) -> list[Finding]:
     return findings
 
 
-# What the run's exit code is the exit code of, per launcher.
-_STARTER: dict[LauncherName, str] = {"ssh": "mpirun", "slurm": "the Slurm job"}
-
-
-def _exit_findings(output: str, exit_code: int, plan: Job, launcher: LauncherName) -> list[Finding]:
+def _exit_findings(output: str, exit_code: int, plan: Job, starter: str) -> list[Finding]:
     if exit_code == 0:
         return []
     error = parse_mpi_error(output)
@@ -328,7 +328,7 @@ def _exit_findings(output: str, exit_code: int, plan: Job, launcher: LauncherNam
         Finding(
             severity="error",
             code="run-failed",
-            message=f"{_STARTER[launcher]} exited {exit_code} ({error.category}): {summary}",
+            message=f"{starter} exited {exit_code} ({error.category}): {summary}",
             advice="read output.log in the run directory; `clusterctl check` probes the nodes",
         )
     ]

@@ -129,6 +129,7 @@ def _run_repeats(
             run_id=directory.name,
             started_at=started,
             launcher=context.backend.name,
+            starter=context.backend.starter,
             cache_dropped=cold,
         )
         record = judged.record

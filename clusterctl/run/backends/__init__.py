@@ -86,6 +86,11 @@ class Backend(Protocol):
         """What the run's record says started it (the command line's ``--launcher``)."""
         ...
 
+    @property
+    def starter(self) -> str:
+        """What a run's exit code is the exit code of, in a finding's words ("mpirun")."""
+        ...
+
     def describe(self, inventory: Inventory, job: Job) -> Description:
         """What ``start`` would run, for --dry-run: a command or a batch script, ready to paste."""
         ...

@@ -263,6 +263,7 @@ class SlurmBackend:
     ``login_readers`` reads the login node (over SSH unless told otherwise)."""
 
     name: LauncherName = "slurm"
+    starter = "the Slurm job"
 
     def __init__(
         self, login_readers: LoginReadersFactory = ssh_login_readers, launcher: StepLauncher | None = None

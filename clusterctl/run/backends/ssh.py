@@ -119,6 +119,7 @@ class SshBackend:
     """
 
     name: LauncherName = "ssh"
+    starter = "mpirun"
 
     def __init__(
         self,
