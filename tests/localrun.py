@@ -24,8 +24,12 @@ from clusterctl.image.render import CONTAINER_PAYLOAD_DIR
 from clusterctl.inventory import Inventory, validate_document
 from clusterctl.results.counters import CounterReadings
 from clusterctl.results.record import LauncherName
-from clusterctl.run.launchers import Collected
-from clusterctl.run.plan import LaunchPlan
+from clusterctl.run.backends import Collected, Description
+from clusterctl.run.backends.ssh import SshBackend
+from clusterctl.run.launchers.mpirun import Mpirun, shell_command
+from clusterctl.run.plan import rendezvous_ports, with_rendezvous_port
+from clusterctl.workloads.image_caps import JobImage, built_job_image
+from clusterctl.workloads.job import Job
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCAL_PAYLOAD_DIR = ROOT / "clusterctl" / "payload"
@@ -65,7 +69,8 @@ def local_inventory() -> Inventory:
 class LocalMpirunLaunch:
     """``plan``'s rank command under ``mpirun -np <world size> --oversubscribe`` on this host."""
 
-    plan: LaunchPlan
+    plan: Job
+    command: str
     output: str = ""
 
     def follow(self, on_line: Callable[[str], None], deadline: float) -> int | None:
@@ -106,23 +111,37 @@ class LocalMpirunLaunch:
 
     def collect(self) -> Collected:
         """What the ranks printed, and the plan's command; no counters, no snapshot."""
-        return Collected(self.output, self.plan.shell_command())
+        return Collected(self.output, self.command)
 
 
-class LocalMpirun:
-    """The ssh launcher's stand-in: the plan's ranks under this host's own Open MPI."""
+class Described:
+    """What the ssh backend says for a dry run (the job's mpirun command), and the run's first
+    rendezvous port (the ssh backend's check over SSH does not reach this host's loopback)."""
+
+    starter = "mpirun"
+
+    def describe(self, inventory: Inventory, plan: Job) -> Description:
+        """The job's mpirun command, as the ssh backend describes it."""
+        return SshBackend().describe(inventory, plan)
+
+    def job_image(self, inventory: Inventory) -> JobImage:
+        """The ssh backend's: the built image."""
+        return built_job_image(inventory)
+
+    def prepare(self, inventory: Inventory, plan: Job, run_id: str) -> Job:
+        """``plan`` with the run's first rendezvous port."""
+        del inventory
+        return with_rendezvous_port(plan, rendezvous_ports(run_id)[0])
+
+
+class LocalMpirun(Described):
+    """The ssh backend's stand-in: the job's ranks under this host's own Open MPI."""
 
     name: LauncherName = "ssh"
 
-    def start(self, inventory: Inventory, plan: LaunchPlan) -> LocalMpirunLaunch:
+    def start(self, inventory: Inventory, plan: Job) -> LocalMpirunLaunch:
         """The launch of ``plan``; the ranks start when it is followed."""
-        del inventory
-        return LocalMpirunLaunch(plan)
-
-    def describe(self, inventory: Inventory, plan: LaunchPlan) -> str:
-        """The plan's mpirun command."""
-        del inventory
-        return plan.shell_command()
+        return LocalMpirunLaunch(plan, shell_command(Mpirun().command(inventory, plan)))
 
 
 @dataclass
@@ -148,7 +167,7 @@ class EndedLaunch:
 
 
 @dataclass
-class Ended:
+class Ended(Described):
     """A launcher whose every launch ends at once with ``exit_code`` and ``output``, and collects
     ``command`` (empty: the plan's), ``counters``, ``bundles`` and ``telemetry``."""
 
@@ -161,15 +180,10 @@ class Ended:
     telemetry: Mapping[str, str] | None = None
     telemetry_errors: Mapping[str, str] = field(default_factory=dict)
 
-    def start(self, inventory: Inventory, plan: LaunchPlan) -> EndedLaunch:
+    def start(self, inventory: Inventory, plan: Job) -> EndedLaunch:
         """A launch that has already ended."""
         del inventory
         collected = Collected(
             self.output, self.command, self.counters, self.bundles, self.telemetry, self.telemetry_errors
         )
         return EndedLaunch(self.exit_code, collected)
-
-    def describe(self, inventory: Inventory, plan: LaunchPlan) -> str:
-        """The plan's mpirun command."""
-        del inventory
-        return plan.shell_command()

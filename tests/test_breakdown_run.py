@@ -12,10 +12,11 @@ import pytest
 from clusterctl.cli import main
 from clusterctl.results.record import RunRecord, read_record
 from clusterctl.run.context import run_context
-from clusterctl.run.plan import build_plan, run_options
+from clusterctl.run.plan import run_options
 from clusterctl.run.runner import run_plans
 from clusterctl.workloads import get_workload
 from clusterctl.workloads.breakdown import RankBreakdown
+from clusterctl.workloads.build import build_job
 from tests.localrun import LocalMpirun, local_inventory
 from tests.strictjson import report_rows
 
@@ -25,7 +26,7 @@ PHASES = ("input", "forward", "backward", "exposed_comm", "optimizer")
 
 def _run(runs_dir: Path, nodes: int) -> tuple[RunRecord, Path]:
     inventory = local_inventory()
-    plan = build_plan(
+    plan = build_job(
         inventory,
         run_options(inventory, "resnet50", nodes=nodes, framework="ddp", **TINY),
         get_workload("resnet50"),

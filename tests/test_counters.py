@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from clusterctl.diagnostics.counter_reading import read_fabric_counters
 from clusterctl.diagnostics.parsers.fabric_counters import (
     NodeCounters,
     PortBytes,
@@ -21,7 +22,6 @@ from clusterctl.diagnostics.parsers.fabric_counters import (
 from clusterctl.diagnostics.parsers.nccl_log import NcclLog, parse_nccl_log
 from clusterctl.inventory import FabricSpec, Inventory, Node, load_inventory, validate_document
 from clusterctl.paths import data_dir
-from clusterctl.results.counter_reading import read_fabric_counters
 from clusterctl.results.counters import (
     TIMING_TOLERANCE,
     CounterExpectation,
@@ -33,9 +33,9 @@ from clusterctl.results.counters import (
 )
 from clusterctl.results.nccl_log_proof import in_network_reduction
 from clusterctl.results.record import RunRecord
+from clusterctl.run.backends.ssh import SshBackend, SshLaunch
 from clusterctl.run.context import run_context
 from clusterctl.run.judge import judge_run
-from clusterctl.run.launchers.ssh import SshLaunch, SshLauncher
 from clusterctl.run.plan import plan_run
 from clusterctl.run.runner import run_plans
 from clusterctl.workloads import get_workload
@@ -315,7 +315,7 @@ def test_the_ssh_launcher_reads_the_counters_around_every_run(
     plan = plan_run(inventory, "resnet50", nodes=2)
     reader = _Counters(step=5 * GB)
     monkeypatch.setattr(SshLaunch, "follow", lambda self, on_line, deadline: 0)  # mpirun exits 0 at once
-    launcher = SshLauncher(read_counters=reader, take_snapshot=lambda inventory, nodes: {})
+    launcher = SshBackend(read_counters=reader, take_snapshot=lambda inventory, nodes: {})
     done = run_plans(
         run_context(inventory, [plan], launcher=launcher, repeats=2, timeout_s=10, runs_dir=tmp_path)
     )

@@ -232,7 +232,7 @@ def test_sweep_puts_synthetic_and_real_data_side_by_side() -> None:
         "/data/imagenet",
         "/data/imagenet",
     ]
-    assert sum("--data=/data/imagenet" in p.argv for p in plans) == 2
+    assert sum("--data=/data/imagenet" in p.rank_argv for p in plans) == 2
 
 
 def test_a_loader_only_run_has_no_model_flops() -> None:

@@ -14,8 +14,9 @@ from clusterctl.inventory import Inventory, load_inventory
 from clusterctl.results.nccl_log_proof import fabric_findings, prove_fabric, settle_snapshot
 from clusterctl.results.record import RunRecord
 from clusterctl.run.judge import judge_run
-from clusterctl.run.plan import build_plan, run_options
+from clusterctl.run.plan import run_options
 from clusterctl.workloads import get_workload
+from clusterctl.workloads.build import build_job
 from tests.fixtures import fixture_text
 from tests.test_nccl_log_facts import DMABUF, IB_IN_WARN_ONLY, NO_MODULE, ROCE_GDR_OFF, SHARP
 
@@ -37,7 +38,7 @@ def _snapshot_error(inventory: Inventory) -> list[Finding]:
 
 def _judge(inventory: Inventory, log: str, snapshot: list[Finding]) -> RunRecord:
     workload = get_workload("tf_cnn_benchmarks")
-    plan = build_plan(inventory, run_options(inventory, workload.name, nodes=2), workload)
+    plan = build_job(inventory, run_options(inventory, workload.name, nodes=2), workload)
     return judge_run(
         inventory,
         plan,

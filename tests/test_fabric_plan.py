@@ -13,8 +13,11 @@ import yaml
 from clusterctl.cli import main
 from clusterctl.errors import InventoryError
 from clusterctl.inventory import Inventory, load_inventory, validate_document
-from clusterctl.run.plan import LaunchPlan, build_plan, run_options
+from clusterctl.run.launchers.mpirun import Mpirun
+from clusterctl.run.plan import run_options
 from clusterctl.workloads import get_workload
+from clusterctl.workloads.build import build_job
+from clusterctl.workloads.job import Job
 
 ROOT = Path(__file__).resolve().parents[1]
 MODERN = ROOT / "inventories" / "modern-h100.yml"
@@ -47,16 +50,20 @@ def _document(**fabric: Any) -> dict[str, Any]:
     return document
 
 
-def _plan(inventory: Inventory, nodes: int = 2) -> LaunchPlan:
+def _plan(inventory: Inventory, nodes: int = 2) -> Job:
     # A workload the inventory's image runs (the paper image has no PyTorch).
     workload = "tf_cnn_benchmarks" if inventory.image.profile == "paper-2020" else "resnet50"
     options = run_options(inventory, workload, nodes=nodes)
-    return build_plan(inventory, options, get_workload(workload))
+    return build_job(inventory, options, get_workload(workload))
 
 
-def _mca(plan: LaunchPlan) -> dict[str, str]:
-    """The plan's ``-mca NAME VALUE`` pairs."""
-    argv = plan.argv
+def _mpirun(inventory: Inventory, nodes: int = 2) -> list[str]:
+    """The mpirun launcher's command for ``_plan``."""
+    return Mpirun().command(inventory, _plan(inventory, nodes))
+
+
+def _mca(argv: list[str]) -> dict[str, str]:
+    """The command's ``-mca NAME VALUE`` pairs."""
     return {argv[i + 1]: argv[i + 2] for i, arg in enumerate(argv) if arg == "-mca"}
 
 
@@ -68,7 +75,7 @@ def test_modern_h100_dry_run_names_every_rail_exactly() -> None:
     assert inventory.primary.fabric.hca == H100_RAILS
     plan = _plan(inventory)
     assert plan.env["NCCL_IB_HCA"] == "=" + ",".join(H100_RAILS)
-    assert f"NCCL_IB_HCA=={','.join(H100_RAILS)}" in plan.argv
+    assert f"NCCL_IB_HCA=={','.join(H100_RAILS)}" in _mpirun(inventory)
 
 
 def test_cli_dry_run_of_the_modern_inventory_shows_every_rail(capsys: pytest.CaptureFixture[str]) -> None:
@@ -91,7 +98,7 @@ def test_no_hca_in_the_inventory_leaves_nccl_ib_hca_unset() -> None:
     inventory = validate_document(_document(), Path("mem.yml"))
     plan = _plan(inventory)
     assert "NCCL_IB_HCA" not in plan.env
-    assert not any(arg.startswith("NCCL_IB_HCA") for arg in plan.argv)
+    assert not any(arg.startswith("NCCL_IB_HCA") for arg in _mpirun(inventory))
     assert plan.env["NCCL_IB_DISABLE"] == "0"
 
 
@@ -118,7 +125,8 @@ def test_roce_gid_index_and_traffic_class_reach_every_rank() -> None:
     plan = _plan(inventory)
     assert plan.env["NCCL_IB_GID_INDEX"] == "3"
     assert plan.env["NCCL_IB_TC"] == "106"
-    assert "NCCL_IB_GID_INDEX=3" in plan.argv and "NCCL_IB_TC=106" in plan.argv
+    argv = _mpirun(inventory)
+    assert "NCCL_IB_GID_INDEX=3" in argv and "NCCL_IB_TC=106" in argv
 
 
 def test_unset_roce_settings_are_left_to_nccl() -> None:
@@ -198,7 +206,7 @@ def test_nodes_that_differ_in_what_mpirun_passes_to_every_rank_are_refused(
 
 @pytest.mark.parametrize(("path", "interface"), [(PAPER, "ib0"), (SANDBOX, "eth0"), (MODERN, "ibp26s0")])
 def test_mpi_transport_is_explicit_and_pinned_to_the_fabric_interface(path: Path, interface: str) -> None:
-    mca = _mca(_plan(load_inventory(path)))
+    mca = _mca(_mpirun(load_inventory(path)))
     assert mca["pml"] == "ob1"
     assert mca["btl"] == "^openib"
     assert mca["btl_tcp_if_include"] == interface

@@ -12,8 +12,9 @@ from clusterctl.diagnostics.parsers.nccl_log import parse_nccl_log
 from clusterctl.inventory import load_inventory
 from clusterctl.results.nccl_log_proof import fabric_findings, prove_fabric
 from clusterctl.run.judge import judge_run
-from clusterctl.run.plan import build_plan, run_options
+from clusterctl.run.plan import run_options
 from clusterctl.workloads import get_workload
+from clusterctl.workloads.build import build_job
 from tests.fixtures import fixture_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -132,7 +133,7 @@ def test_gdr_is_not_flagged_when_used_or_not_asked_for(log: str, gdr_level: int 
 def test_modern_h100_run_over_half_its_rails_without_gdrdma_is_flagged() -> None:
     inventory = load_inventory(ROOT / "inventories" / "modern-h100.yml")
     workload = get_workload("resnet50")
-    plan = build_plan(inventory, run_options(inventory, workload.name, nodes=2), workload)
+    plan = build_job(inventory, run_options(inventory, workload.name, nodes=2), workload)
     record = judge_run(
         inventory,
         plan,

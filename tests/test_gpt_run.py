@@ -11,9 +11,10 @@ import pytest
 from clusterctl.cli import main
 from clusterctl.results.record import RunRecord
 from clusterctl.run.context import run_context
-from clusterctl.run.plan import build_plan, run_options
+from clusterctl.run.plan import run_options
 from clusterctl.run.runner import run_plans
 from clusterctl.workloads import get_workload
+from clusterctl.workloads.build import build_job
 from clusterctl.workloads.gpt_arith import GptShape
 from tests.localrun import TINY_GPT, LocalMpirun, local_inventory
 from tests.strictjson import report_rows
@@ -23,7 +24,7 @@ CASES = [("ddp", 1), ("ddp", 2), ("fsdp", 1), ("fsdp", 2)]
 
 def _run(runs_dir: Path, framework: str, nodes: int, **more: Any) -> RunRecord:
     inventory = local_inventory()
-    plan = build_plan(
+    plan = build_job(
         inventory,
         run_options(inventory, "gpt", nodes=nodes, framework=framework, **TINY_GPT, **more),
         get_workload("gpt"),

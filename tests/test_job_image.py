@@ -22,11 +22,13 @@ from clusterctl.workloads import NAMES, get_workload
 from clusterctl.workloads.image_caps import (
     IMAGE_CHECK_EXIT,
     Piece,
+    built_job_image,
     check_job_image,
     find_family,
     image_check_step,
     job_needs,
     load_families,
+    slurm_job_image,
 )
 from clusterctl.yamlio import load_yaml
 
@@ -103,7 +105,7 @@ def test_a_known_family_that_lacks_a_piece_is_refused(
     inventory = _inventory(MODERN, runtime="pyxis", image=image)
     plan = plan_run(inventory, workload, framework=framework, precision="fp16")
     with pytest.raises(InputError) as caught:
-        check_job_image(inventory, "slurm", plan)
+        check_job_image(inventory, slurm_job_image(inventory), plan)
     message = str(caught.value)
     assert image in message and missing in message and fix in message and "Fix:" in message
 
@@ -112,18 +114,18 @@ def test_the_profile_is_not_judged_when_the_slurm_block_names_the_image() -> Non
     # paper-2020 builds TensorFlow 1.14 on Python 2.7; the job runs NGC PyTorch, which runs resnet50 (ddp)
     inventory = _inventory(MODERN, {"profile": "paper-2020"}, runtime="pyxis", image=NGC_PYTORCH)
     plan = plan_run(inventory, "resnet50", framework="ddp")
-    check_job_image(inventory, "slurm", plan)
+    check_job_image(inventory, slurm_job_image(inventory), plan)
     # the ssh launcher runs the built image: the profile's refusal, naming the profile that runs it
     with pytest.raises(InputError, match="runs on the modern or cpu profile"):
-        check_job_image(inventory, "ssh", plan)
+        check_job_image(inventory, built_job_image(inventory), plan)
 
 
 def test_a_built_image_without_horovod_is_refused_for_a_horovod_run() -> None:
     inventory = _inventory(SANDBOX, {"profile": "cpu", "versions": {"horovod": None}}, runtime="docker")
     plan = plan_run(inventory, "resnet50", framework="horovod")
     with pytest.raises(InputError, match=r"the cpu image \(clusterctl-built cpu\).*--framework ddp"):
-        check_job_image(inventory, "ssh", plan)
-    check_job_image(inventory, "ssh", plan_run(inventory, "resnet50", framework="ddp"))
+        check_job_image(inventory, built_job_image(inventory), plan)
+    check_job_image(inventory, built_job_image(inventory), plan_run(inventory, "resnet50", framework="ddp"))
 
 
 def test_families_match_their_references_from_their_first_sourced_release() -> None:
@@ -187,7 +189,7 @@ def test_an_unknown_image_is_checked_by_the_jobs_first_step_which_ends_the_job_w
 ) -> None:
     inventory = _inventory(SANDBOX, runtime=runtime, image=image)
     plan = plan_run(inventory, "resnet50", framework="horovod")
-    check_job_image(inventory, "slurm", plan)  # nothing known to refuse: the job checks
+    check_job_image(inventory, slurm_job_image(inventory), plan)  # nothing known to refuse: the job checks
     step = image_check_step(inventory, plan, runtime, image or "")
     srun = next(ln for ln in step.splitlines() if ln.startswith("srun "))
     assert wrapper in " ".join(shlex.split(srun.removesuffix(" || {")))

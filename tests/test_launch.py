@@ -1,4 +1,4 @@
-"""The launch plan: the whitepaper's command, fabric settings, node selection, quoting."""
+"""The job and the mpirun launcher: the whitepaper's command, fabric settings, node selection, quoting."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ import pytest
 
 from clusterctl.errors import InputError, InventoryError
 from clusterctl.inventory import load_inventory, validate_document
-from clusterctl.run.plan import build_plan, run_options
+from clusterctl.run.launchers.mpirun import Mpirun, shell_command
+from clusterctl.run.plan import run_options
 from clusterctl.workloads import get_workload
+from clusterctl.workloads.build import build_job
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER = ROOT / "inventories" / "paper-c4140.yml"
@@ -62,23 +64,28 @@ def _contains_run(argv: list[str], run: tuple[str, ...]) -> bool:
 
 def _plan(path: Path, workload: str, **kwargs):
     inventory = load_inventory(path)
-    return build_plan(inventory, run_options(inventory, workload, **kwargs), get_workload(workload))
+    return build_job(inventory, run_options(inventory, workload, **kwargs), get_workload(workload))
+
+
+def _argv(path: Path, workload: str, **kwargs) -> list[str]:
+    """The mpirun launcher's command for the job of ``workload`` on the inventory at ``path``."""
+    return Mpirun().command(load_inventory(path), _plan(path, workload, **kwargs))
 
 
 def test_paper_dry_run_carries_every_flag_of_the_whitepaper_command() -> None:
-    plan = _plan(PAPER, "tf_cnn_benchmarks", nodes=2)
-    missing = [run for run in PAPER_FLAGS if not _contains_run(plan.argv, run)]
+    argv = _argv(PAPER, "tf_cnn_benchmarks", nodes=2)
+    missing = [run for run in PAPER_FLAGS if not _contains_run(argv, run)]
     assert missing == []
     # plm_rsh_args "-p 50000", extended with the container's key and strict host-key checking.
-    rsh = plan.argv[plan.argv.index("plm_rsh_args") + 1]
+    rsh = argv[argv.index("plm_rsh_args") + 1]
     assert rsh.startswith("-p 50000 ")
     assert "StrictHostKeyChecking=yes" in rsh
-    assert "LD_PRELOAD" in plan.argv  # libhwloc preload on the paper-2020 image
+    assert "LD_PRELOAD" in argv  # libhwloc preload on the paper-2020 image
 
 
 def test_shell_command_round_trips_through_a_shell_parser() -> None:
-    plan = _plan(PAPER, "tf_cnn_benchmarks", nodes=2)
-    assert shlex.split(plan.shell_command()) == plan.argv
+    argv = _argv(PAPER, "tf_cnn_benchmarks", nodes=2)
+    assert shlex.split(shell_command(argv)) == argv
 
 
 def test_ethernet_sandbox_disables_nccl_ib_and_uses_its_interface() -> None:
@@ -90,11 +97,11 @@ def test_ethernet_sandbox_disables_nccl_ib_and_uses_its_interface() -> None:
 
 
 def test_hosts_use_fabric_addresses_with_ranks_per_node() -> None:
-    plan = _plan(PAPER, "tf_cnn_benchmarks", nodes=2)
-    assert plan.argv[plan.argv.index("-H") + 1] == "192.168.11.1:4,192.168.11.2:4"
-    assert plan.world_size == 8
-    two = _plan(PAPER, "tf_cnn_benchmarks", nodes=2, ranks_per_node=2)
-    assert two.argv[two.argv.index("-np") + 1] == "4"
+    argv = _argv(PAPER, "tf_cnn_benchmarks", nodes=2)
+    assert argv[argv.index("-H") + 1] == "192.168.11.1:4,192.168.11.2:4"
+    assert _plan(PAPER, "tf_cnn_benchmarks", nodes=2).world_size == 8
+    two = _argv(PAPER, "tf_cnn_benchmarks", nodes=2, ranks_per_node=2)
+    assert two[two.index("-np") + 1] == "4"
 
 
 def test_nodes_n_picks_the_primary_and_n_minus_1_secondaries() -> None:
@@ -108,9 +115,7 @@ def test_nodes_n_picks_the_primary_and_n_minus_1_secondaries() -> None:
     }
     inventory = validate_document(document, Path("mem.yml"))
     for count, names in ((1, ["a"]), (2, ["a", "b"]), (3, ["a", "b", "c"])):
-        plan = build_plan(
-            inventory, run_options(inventory, "resnet50", nodes=count), get_workload("resnet50")
-        )
+        plan = build_job(inventory, run_options(inventory, "resnet50", nodes=count), get_workload("resnet50"))
         assert [h.node for h in plan.hosts] == names
     with pytest.raises(InputError, match="has 3 node"):
         run_options(inventory, "resnet50", nodes=4)
@@ -119,17 +124,21 @@ def test_nodes_n_picks_the_primary_and_n_minus_1_secondaries() -> None:
 def test_ddp_rendezvous_is_rank_0s_fabric_address() -> None:
     plan = _plan(SANDBOX, "resnet50", nodes=2, framework="ddp")
     assert plan.env["MASTER_ADDR"] == "10.213.0.11" and plan.env["MASTER_PORT"] == "29500"
-    assert _contains_run(plan.argv, ("-x", "MASTER_ADDR=10.213.0.11"))
+    assert _contains_run(
+        _argv(SANDBOX, "resnet50", nodes=2, framework="ddp"), ("-x", "MASTER_ADDR=10.213.0.11")
+    )
     assert "MASTER_ADDR" not in _plan(SANDBOX, "resnet50", nodes=2, framework="horovod").env
 
 
 def test_ssh_ranks_start_bound_through_the_wrapper_except_on_the_paper_image() -> None:
-    modern = _plan(ROOT / "inventories" / "modern-h100.yml", "resnet50", nodes=2)
-    script = modern.argv.index("/opt/clusterctl/payload/resnet50_bench.py")
+    modern = _argv(ROOT / "inventories" / "modern-h100.yml", "resnet50", nodes=2)
+    script = modern.index("/opt/clusterctl/payload/resnet50_bench.py")
     # mpirun leaves the binding to the wrapper, which starts the rank's own command
-    assert modern.argv[script - 4 : script] == ["python3", "/opt/clusterctl/payload/bind.py", "--", "python"]
-    assert modern.argv[script - 1 :] == modern.rank_argv
-    assert "bind.py" not in " ".join(_plan(PAPER, "tf_cnn_benchmarks", nodes=2).argv)
+    assert modern[script - 4 : script] == ["python3", "/opt/clusterctl/payload/bind.py", "--", "python"]
+    assert (
+        modern[script - 1 :] == _plan(ROOT / "inventories" / "modern-h100.yml", "resnet50", nodes=2).rank_argv
+    )
+    assert "bind.py" not in " ".join(_argv(PAPER, "tf_cnn_benchmarks", nodes=2))
 
 
 def test_run_options_are_validated_like_the_inventory() -> None:
@@ -165,7 +174,7 @@ def test_cli_dry_run_prints_the_pasteable_command(capsys: pytest.CaptureFixture[
     code = main(["run", "tf_cnn_benchmarks", "--nodes", "2", "--dry-run", "-i", str(PAPER)])
     printed = capsys.readouterr().out.strip()
     assert code == 0
-    assert printed == _plan(PAPER, "tf_cnn_benchmarks", nodes=2).shell_command()
+    assert printed == shell_command(_argv(PAPER, "tf_cnn_benchmarks", nodes=2))
 
 
 def test_cli_sweep_dry_run_plans_the_grid(capsys: pytest.CaptureFixture[str]) -> None:

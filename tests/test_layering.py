@@ -2,8 +2,8 @@
 between clusterctl's modules, no import from a lower layer into a higher one, only the shared leaves at
 the top level, and the pure planning halves free of every connector.
 
-Imports inside ``if TYPE_CHECKING:`` never execute; the one kind allowed to point up is a workload
-naming the run plan's types (``TYPE_ONLY_UP``), and it is listed so a new one fails here too.
+Imports inside ``if TYPE_CHECKING:`` never execute, and still may not point up a layer: a type a lower
+layer needs lives down there (the workloads' ``Job``, not the run stage's plan).
 """
 
 from __future__ import annotations
@@ -46,8 +46,8 @@ LAYERS: tuple[frozenset[str], ...] = (
 )
 TOP_LEVEL_MODULES = frozenset({"__init__", "__main__"}) | (LAYERS[0] - {""})
 PAYLOAD = "payload"  # runs inside the benchmark container and imports no clusterctl module
-TYPE_ONLY_UP = frozenset({("workloads", "run.plan")})
-PURE = ("run.plan", "run.sweep", "run.preflight", "containers.plan", "provision.playbook", "run.slurm.script",
+PURE = ("run.plan", "run.sweep", "run.preflight", "run.launchers.mpirun", "run.launchers.srun", "workloads.job",
+        "workloads.build", "run.launchers.mpirun_allocation", "diagnostics.counter_probe", "containers.plan", "provision.playbook", "run.slurm.script",
         "run.slurm.jobs", "diagnostics.pairs", "diagnostics.active", "explain.rules", "explain.verdict",
         "explain.explanation", "data.synth", "data.probe", "data.tfrecord", "data.switch")  # fmt: skip
 # What talks to another machine or process: a pure plan never loads one, directly or through a module.
@@ -152,8 +152,7 @@ def test_no_import_points_up_a_layer() -> None:
             if _layer(target) > _layer(module):
                 upward.append(f"{module} -> {target}")
         for target in type_only:
-            allowed = any(module.startswith(a) and target == b for a, b in TYPE_ONLY_UP)
-            if _layer(target) > _layer(module) and not allowed:
+            if _layer(target) > _layer(module):
                 upward.append(f"{module} -> {target} (type-only)")
     assert not upward, "imports that run back up the layers:\n" + "\n".join(sorted(upward))
 
@@ -211,3 +210,48 @@ def test_the_check_sees_an_upward_arrow_and_a_connector() -> None:
     assert (
         "fabric" in graph["hosts.ssh"].external and "docker.types.Mount" in graph["containers.plan"].external
     )
+
+
+# Where a launcher's (backend's) name may be compared with a string: the registry that resolves
+# `--launcher`, and the reports, which show the name a run's record holds (data, not a branch on how to run).
+NAME_READERS = ("run.context", "results.report", "results.report_table", "results.plot")
+LAUNCHER_NAMES = {"ssh", "slurm", "mpirun", "srun"}
+
+
+def _compares_a_name(node: ast.Compare) -> bool:
+    operands = [node.left, *node.comparators]
+    named = any(isinstance(o, ast.Constant) and o.value in LAUNCHER_NAMES for o in operands)
+    launcherish = any(
+        (isinstance(o, ast.Name) and "launcher" in o.id)
+        or (isinstance(o, ast.Attribute) and (o.attr == "name" or "launcher" in o.attr))
+        for o in operands
+    )
+    return named and launcherish
+
+
+def test_no_code_outside_a_backend_compares_a_launchers_name() -> None:
+    """How a job is started and run is the launcher's and the backend's to say: nothing else branches on
+    which one it is (``if launcher.name == "ssh"``)."""
+    paths = {_module_name(p): p for p in PACKAGE.rglob("*.py") if PAYLOAD not in p.relative_to(PACKAGE).parts}
+    found = sorted(
+        f"{module}:{node.lineno}"
+        for module, path in paths.items()
+        if not module.startswith(("run.backends", *NAME_READERS))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Compare) and _compares_a_name(node)
+    )
+    assert not found, "comparisons with a launcher's name outside the backends:\n" + "\n".join(found)
+
+
+def test_the_results_stage_reaches_no_connector() -> None:
+    """``results/`` judges and reports what was collected; reading the nodes (SSH) is the backends' and
+    the diagnostics' (``diagnostics.counter_reading``)."""
+    graph = _graph()
+    reached = sorted(
+        f"{module} -> {target}"
+        for module, imports in graph.items()
+        if module.startswith("results")
+        for target in imports.runtime | imports.type_only
+        if target.startswith("hosts")
+    )
+    assert not reached, "results/ modules that import a connector:\n" + "\n".join(reached)

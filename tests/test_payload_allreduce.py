@@ -13,9 +13,10 @@ from clusterctl.diagnostics.parsers.nccl_tests import parse_nccl_tests
 from clusterctl.inventory import Inventory
 from clusterctl.results.record import RunRecord
 from clusterctl.run.context import run_context
-from clusterctl.run.plan import build_plan, plan_run, run_options
+from clusterctl.run.plan import plan_run, run_options
 from clusterctl.run.runner import run_plans
 from clusterctl.workloads.allreduce import Allreduce
+from clusterctl.workloads.build import build_job
 from tests.localrun import LocalMpirun, local_inventory
 
 
@@ -71,7 +72,7 @@ def test_fsdp_s_collectives_print_nccl_tests_table_with_their_bus_factor(
     options = run_options(inventory, "allreduce", nodes=2, framework=framework, collective=op)
     [(record, directory)] = run_plans(
         run_context(
-            inventory, [build_plan(inventory, options, workload)], launcher=LocalMpirun(), timeout_s=240,
+            inventory, [build_job(inventory, options, workload)], launcher=LocalMpirun(), timeout_s=240,
             runs_dir=tmp_path,
         )
     )  # fmt: skip

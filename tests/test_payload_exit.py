@@ -16,8 +16,9 @@ import time
 
 import pytest
 
-from clusterctl.run.plan import build_plan, run_options
+from clusterctl.run.plan import run_options
 from clusterctl.workloads import get_workload
+from clusterctl.workloads.build import build_job
 from tests.localrun import TINY_GPT, LocalMpirun, local_inventory
 
 RUNS = int(os.environ.get("CLUSTERCTL_EXIT_RUNS", "2"))
@@ -27,7 +28,7 @@ ABORTS = ("terminate called", "Aborted", "signal 6", "core dumped")
 
 def _run(framework: str) -> tuple[int | None, str]:
     inventory = local_inventory()
-    plan = build_plan(
+    plan = build_job(
         inventory,
         run_options(inventory, "gpt", nodes=2, framework=framework, **TINY_GPT),
         get_workload("gpt"),

@@ -17,9 +17,10 @@ from clusterctl.results.record import read_record
 from clusterctl.results.references import load_references
 from clusterctl.results.report import build_report
 from clusterctl.run.context import run_context
-from clusterctl.run.plan import build_plan, run_options
+from clusterctl.run.plan import run_options
 from clusterctl.run.runner import run_plans
 from clusterctl.workloads import get_workload
+from clusterctl.workloads.build import build_job
 from clusterctl.workloads.compute import parse_peak_lines
 from clusterctl.workloads.flops import resnet50_forward_macs
 from clusterctl.workloads.resnet50 import parse_result_line
@@ -35,7 +36,7 @@ def inventory() -> Inventory:
 
 
 def _run(inventory: Inventory, runs_dir: Path, nodes: int, framework: str):
-    plan = build_plan(
+    plan = build_job(
         inventory,
         run_options(inventory, "resnet50", nodes=nodes, framework=framework, **TINY),
         get_workload("resnet50"),

@@ -12,8 +12,9 @@ import pytest
 import torch
 
 from clusterctl.inventory import load_inventory
-from clusterctl.run.plan import build_plan, run_options
+from clusterctl.run.plan import run_options
 from clusterctl.workloads import get_workload
+from clusterctl.workloads.build import build_job
 from tests.test_payload_model import bench
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,7 +76,7 @@ def test_ddp_is_wrapped_with_bucket_views_no_buffer_broadcast_and_a_static_graph
 def test_a_horovod_run_asked_to_compile_gets_an_info_finding_not_a_failure() -> None:
     inventory = load_inventory(ROOT / "inventories" / "modern-h100.yml")
     workload = get_workload("resnet50")
-    plan = build_plan(inventory, run_options(inventory, "resnet50", nodes=1), workload)
+    plan = build_job(inventory, run_options(inventory, "resnet50", nodes=1), workload)
     s = plan.options.settings
     assert s.framework == "horovod" and s.xla, "the shipped modern inventory asks for Horovod + compile"
     result = {
@@ -99,7 +100,9 @@ def test_the_inventory_reaches_the_payload_s_allreduce_options() -> None:
     workload = get_workload("resnet50")
 
     def argv(**overrides: Any) -> list[str]:
-        return build_plan(inventory, run_options(inventory, "resnet50", nodes=1, **overrides), workload).argv
+        return build_job(
+            inventory, run_options(inventory, "resnet50", nodes=1, **overrides), workload
+        ).rank_argv
 
     assert "--fp16-allreduce" in argv(framework="horovod", fp16_allreduce=True)
     assert "--fp16-allreduce" not in argv(framework="horovod")

@@ -38,7 +38,7 @@ def test_cpu_runs_check_the_allreduce_over_their_own_framework(sandbox: Inventor
     [check] = preflight_plans(sandbox, plan)
     assert check.options.workload == "allreduce"
     assert check.hosts == plan.hosts and check.options.settings == plan.options.settings
-    assert "--framework=ddp" in check.argv
+    assert "--framework=ddp" in check.rank_argv
 
 
 def test_gpu_runs_check_nccl_tests_and_refuse_an_image_without_it(h100: Inventory) -> None:

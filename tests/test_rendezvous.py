@@ -12,6 +12,7 @@ import pytest
 
 from clusterctl.errors import InputError
 from clusterctl.inventory import load_inventory
+from clusterctl.run.launchers.mpirun import Mpirun
 from clusterctl.run.plan import (
     RENDEZVOUS_PORTS,
     RENDEZVOUS_TRIES,
@@ -40,7 +41,8 @@ def test_the_port_reaches_the_env_and_mpirun_and_horovod_is_left_alone() -> None
     inventory = load_inventory(SANDBOX)
     plan = with_rendezvous_port(plan_run(inventory, "resnet50", nodes=2, framework="ddp"), 30123)
     assert plan.env["MASTER_PORT"] == "30123"
-    assert "MASTER_PORT=30123" in plan.argv and "MASTER_PORT=29500" not in plan.argv
+    argv = Mpirun().command(inventory, plan)
+    assert "MASTER_PORT=30123" in argv and "MASTER_PORT=29500" not in argv
     horovod = plan_run(inventory, "resnet50", nodes=2, framework="horovod")
     assert with_rendezvous_port(horovod, 30123) == horovod
     with pytest.raises(InputError, match="outside 29500-32767"):

@@ -13,9 +13,10 @@ from clusterctl.inventory import load_inventory
 from clusterctl.results.nccl_log_proof import CPU_TRANSPORT, prove_fabric
 from clusterctl.results.record import read_record
 from clusterctl.run.judge import judge_run
-from clusterctl.run.plan import build_plan, run_options
-from clusterctl.run.rundir import write_run_dir
+from clusterctl.run.plan import run_options
+from clusterctl.run.rundir import new_run_dir, write_run_dir
 from clusterctl.workloads import get_workload
+from clusterctl.workloads.build import build_job
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -57,7 +58,7 @@ def test_cpu_run_says_no_nccl_honestly() -> None:
 def _paper_record(log: str, exit_code: int = 0):
     inventory = load_inventory(ROOT / "inventories" / "paper-c4140.yml")
     workload = get_workload("tf_cnn_benchmarks")
-    plan = build_plan(
+    plan = build_job(
         inventory, run_options(inventory, workload.name, nodes=1, ranks_per_node=1, batch_size=64), workload
     )
     started = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -92,7 +93,7 @@ def test_a_cpu_runs_device_names_the_nodes_cpu_share(cpusets: list[str] | None, 
     nodes = [n.model_copy(update={"cpuset": c}) for n, c in zip(inventory.nodes, per_node, strict=False)]
     inventory = inventory.model_copy(update={"nodes": nodes})
     workload = get_workload("resnet50")
-    plan = build_plan(inventory, run_options(inventory, workload.name, nodes=len(nodes)), workload)
+    plan = build_job(inventory, run_options(inventory, workload.name, nodes=len(nodes)), workload)
     started = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
     record = judge_run(inventory, plan, workload, "", 0, run_id="r", started_at=started)
     assert record.config.device == device
@@ -109,7 +110,7 @@ def test_a_lost_secondary_is_named_by_node_and_address() -> None:
     # the sandbox's own log of a secondary's container killed mid-run, moved to this plan's addresses
     inventory = load_inventory(ROOT / "inventories" / "sandbox-example.yml")
     workload = get_workload("resnet50")
-    plan = build_plan(inventory, run_options(inventory, workload.name, nodes=2), workload)
+    plan = build_job(inventory, run_options(inventory, workload.name, nodes=2), workload)
     lost = plan.hosts[1]
     log = fixture("mpi_errors/clusterctl-sandbox-orte-lost-remote-daemon-container-killed.txt")
     log = log.replace("10.213.218.12", lost.address)
@@ -119,7 +120,15 @@ def test_a_lost_secondary_is_named_by_node_and_address() -> None:
     assert f"(daemon-lost): mpirun lost its daemon on {lost.node} ({lost.address}):" in failed.message
     assert failed.message.startswith("mpirun exited 205 ")
     through_slurm = judge_run(
-        inventory, plan, workload, log, 205, run_id="r", started_at=started, launcher="slurm"
+        inventory,
+        plan,
+        workload,
+        log,
+        205,
+        run_id="r",
+        started_at=started,
+        launcher="slurm",
+        starter="the Slurm job",
     )
     (failed,) = [f for f in through_slurm.findings if f.code == "run-failed"]
     assert failed.message.startswith("the Slurm job exited 205 (daemon-lost): ")
@@ -131,11 +140,50 @@ def test_run_directory_round_trips_and_never_overwrites(tmp_path: Path) -> None:
     from tests.test_diag_collect import FIXTURE_NODE, _bundle
 
     topology = {"c4140-1": _bundle("c4140-1", FIXTURE_NODE)}
-    first = write_run_dir(tmp_path / "runs", inventory, plan, log, record, bundles={"topology": topology})
-    second = write_run_dir(tmp_path / "runs", inventory, plan, log, record.model_copy())
+    first = write_run_dir(
+        new_run_dir(tmp_path / "runs", record.run_id),
+        inventory,
+        plan,
+        log,
+        record,
+        bundles={"topology": topology},
+    )
+    again = new_run_dir(tmp_path / "runs", record.run_id)
+    second = write_run_dir(again, inventory, plan, log, record.model_copy(update={"run_id": again.name}))
+    with pytest.raises(ValueError, match="written to the run directory"):
+        write_run_dir(new_run_dir(tmp_path / "runs", record.run_id), inventory, plan, log, record)
     assert first.name == "20260102T030405Z_tf_cnn_benchmarks_1n"
     assert second.name == "20260102T030405Z_tf_cnn_benchmarks_1n-2"
     assert (first / "topology" / "c4140-1" / "meta.json").is_file()
     assert (first / "output.log").read_text() == log
     assert read_record(first).value == pytest.approx(208.72)
     assert json.loads((first / "spec.json").read_text())["cluster"] == "paper-c4140"
+
+
+def test_the_judged_record_is_finished_before_its_validity_and_run_id_are_decided() -> None:
+    """judge_collected: what the launch collected in, the finished record out (every finding and field
+    in it before ``valid`` is decided), and what the run directory keeps."""
+    from clusterctl.run.backends import Collected
+    from clusterctl.run.judge import judge_collected
+
+    log = fixture("tf_cnn_benchmarks/lambda-1x1080ti-tf2.2-resnet50-fp32.txt")
+    inventory, plan, _ = _paper_record(log)
+    collected = Collected(
+        log, "mpirun x", telemetry={"c4140-1": "not json\n"}, telemetry_errors={"c4140-1": "lost 2 samples"}
+    )
+    judged = judge_collected(
+        inventory,
+        plan,
+        get_workload("tf_cnn_benchmarks"),
+        collected,
+        0,
+        run_id="20260102T030405Z_tf_cnn_benchmarks_1n-2",
+        started_at=datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
+        cache_dropped=True,
+    )
+    record = judged.record
+    assert record.run_id == "20260102T030405Z_tf_cnn_benchmarks_1n-2" and record.cache_dropped
+    assert record.telemetry_unknown is not None
+    assert record.telemetry_unknown["c4140-1"][0] == "sampler: lost 2 samples; not json"
+    assert judged.output == log and judged.telemetry == {} and not judged.traces
+    assert record.valid

@@ -13,13 +13,14 @@ from clusterctl.paths import data_dir
 from clusterctl.results.history import load_runs
 from clusterctl.results.record import TIMEOUT_EXIT_CODE, LauncherName, RunRecord
 from clusterctl.results.report import report_of
+from clusterctl.run.backends import Collected
 from clusterctl.run.context import run_context
-from clusterctl.run.launchers import Collected
-from clusterctl.run.plan import LaunchPlan, plan_run
+from clusterctl.run.plan import plan_run
 from clusterctl.run.preflight import PreflightRefused
 from clusterctl.run.runner import run_plans
 from clusterctl.run.sweep import plan_sweep
-from tests.localrun import Ended
+from clusterctl.workloads.job import Job
+from tests.localrun import Described, Ended
 
 PAPER = data_dir("inventories") / "paper-c4140.yml"
 # The workload the paper image runs (resnet50 is refused there when the plan is built).
@@ -35,9 +36,7 @@ def inventory() -> Inventory:
 FAILED = Ended(1, "mpirun: no container\n")
 
 
-def _run_failing(
-    inventory: Inventory, plan: LaunchPlan, runs_dir: Path, **options
-) -> list[tuple[RunRecord, Path]]:
+def _run_failing(inventory: Inventory, plan: Job, runs_dir: Path, **options) -> list[tuple[RunRecord, Path]]:
     """``plan`` run and recorded into ``runs_dir`` with an mpirun that cannot start."""
     return run_plans(
         run_context(inventory, [plan], launcher=FAILED, timeout_s=10, runs_dir=runs_dir, **options)
@@ -103,7 +102,7 @@ def test_the_runs_topology_snapshot_is_judged_and_settled_by_its_log(
     assert (directory / "topology" / "c4140-1").is_dir()
 
 
-class _Stuck:
+class _Stuck(Described):
     """A launcher whose launch never ends by itself: ``follow`` gives None (deadline) or raises ``raises``."""
 
     name: LauncherName = "ssh"
@@ -111,11 +110,8 @@ class _Stuck:
     def __init__(self, raises: type[BaseException] | None = None) -> None:
         self.raises, self.cancelled = raises, 0
 
-    def start(self, inventory: Inventory, plan: LaunchPlan) -> _Stuck:
+    def start(self, inventory: Inventory, plan: Job) -> _Stuck:
         return self
-
-    def describe(self, inventory: Inventory, plan: LaunchPlan) -> str:
-        return plan.shell_command()
 
     def follow(self, on_line, deadline: float) -> int | None:
         if self.raises:

@@ -10,8 +10,8 @@ import pytest
 from clusterctl.errors import InputError
 from clusterctl.hosts.command import CommandResult
 from clusterctl.inventory import FabricSpec, SlurmSpec
-from clusterctl.run.launchers import slurm as slurm_launcher
-from clusterctl.run.launchers.slurm import LoginReaders, SlurmLaunch
+from clusterctl.run.backends import slurm as slurm_launcher
+from clusterctl.run.backends.slurm import LoginReaders, SlurmLaunch
 from clusterctl.run.slurm.script import BatchJob, login_node
 from tests.fixtures import fixture_text
 

@@ -11,7 +11,7 @@ import pytest
 
 from clusterctl.errors import InputError, InventoryError
 from clusterctl.inventory import Inventory, validate_document
-from clusterctl.run.context import get_launcher
+from clusterctl.run.context import get_backend
 from clusterctl.run.plan import plan_run
 from clusterctl.run.slurm.script import DEFAULT_TELEMETRY_CAP_S, plan_batch, telemetry_cap_s
 from clusterctl.yamlio import load_yaml
@@ -141,15 +141,15 @@ def test_unequal_ranks_per_node_are_refused() -> None:
 
 
 def test_launcher_default_follows_the_slurm_block() -> None:
-    assert get_launcher(_inventory(), None).name == "slurm"
-    assert get_launcher(_inventory(default=False), None).name == "ssh"
-    assert get_launcher(_inventory(), "ssh").name == "ssh"
+    assert get_backend(_inventory(), None).name == "slurm"
+    assert get_backend(_inventory(default=False), None).name == "ssh"
+    assert get_backend(_inventory(), "ssh").name == "ssh"
     plain = validate_document(load_yaml(SANDBOX), SANDBOX)
-    assert get_launcher(plain, None).name == "ssh"
+    assert get_backend(plain, None).name == "ssh"
     with pytest.raises(InputError, match="no slurm block"):
-        get_launcher(plain, "slurm")
+        get_backend(plain, "slurm")
     with pytest.raises(InputError, match="--launcher 'pbs'"):
-        get_launcher(plain, "pbs")
+        get_backend(plain, "pbs")
 
 
 MODERN = ROOT / "inventories" / "modern-h100.yml"

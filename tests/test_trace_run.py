@@ -14,9 +14,10 @@ import pytest
 from clusterctl.payload.tracing import MAX_TRACE_BYTES, PART_CHARS, trace_lines
 from clusterctl.results.traces import TRACE_PREFIX, shown, split_traces
 from clusterctl.run.context import run_context
-from clusterctl.run.plan import build_plan, run_options
+from clusterctl.run.plan import run_options
 from clusterctl.run.runner import run_plans
 from clusterctl.workloads import get_workload
+from clusterctl.workloads.build import build_job
 from clusterctl.workloads.resnet50 import TRACE_STEPS
 from tests.localrun import LocalMpirun, local_inventory
 
@@ -26,7 +27,7 @@ TINY = {"image_size": 32, "batch_size": 2, "steps": 2, "warmup_steps": 1, "displ
 def test_a_traced_ddp_run_keeps_a_chrome_trace_per_rank(tmp_path: Path) -> None:
     inventory = local_inventory()
     options = run_options(inventory, "resnet50", nodes=1, framework="ddp", trace=True, **TINY)
-    plan = build_plan(inventory, options, get_workload("resnet50"))
+    plan = build_job(inventory, options, get_workload("resnet50"))
     assert f"--trace-steps={TRACE_STEPS}" in plan.rank_argv
     lines: list[str] = []
     [(record, directory)] = run_plans(
@@ -49,7 +50,7 @@ def test_a_traced_two_rank_horovod_run_keeps_each_ranks_trace_and_the_timeline(t
     """Two ranks print their parts at once: mpirun interleaves and cuts them, each rank's are rejoined."""
     inventory = local_inventory()
     options = run_options(inventory, "resnet50", nodes=2, framework="horovod", trace=True, **TINY)
-    plan = build_plan(inventory, options, get_workload("resnet50"))
+    plan = build_job(inventory, options, get_workload("resnet50"))
     [(record, directory)] = run_plans(
         run_context(inventory, [plan], launcher=LocalMpirun(), timeout_s=300, runs_dir=tmp_path)
     )

@@ -10,16 +10,19 @@ import pytest
 
 from clusterctl.errors import InputError
 from clusterctl.inventory import load_inventory
-from clusterctl.run.plan import LaunchPlan, build_plan, run_options
+from clusterctl.run.launchers.mpirun import Mpirun
+from clusterctl.run.plan import run_options
 from clusterctl.workloads import NAMES, get_workload
+from clusterctl.workloads.build import build_job
 from clusterctl.workloads.images import profiles_running
+from clusterctl.workloads.job import Job
 
 INVENTORIES = Path(__file__).resolve().parents[1] / "inventories"
 
 
-def _plan(example: str, workload: str) -> LaunchPlan:
+def _plan(example: str, workload: str) -> Job:
     inventory = load_inventory(INVENTORIES / example)
-    return build_plan(inventory, run_options(inventory, workload), get_workload(workload))
+    return build_job(inventory, run_options(inventory, workload), get_workload(workload))
 
 
 @pytest.mark.parametrize(
@@ -67,10 +70,11 @@ def test_a_workload_the_image_runs_gets_its_plan(
     inventory = load_inventory(INVENTORIES / example)
     assert inventory.image.profile in profiles_running(get_workload(workload))
     plan = _plan(example, workload)
-    assert plan.argv[0] == "mpirun" and plan.argv[-len(plan.rank_argv) :] == plan.rank_argv
+    argv = Mpirun().command(inventory, plan)
+    assert argv[0] == "mpirun" and argv[-len(plan.rank_argv) :] == plan.rank_argv
     assert program in plan.rank_argv[:2]
     assert (plan.gpu, plan.world_size) == (gpu, world)
-    assert plan.argv[plan.argv.index("-np") + 1] == str(world)
+    assert argv[argv.index("-np") + 1] == str(world)
 
 
 def test_run_on_the_wrong_image_exits_2_before_printing_a_plan(capsys: pytest.CaptureFixture[str]) -> None:

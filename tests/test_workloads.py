@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from clusterctl.diagnostics.parsers.nccl_tests import parse_nccl_tests
 from clusterctl.errors import InputError
 from clusterctl.inventory import RunDefaults, load_inventory
-from clusterctl.run.plan import LaunchPlan, build_plan, run_options
+from clusterctl.run.plan import run_options
 from clusterctl.workloads import NAMES, get_workload
+from clusterctl.workloads.build import build_job
+from clusterctl.workloads.job import Job
 from clusterctl.workloads.nccl_tests import LARGE_BUSBW
 from clusterctl.workloads.resnet50 import parse_result_line
 from tests.fixtures import fixture_text
@@ -24,18 +27,18 @@ def fixture(relative: str) -> str:
     return "".join((FIXTURES / relative).read_text(encoding="utf-8").splitlines(keepends=True)[2:])
 
 
-def plan_on(example: str, workload: str, **overrides) -> LaunchPlan:
+def plan_on(example: str, workload: str, **overrides) -> Job:
     inventory = load_inventory(ROOT / "inventories" / example)
     options = run_options(inventory, workload, **overrides)
-    return build_plan(inventory, options, get_workload(workload))
+    return build_job(inventory, options, get_workload(workload))
 
 
-def paper_plan(workload: str, **overrides) -> LaunchPlan:
+def paper_plan(workload: str, **overrides) -> Job:
     """A plan on the whitepaper's cluster (2 x 4 V100, the paper-2020 image: TensorFlow)."""
     return plan_on("paper-c4140.yml", workload, **overrides)
 
 
-def modern_plan(workload: str, **overrides) -> LaunchPlan:
+def modern_plan(workload: str, **overrides) -> Job:
     """A plan on the H100 pair (2 x 8 H100, the modern image: PyTorch and nccl-tests)."""
     return plan_on("modern-h100.yml", workload, **overrides)
 
@@ -130,7 +133,7 @@ def test_result_line_is_read_from_rank_0_only_and_survives_a_glued_tag() -> None
 def test_resnet50_argv_carries_the_settings() -> None:
     plan = modern_plan("resnet50", framework="ddp", data_format="NHWC", precision="fp16")
     assert {"--batch-size=256", "--precision=fp16", "--channels-last", "--compile", "--framework=ddp"} <= set(
-        plan.argv
+        plan.rank_argv
     )
 
 
@@ -181,3 +184,77 @@ def test_nccl_tests_records_its_bus_bandwidth_per_size() -> None:
     curve = get_workload("nccl-tests").bus_bandwidth_by_size(log)
     assert curve and min(curve) == 1 << 30 and all(v > 0 for v in curve.values())
     assert get_workload("resnet50").bus_bandwidth_by_size(log) == {}
+
+
+@pytest.mark.parametrize("name", ["resnet50", "gpt"])
+def test_judging_a_run_parses_the_payloads_result_line_once(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The judgement reads a workload's output through one ``Workload.read``: the result line is parsed
+    once for the metrics, the sanity and the compute facts, not once for each."""
+    from datetime import UTC, datetime
+
+    import clusterctl.workloads.gpt as gpt_module
+    import clusterctl.workloads.resnet50 as resnet50_module
+    from clusterctl.inventory import load_inventory
+    from clusterctl.run.judge import judge_run
+    from clusterctl.run.plan import plan_run
+
+    calls: list[str] = []
+    original = resnet50_module.parse_result_line
+
+    def counted(log: str) -> object:
+        calls.append(log)
+        return original(log)
+
+    monkeypatch.setattr(resnet50_module, "parse_result_line", counted)
+    monkeypatch.setattr(gpt_module, "parse_result_line", counted)
+    inventory = load_inventory(Path(__file__).resolve().parents[1] / "inventories" / "sandbox-example.yml")
+    options: dict[str, Any] = {"framework": "ddp", "model_size": "tiny", "seq_len": 32, "batch_size": 2}
+    job = plan_run(inventory, name, **(options if name == "gpt" else {}))
+    log = '[1,0]<stdout>:CLUSTERCTL_RESULT {"world_size": 2, "total_images_per_sec": 9.5}\n'
+    judge_run(
+        inventory, job, get_workload(name), log, 0, run_id="r", started_at=datetime(2026, 1, 1, tzinfo=UTC)
+    )
+    assert len(calls) == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "module", "parser", "inventory_file"),
+    [
+        ("nccl-tests", "clusterctl.workloads.nccl_tests", "parse_nccl_tests", "modern-h100.yml"),
+        ("allreduce", "clusterctl.workloads.nccl_tests", "parse_nccl_tests", "sandbox-example.yml"),
+        ("tf_cnn_benchmarks", "clusterctl.workloads.tf_cnn_benchmarks", "parse_tf_cnn_benchmarks", "paper-c4140.yml"),
+    ],
+)  # fmt: skip
+def test_judging_a_run_parses_the_workloads_output_once(
+    name: str, module: str, parser: str, inventory_file: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib
+    from datetime import UTC, datetime
+
+    from clusterctl.inventory import load_inventory
+    from clusterctl.run.judge import judge_run
+    from clusterctl.run.plan import plan_run
+
+    target = importlib.import_module(module)
+    original = getattr(target, parser)
+    calls: list[str] = []
+
+    def counted(text: str) -> object:
+        calls.append(text)
+        return original(text)
+
+    monkeypatch.setattr(target, parser, counted)
+    inventory = load_inventory(Path(__file__).resolve().parents[1] / "inventories" / inventory_file)
+    job = plan_run(inventory, name)
+    judge_run(
+        inventory,
+        job,
+        get_workload(name),
+        "no output\n",
+        1,
+        run_id="r",
+        started_at=datetime(2026, 1, 1, tzinfo=UTC),
+    )
+    assert len(calls) == 1

@@ -30,8 +30,6 @@ if TYPE_CHECKING:
     from clusterctl.results.counters import CounterExpectation, CounterProof, NodeTraffic
     from clusterctl.results.record import RunRecord
     from clusterctl.run.context import RunContext
-    from clusterctl.run.plan import LaunchPlan
-    from clusterctl.workloads.base import Workload
 
 RunsDirOption = typer.Option(Path("runs"), "--runs-dir", help="Where run directories and history.sqlite go.")
 JsonOption = typer.Option(False, "--json", help="Machine-readable output on stdout.")
@@ -306,43 +304,31 @@ def _check_job_images(context: RunContext) -> None:
     """
     from clusterctl.workloads.image_caps import check_job_image
 
+    image = context.backend.job_image(context.inventory)
     for plan, _ in context.in_order():
-        check_job_image(context.inventory, context.launcher.name, plan)
+        check_job_image(context.inventory, image, plan)
 
 
 def _print_dry_run(context: RunContext, as_json: bool) -> None:
-    """What the launcher would run for each plan, in order: the mpirun command, or (slurm) the batch
-    script, and (on stderr, so the command still pastes exactly; in --json, beside it) the bytes per
-    node the proof by counters will expect."""
-    launcher, in_order = context.launcher, context.in_order()
-    plans = [plan for plan, _ in in_order]
-    expectations = [_expectation(plan, workload) for plan, workload in in_order]
-    if launcher.name == "ssh":
-        _print_plans(plans, expectations, as_json)
-        return
-    scripts = [launcher.describe(context.inventory, plan) for plan in plans]
+    """What the backend would run for each job, in order (``Backend.describe``: the mpirun command, or
+    the batch script), and (on stderr, so the command still pastes exactly; in --json, beside it) the
+    bytes per node the proof by counters will expect."""
+    from clusterctl.run.judge import job_expectation
+
+    in_order = context.in_order()
+    described = [context.backend.describe(context.inventory, job) for job, _ in in_order]
+    expectations = [job_expectation(job, workload) for job, workload in in_order]
     if as_json:
         print_json(
             [
-                {
-                    "schema": DRY_RUN_SCHEMA,
-                    "launcher": launcher.name,
-                    "script": script,
-                    "counters": _dumped(expected),
-                }
-                for script, expected in zip(scripts, expectations, strict=True)
+                {"schema": DRY_RUN_SCHEMA, **description.fields, "counters": _dumped(expected)}
+                for description, expected in zip(described, expectations, strict=True)
             ]
         )
         return
-    for script, expected in zip(scripts, expectations, strict=True):
+    for description, expected in zip(described, expectations, strict=True):
         _say_expectation(expected)
-        print(script, end="")  # plain: the script must paste exactly
-
-
-def _expectation(plan: LaunchPlan, workload: Workload) -> CounterExpectation | None:
-    from clusterctl.results.counters import counter_expectation
-
-    return counter_expectation(workload.allreduce_volume(plan.options.settings), len(plan.hosts))
+        print(description.text, end="")  # plain: the command or script must paste exactly
 
 
 def _dumped(expected: CounterExpectation | None) -> dict[str, object] | None:
@@ -352,29 +338,6 @@ def _dumped(expected: CounterExpectation | None) -> dict[str, object] | None:
 def _say_expectation(expected: CounterExpectation | None) -> None:
     if expected is not None:
         err_console.print(expected.words(), markup=False, highlight=False)
-
-
-def _print_plans(
-    plans: list[LaunchPlan], expectations: list[CounterExpectation | None], as_json: bool
-) -> None:
-    if as_json:
-        print_json(
-            [
-                {
-                    "schema": DRY_RUN_SCHEMA,
-                    "argv": p.argv,
-                    "env": p.env,
-                    "command": p.shell_command(),
-                    "counters": _dumped(e),
-                }
-                for p, e in zip(plans, expectations, strict=True)
-            ]
-        )
-        return
-    for plan, expected in zip(plans, expectations, strict=True):
-        _say_expectation(expected)
-        # Plain print: the command must paste exactly, without rich wrapping or markup.
-        print(plan.shell_command())
 
 
 def report(

@@ -66,7 +66,7 @@ IDLE_FRACTION = 0.01
 
 CounterReader = Callable[[Inventory, Sequence[Node]], dict[str, NodeCounters]]
 """Reads the fabric counters of the given nodes now; readings by node name
-(``clusterctl.results.counter_reading.read_fabric_counters`` over SSH)."""
+(``clusterctl.diagnostics.counter_reading.read_fabric_counters`` over SSH)."""
 
 CounterReadings = tuple[dict[str, NodeCounters], dict[str, NodeCounters]]
 """The fabric counters of a run's nodes before and after it, by node name."""

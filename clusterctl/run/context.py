@@ -1,7 +1,7 @@
 """The run context: what the conductor needs for `run` and `sweep`, resolved once.
 
 ``run_context`` takes the launch plans and the command's settings and resolves, before anything
-runs, the launcher (by name, or the inventory's default), the workload the plans run and, with
+runs, the backend (by name, or the inventory's default), the workload the plans run and, with
 preflight, every plan's collective plan and workload; the conductor (``clusterctl.run.runner``) and
 `--dry-run` read them from the ``RunContext``.
 """
@@ -15,11 +15,11 @@ from pathlib import Path
 from clusterctl.errors import InputError
 from clusterctl.inventory import Inventory
 from clusterctl.results.record import LAUNCHERS, RunRecord
-from clusterctl.run.launchers import Launcher
-from clusterctl.run.plan import LaunchPlan
+from clusterctl.run.backends import Backend
 from clusterctl.run.preflight import preflight_plans
 from clusterctl.workloads import get_workload
 from clusterctl.workloads.base import Workload
+from clusterctl.workloads.job import Job
 
 OnRecord = Callable[[RunRecord, Path], None]
 """Called with each run's record and run directory as soon as the run is recorded."""
@@ -39,19 +39,19 @@ class Preflight:
     collective plans (one allreduce; FSDP's all-gather and reduce-scatter)."""
 
     workload: Workload
-    plans: tuple[tuple[LaunchPlan, ...], ...]
+    plans: tuple[tuple[Job, ...], ...]
 
 
 @dataclass(frozen=True)
 class RunContext:
-    """Everything a run needs, resolved: the inventory, the plans in order, the workload they run, the
-    launcher, the preflight (None: none), where runs are recorded, how long one may take, how many
+    """Everything a run needs, resolved: the inventory, the jobs in order, the workload they run, the
+    backend, the preflight (None: none), where runs are recorded, how long one may take, how many
     times each plan runs, and who hears each output line and each record."""
 
     inventory: Inventory
-    plans: tuple[LaunchPlan, ...]
+    plans: tuple[Job, ...]
     workload: Workload
-    launcher: Launcher
+    backend: Backend
     runs_dir: Path
     timeout_s: float
     repeats: int = 1
@@ -59,7 +59,7 @@ class RunContext:
     on_line: Callable[[str], None] = _ignore_line
     on_record: OnRecord = _ignore_record
 
-    def in_order(self) -> list[tuple[LaunchPlan, Workload]]:
+    def in_order(self) -> list[tuple[Job, Workload]]:
         """Every plan and the workload it runs, in the order the runs start: with preflight, each plan's
         collective first."""
         runs = [(plan, self.workload) for plan in self.plans]
@@ -73,8 +73,9 @@ class RunContext:
         ]
 
 
-def get_launcher(inventory: Inventory, name: str | None) -> Launcher:
-    """The launcher called ``name``; None: the inventory's default (``slurm`` when its slurm block says so).
+def get_backend(inventory: Inventory, name: str | None) -> Backend:
+    """The backend called ``name`` (``--launcher``); None: the inventory's default (``slurm`` when its
+    slurm block says so).
 
     Raises:
         InputError: an unknown name, or ``slurm`` for an inventory without a slurm block.
@@ -82,9 +83,9 @@ def get_launcher(inventory: Inventory, name: str | None) -> Launcher:
     if name is None:
         name = "slurm" if inventory.slurm is not None and inventory.slurm.default else "ssh"
     if name == "ssh":
-        from clusterctl.run.launchers.ssh import SshLauncher  # SSH (fabric, paramiko): on use
+        from clusterctl.run.backends.ssh import SshBackend  # SSH (fabric, paramiko): on use
 
-        return SshLauncher()
+        return SshBackend()
     if name == "slurm":
         if inventory.slurm is None:
             where = f" {inventory.source}" if inventory.source else ""
@@ -92,17 +93,17 @@ def get_launcher(inventory: Inventory, name: str | None) -> Launcher:
                 f"--launcher slurm: the inventory{where} has no slurm block. Fix: add one (login node, "
                 "partition, runtime; `clusterctl inventory schema` describes it), or use --launcher ssh."
             )
-        from clusterctl.run.launchers.slurm import SlurmLauncher
+        from clusterctl.run.backends.slurm import SlurmBackend
 
-        return SlurmLauncher()
+        return SlurmBackend()
     raise InputError(f"--launcher {name!r}: use one of {', '.join(LAUNCHERS)}.")
 
 
 def run_context(
     inventory: Inventory,
-    plans: Sequence[LaunchPlan],
+    plans: Sequence[Job],
     *,
-    launcher: Launcher | str | None = None,
+    launcher: Backend | str | None = None,
     runs_dir: Path,
     timeout_s: float,
     repeats: int = 1,
@@ -112,7 +113,7 @@ def run_context(
 ) -> RunContext:
     """The context that runs ``plans`` (all of one workload, as ``plan_run``/``plan_sweep`` build them).
 
-    ``launcher``: a launcher, or its name (None: the inventory's default, ``get_launcher``). With
+    ``launcher``: a backend, or its name (None: the inventory's default, ``get_backend``). With
     ``preflight``, every plan's collective plan is built here, so none runs unless all are valid.
 
     Raises:
@@ -124,13 +125,13 @@ def run_context(
     if len(names) != 1:
         raise ValueError(f"a run context runs the plans of one workload, not {sorted(names)}")
     if launcher is None or isinstance(launcher, str):
-        launcher = get_launcher(inventory, launcher)
+        launcher = get_backend(inventory, launcher)
     checks = tuple(preflight_plans(inventory, plan) for plan in plans) if preflight else ()
     return RunContext(
         inventory=inventory,
         plans=tuple(plans),
         workload=get_workload(names.pop()),
-        launcher=launcher,
+        backend=launcher,
         runs_dir=runs_dir,
         timeout_s=timeout_s,
         repeats=repeats,

@@ -1,4 +1,11 @@
-"""Judging one run: its metrics, sanity, exit and fabric proof (log and counters) into a ``RunRecord``. Pure.
+"""Judging one run: what its launch collected into its finished ``RunRecord``.
+
+``judge_collected`` takes what the backend collected (``Collected``: output, counters, snapshots,
+telemetry) and returns the record with every finding in it (the exit, sanity, fabric proof by log and
+counters, the snapshot's and each GPU's chosen NIC's, the traces not kept) before ``valid`` is
+decided, and what the run directory keeps (the output without its trace parts, the traces, each node's
+telemetry file). ``judge_run`` is its pure core on the output text. The run id is the run directory's
+name, fixed before the run is judged (``clusterctl.run.rundir.new_run_dir``).
 
 The record model is ``clusterctl.results.record``; the run directory it is written to,
 ``clusterctl.run.rundir``.
@@ -9,13 +16,16 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 
+from clusterctl.diagnostics.bundle import NodeBundle
 from clusterctl.diagnostics.model import marker_values
 from clusterctl.diagnostics.parsers.mpi_error import parse_mpi_error
 from clusterctl.findings import Finding
 from clusterctl.inventory import Inventory, RunDefaults
 from clusterctl.results.counters import (
+    CounterExpectation,
     CounterReadings,
     counter_expectation,
     counter_findings,
@@ -26,8 +36,12 @@ from clusterctl.results.nccl_log_proof import fabric_findings, prove_fabric, set
 from clusterctl.results.peaks import load_peaks
 from clusterctl.results.pop import run_pop
 from clusterctl.results.record import LauncherName, RunConfig, RunRecord, run_device
-from clusterctl.run.plan import LaunchPlan
+from clusterctl.results.telemetry_status import telemetry_files
+from clusterctl.results.traces import split_traces, trace_finding
+from clusterctl.run.backends import Collected
 from clusterctl.workloads.base import Metric, Workload
+from clusterctl.workloads.compute import ComputeFacts
+from clusterctl.workloads.job import Job
 
 
 def _data_kind(workload: Workload, s: RunDefaults) -> str:
@@ -36,9 +50,65 @@ def _data_kind(workload: Workload, s: RunDefaults) -> str:
     return "synthetic" if not real else "real-loader" if s.loader_only else "real"
 
 
+@dataclass(frozen=True)
+class Judged:
+    """A judged run: its finished record, and what its run directory keeps of what was collected."""
+
+    record: RunRecord
+    output: str
+    """The output without its trace parts (output.log)."""
+    traces: Mapping[str, bytes] = field(default_factory=dict)
+    telemetry: Mapping[str, str] = field(default_factory=dict)
+    """Each node's telemetry file (JSON Lines), by node; nodes without a sample left out."""
+
+
+def judge_collected(
+    inventory: Inventory,
+    plan: Job,
+    workload: Workload,
+    collected: Collected,
+    exit_code: int,
+    *,
+    run_id: str,
+    started_at: datetime,
+    launcher: LauncherName = "ssh",
+    starter: str = "mpirun",
+    cache_dropped: bool = False,
+) -> Judged:
+    """The finished record of the run ``run_id`` from what its launch collected, and what its run
+    directory keeps (see the module's docstring)."""
+    # Imported on use: it pulls the collectors.
+    from clusterctl.diagnostics.check import bundle_findings
+
+    topology = collected.bundles.get("topology")
+    output, traces, trace_problems = split_traces(collected.output)
+    telemetry: dict[str, str] = {}
+    unknown: dict[str, list[str]] | None = None
+    if collected.telemetry is not None:
+        telemetry, unknown = telemetry_files(collected.telemetry, collected.telemetry_errors)
+    record = judge_run(
+        inventory,
+        plan,
+        workload,
+        output,
+        exit_code,
+        run_id=run_id,
+        started_at=started_at,
+        counters=collected.counters,
+        snapshot=bundle_findings(inventory, topology) if topology is not None else [],
+        topology=topology,
+        launcher=launcher,
+        starter=starter,
+        cache_dropped=cache_dropped,
+        trace_problems=trace_problems,
+        telemetry_unknown=unknown,
+    )
+    return Judged(record, output, traces, telemetry)
+
+
 def judge_run(
     inventory: Inventory,
-    plan: LaunchPlan,
+    plan: Job,
     workload: Workload,
     output: str,
     exit_code: int,
@@ -47,16 +117,29 @@ def judge_run(
     started_at: datetime,
     counters: CounterReadings | None = None,
     snapshot: Sequence[Finding] = (),
+    topology: Mapping[str, NodeBundle] | None = None,
     launcher: LauncherName = "ssh",
+    starter: str = "mpirun",
+    cache_dropped: bool = False,
+    trace_problems: Sequence[str] = (),
+    telemetry_unknown: dict[str, list[str]] | None = None,
 ) -> RunRecord:
-    """Judge one run's raw output: its metrics, sanity findings, fabric proof, per-rank breakdown and
-    POP metrics. Pure.
+    """Judge one run's output (its trace parts taken out): its metrics, sanity findings, fabric proof,
+    per-rank breakdown and POP metrics, every finding in the record before ``valid`` is decided.
 
     ``counters``: the nodes' fabric counters read before and after the run, when they were.
     ``snapshot``: the findings of the run's topology snapshot; its peer-memory ones join the run's
-    findings as the run's NCCL log settles them (``settle_snapshot``). ``launcher``: what started
-    the run.
+    findings as the run's NCCL log settles them (``settle_snapshot``). ``topology``: the snapshot itself
+    (None: none taken), against which each GPU's GDR and rail is judged by the NIC its channels used
+    (warnings). ``launcher``: what started the run; ``starter``: what the exit code is the exit code of,
+    in words (``Backend.starter``);
+    ``cache_dropped``: the nodes' page cache was dropped first; ``trace_problems``: traces the run
+    printed but the run directory does not keep (warnings); ``telemetry_unknown``: what the node
+    samplers could not tell, by node (None: no sampler ran).
     """
+    # Imported on use: it pulls the collectors.
+    from clusterctl.diagnostics.check import chosen_nic_findings
+
     s = plan.options.settings
     primary = inventory.primary
     config = RunConfig.model_validate(
@@ -88,21 +171,25 @@ def judge_run(
         proof = prove_counters(
             *counters,
             fabric=primary.fabric,
-            expectation=counter_expectation(workload.allreduce_volume(s), len(plan.hosts)),
+            expectation=job_expectation(plan, workload),
             in_network=fabric.in_network,
             # NCCL's gradients must go over verbs; CPU ranks' Gloo/MPI use TCP on the fabric by design.
             rdma_only=plan.gpu and primary.rdma,
         )
-    metrics, figure_problems = checked_metrics(workload.metrics(output))
-    breakdown = workload.breakdown(output)
+    reading = workload.read(output, plan)  # the workload's own parse of the output, once
+    metrics, figure_problems = checked_metrics(reading.metrics)
+    breakdown = reading.breakdown
     findings = [
-        *_exit_findings(output, exit_code, plan, launcher),
+        *_exit_findings(output, exit_code, plan, starter),
         *figure_problems,
-        *workload.sanity(output, plan),
+        *reading.sanity,
         *fabric_findings(fabric),
         *settle_snapshot(snapshot, fabric),
         *(counter_findings(proof) if proof else ()),
         *placement_findings(output),
+        # Each GPU's GDR and rail, judged against the NIC its channels used (warnings: validity stands).
+        *chosen_nic_findings(inventory, topology or {}, fabric.gpu_nics, fabric.gpu_gdr),
+        *(trace_finding(problem) for problem in trace_problems),
     ]
     return RunRecord(
         run_id=run_id,
@@ -118,21 +205,28 @@ def judge_run(
         counters=proof,
         gradient_bytes=gradient,
         bucket_cap_mb=s.bucket_cap_mb,
-        bus_bandwidth=workload.bus_bandwidth_by_size(output),
-        flops=_model_flops(workload, plan, output, metrics.get(workload.primary_metric), config.device),
+        bus_bandwidth=reading.bus_bandwidth,
+        flops=_model_flops(reading.compute, plan, metrics.get(workload.primary_metric), config.device),
         findings=findings,
         valid=exit_code == 0 and fabric.valid and not any(f.severity == "error" for f in findings),
         breakdown=breakdown or None,
         pop=run_pop(breakdown, plan.world_size),
+        cache_dropped=cache_dropped,
+        telemetry_unknown=telemetry_unknown,
     )
 
 
+def job_expectation(job: Job, workload: Workload) -> CounterExpectation | None:
+    """What the proof by counters expects of ``job``'s nodes (its floors), from what ``workload``
+    all-reduces with the job's settings: shown by `run --dry-run`, judged after the run."""
+    return counter_expectation(workload.allreduce_volume(job.options.settings), len(job.hosts))
+
+
 def _model_flops(
-    workload: Workload, plan: LaunchPlan, output: str, throughput: Metric | None, device: str
+    facts: ComputeFacts | None, plan: Job, throughput: Metric | None, device: str
 ) -> ModelFlops | None:
     """The run's achieved FLOP/s and MFU; None without a FLOPs model or a positive throughput, or when
     the product overflows (a throughput that is no measurement: strict JSON could not hold it)."""
-    facts = workload.compute(plan.options.settings, output)
     if facts is None or throughput is None or not throughput.value > 0:
         return None
     flops = model_flops(
@@ -221,11 +315,7 @@ def placement_findings(output: str) -> list[Finding]:
     return findings
 
 
-# What the run's exit code is the exit code of, per launcher.
-_STARTER: dict[LauncherName, str] = {"ssh": "mpirun", "slurm": "the Slurm job"}
-
-
-def _exit_findings(output: str, exit_code: int, plan: LaunchPlan, launcher: LauncherName) -> list[Finding]:
+def _exit_findings(output: str, exit_code: int, plan: Job, starter: str) -> list[Finding]:
     if exit_code == 0:
         return []
     error = parse_mpi_error(output)
@@ -238,7 +328,7 @@ def _exit_findings(output: str, exit_code: int, plan: LaunchPlan, launcher: Laun
         Finding(
             severity="error",
             code="run-failed",
-            message=f"{_STARTER[launcher]} exited {exit_code} ({error.category}): {summary}",
+            message=f"{starter} exited {exit_code} ({error.category}): {summary}",
             advice="read output.log in the run directory; `clusterctl check` probes the nodes",
         )
     ]

@@ -35,10 +35,12 @@ from clusterctl.inventory import Inventory
 from clusterctl.results.baselines import BUSBW_METRIC, Baseline, baselines_for, find_baseline, hardware_config
 from clusterctl.results.record import RunRecord
 from clusterctl.run.context import RunContext
-from clusterctl.run.plan import LaunchPlan, build_plan, run_options
+from clusterctl.run.plan import run_options
 from clusterctl.workloads import get_workload
 from clusterctl.workloads.allreduce import SIZES, Allreduce
 from clusterctl.workloads.base import Workload
+from clusterctl.workloads.build import build_job
+from clusterctl.workloads.job import Job
 from clusterctl.workloads.nccl_tests import LARGE_BUSBW
 
 Search = Literal["auto", "all", "halving"]
@@ -211,7 +213,7 @@ def collective_workload(inventory: Inventory, *, all_sizes: bool = False) -> Wor
 
 def group_plan(
     inventory: Inventory, group: Sequence[str], workload: Workload, ranks_per_node: int | None = None
-) -> LaunchPlan:
+) -> Job:
     """The collective's launch plan on ``group``'s nodes, its first node starting mpirun. Pure.
 
     Raises:
@@ -219,7 +221,7 @@ def group_plan(
     """
     sub = sub_inventory(inventory, group)
     options = run_options(sub, workload.name, nodes=len(group), ranks_per_node=ranks_per_node)
-    return build_plan(sub, options, workload)
+    return build_job(sub, options, workload)
 
 
 def conductor_measure(
@@ -242,11 +244,11 @@ def conductor_measure(
         StepError, ConnectError: a node's container or engine cannot be reached.
     """
     # Imported on use: the conductor and the launcher pull SSH and the docker SDK.
-    from clusterctl.run.launchers.ssh import SshLauncher
+    from clusterctl.run.backends.ssh import SshBackend
     from clusterctl.run.runner import run_plans
 
     workload = collective_workload(inventory, all_sizes=all_sizes)
-    launcher = SshLauncher(take_snapshot=lambda inv, nodes: {})
+    launcher = SshBackend(take_snapshot=lambda inv, nodes: {})
 
     def measure(group: Sequence[str]) -> Group:
         plan = group_plan(inventory, group, workload, ranks_per_node)

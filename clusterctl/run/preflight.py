@@ -20,8 +20,9 @@ from clusterctl.errors import RunFailed
 from clusterctl.inventory import Inventory
 from clusterctl.results.baselines import BUSBW_METRIC, Baseline, find_baseline, hardware_config
 from clusterctl.results.record import RunRecord
-from clusterctl.run.plan import LaunchPlan, build_plan
 from clusterctl.workloads import get_workload
+from clusterctl.workloads.build import build_job
+from clusterctl.workloads.job import Job
 from clusterctl.workloads.nccl_tests import LARGE_BUSBW
 
 
@@ -33,7 +34,7 @@ class PreflightRefused(RunFailed):
 COLLECTIVES = {"fsdp": ("allgather", "reducescatter")}
 
 
-def preflight_plans(inventory: Inventory, plan: LaunchPlan) -> tuple[LaunchPlan, ...]:
+def preflight_plans(inventory: Inventory, plan: Job) -> tuple[Job, ...]:
     """The collective benchmark's launch plans on ``plan``'s nodes, ranks and settings: one allreduce,
     or under FSDP one all-gather and one reduce-scatter.
 
@@ -43,7 +44,7 @@ def preflight_plans(inventory: Inventory, plan: LaunchPlan) -> tuple[LaunchPlan,
     name = "nccl-tests" if plan.gpu else "allreduce"
     settings = plan.options.settings
     return tuple(
-        build_plan(
+        build_job(
             inventory,
             plan.options.model_copy(
                 update={"workload": name, "settings": settings.model_copy(update={"collective": op})}

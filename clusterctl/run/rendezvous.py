@@ -3,8 +3,9 @@
 ``run.plan.rendezvous_ports`` gives the run's candidates; here one SSH command on rank 0's node host tries
 them in order and answers the first that nothing listens on at rank 0's address (bash's ``/dev/tcp``: a
 refused connection is a free port). The benchmark container shares the host's network, so the host's
-ports are the container's. With the slurm launcher rank 0's node is the scheduler's choice: the batch
-script does the same check there (templates/slurm-batch.sh.j2).
+ports are the container's. The ssh backend asks here (``SshBackend.prepare``); with the slurm backend rank
+0's node is the scheduler's choice: the batch script does the same check there
+(templates/slurm-batch.sh.j2).
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from __future__ import annotations
 from clusterctl.errors import EnvironmentProblem
 from clusterctl.hosts.ssh import run_on_nodes
 from clusterctl.inventory import Inventory
-from clusterctl.run.plan import LaunchPlan, rendezvous_ports
+from clusterctl.run.plan import rendezvous_ports
+from clusterctl.workloads.job import Job
 
 # Seconds the check may take on the node (connects to its own address: refused or accepted at once).
 PROBE_TIMEOUT_S = 20
@@ -29,18 +31,15 @@ def probe_argv(address: str, ports: list[int]) -> list[str]:
     return ["bash", "-c", script, "probe", address, *(str(p) for p in ports)]
 
 
-def choose_port(inventory: Inventory, plan: LaunchPlan, run_id: str, launcher: str) -> int:
-    """The rendezvous port of the run ``run_id`` of ``plan``: with the ssh launcher the first candidate
-    free on rank 0's node; the first candidate where the node gives no answer (the launch then says
-    why) and with the slurm launcher (its batch script checks on the allocation).
+def choose_port(inventory: Inventory, job: Job, run_id: str) -> int:
+    """The rendezvous port of the run ``run_id`` of ``job``: the first candidate free on rank 0's node;
+    the first candidate where the node gives no answer (the launch then says why).
 
     Raises:
         EnvironmentProblem: every candidate is in use on rank 0's node.
     """
     ports = rendezvous_ports(run_id)
-    if launcher != "ssh":
-        return ports[0]
-    rank0 = plan.hosts[0]
+    rank0 = job.hosts[0]
     node = inventory.node(rank0.node)
     result = run_on_nodes(inventory, [node], probe_argv(rank0.address, ports), timeout_s=PROBE_TIMEOUT_S)[
         node.name

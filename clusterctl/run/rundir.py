@@ -15,7 +15,8 @@ from clusterctl.inventory import Inventory
 from clusterctl.results.record import RESULT_FILE, RunRecord
 from clusterctl.results.telemetry import telemetry_path
 from clusterctl.results.traces import TRACE_DIR
-from clusterctl.run.plan import LaunchPlan
+from clusterctl.run.launchers.mpirun import Mpirun, shell_command
+from clusterctl.workloads.job import Job
 
 
 def new_run_id(workload: str, nodes: int, now: datetime | None = None) -> str:
@@ -24,10 +25,27 @@ def new_run_id(workload: str, nodes: int, now: datetime | None = None) -> str:
     return f"{stamp}_{workload}_{nodes}n"
 
 
+def new_run_dir(runs_dir: Path, run_id: str) -> Path:
+    """A new, empty run directory for ``run_id`` under ``runs_dir``: its name is the run's id.
+
+    A second run in the same second gets a ``-2``, ``-3``... suffix; nothing is overwritten.
+    """
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    directory = runs_dir / run_id
+    n = 1
+    while True:
+        try:
+            directory.mkdir()
+            return directory
+        except FileExistsError:
+            n += 1
+            directory = runs_dir / f"{run_id}-{n}"
+
+
 def write_run_dir(
-    runs_dir: Path,
+    directory: Path,
     inventory: Inventory,
-    plan: LaunchPlan,
+    plan: Job,
     output: str,
     record: RunRecord,
     *,
@@ -36,26 +54,18 @@ def write_run_dir(
     telemetry: Mapping[str, str] | None = None,
     traces: Mapping[str, bytes] | None = None,
 ) -> Path:
-    """Write the run directory for ``record`` under ``runs_dir`` and return its path.
+    """Write the files of ``record`` into its run directory (made by ``new_run_dir``) and return its path.
 
-    ``command``: what ran (None: the plan's mpirun command); ``bundles``: snapshots the launch took,
+    ``command``: what ran (None: the job's mpirun command); ``bundles``: snapshots the launch took,
     by folder name (``topology``, ``topology-after``); ``telemetry``: each node's samples (JSON Lines),
     by node name, written to ``telemetry/<node>.jsonl``; ``traces``: ``run --trace``'s files by name
     (checked names: ``clusterctl.results.traces``), written to ``trace/``.
-    A second run in the same second gets a ``-2``, ``-3``... suffix; nothing is overwritten. The
-    record's ``run_id`` is updated to the directory's name.
+
+    Raises:
+        ValueError: the record's run id is not the directory's name (the record is judged with it).
     """
-    runs_dir.mkdir(parents=True, exist_ok=True)
-    directory = runs_dir / record.run_id
-    n = 1
-    while True:
-        try:
-            directory.mkdir()
-            break
-        except FileExistsError:
-            n += 1
-            directory = runs_dir / f"{record.run_id}-{n}"
-    record.run_id = directory.name
+    if record.run_id != directory.name:
+        raise ValueError(f"record {record.run_id!r} written to the run directory {directory.name!r}")
     spec = {
         "options": plan.options.model_dump(mode="json"),
         "hosts": [h.model_dump() for h in plan.hosts],
@@ -65,7 +75,9 @@ def write_run_dir(
         "image": inventory.image.model_dump(mode="json"),
     }
     (directory / "spec.json").write_text(json.dumps(spec, indent=2) + "\n")
-    (directory / "command.txt").write_text((command or plan.shell_command()).rstrip("\n") + "\n")
+    (directory / "command.txt").write_text(
+        (command or shell_command(Mpirun().command(inventory, plan))).rstrip("\n") + "\n"
+    )
     (directory / "output.log").write_text(output)
     for folder, by_node in (bundles or {}).items():
         write_bundle(directory / folder, by_node)

@@ -22,16 +22,14 @@ from clusterctl.results.baselines import baselines_for
 from clusterctl.results.history import add_run, history_path
 from clusterctl.results.record import TIMEOUT_EXIT_CODE, RunRecord
 from clusterctl.results.report import ReportRow, report_of
-from clusterctl.results.telemetry_status import telemetry_files
-from clusterctl.results.traces import shown, split_traces, trace_finding
+from clusterctl.results.traces import shown
+from clusterctl.run.backends import Collected
 from clusterctl.run.context import RunContext
-from clusterctl.run.judge import judge_run
-from clusterctl.run.launchers import Collected
-from clusterctl.run.plan import DDP_MASTER_PORT, LaunchPlan, with_rendezvous_port
+from clusterctl.run.judge import judge_collected
 from clusterctl.run.preflight import PreflightRefused, preflight_minimum, refusal
-from clusterctl.run.rendezvous import choose_port
-from clusterctl.run.rundir import new_run_id, write_run_dir
+from clusterctl.run.rundir import new_run_dir, new_run_id, write_run_dir
 from clusterctl.workloads.base import Workload
+from clusterctl.workloads.job import DDP_MASTER_PORT, Job
 
 
 def run_plans(context: RunContext) -> list[tuple[RunRecord, Path]]:
@@ -58,7 +56,7 @@ def run_plans(context: RunContext) -> list[tuple[RunRecord, Path]]:
     return done
 
 
-def check_datasets(inventory: Inventory, plans: Sequence[LaunchPlan], *, tfrecords: bool = False) -> None:
+def check_datasets(inventory: Inventory, plans: Sequence[Job], *, tfrecords: bool = False) -> None:
     """Refuse, before the first launch, a real-data plan whose dataset a node of it lacks (``require_dataset``;
     ``tfrecords``: the workload reads run.data's TFRecord shards, unless the plan names run.data_dir)."""
     for plan in plans:
@@ -69,7 +67,7 @@ def check_datasets(inventory: Inventory, plans: Sequence[LaunchPlan], *, tfrecor
             )
 
 
-def _nodes(inventory: Inventory, plan: LaunchPlan) -> list[Node]:
+def _nodes(inventory: Inventory, plan: Job) -> list[Node]:
     """The inventory's nodes that ``plan`` runs on."""
     by_name = {node.name: node for node in inventory.nodes}
     return [by_name[h.node] for h in plan.hosts]
@@ -87,7 +85,7 @@ def run_sweep(context: RunContext) -> tuple[list[tuple[RunRecord, Path]], list[R
     return done, rows, skipped
 
 
-def _run_preflight(context: RunContext, plan: LaunchPlan, workload: Workload) -> RunRecord:
+def _run_preflight(context: RunContext, plan: Job, workload: Workload) -> RunRecord:
     """Run the collective ``plan`` once, record it, and refuse when ``refusal`` says so.
 
     Raises:
@@ -103,7 +101,7 @@ def _run_preflight(context: RunContext, plan: LaunchPlan, workload: Workload) ->
 
 
 def _run_repeats(
-    context: RunContext, plan: LaunchPlan, workload: Workload, repeats: int
+    context: RunContext, plan: Job, workload: Workload, repeats: int
 ) -> list[tuple[RunRecord, Path]]:
     """Run ``plan`` ``repeats`` times; judge each run, write its run directory and history row, and
     hand the record over.
@@ -111,9 +109,6 @@ def _run_repeats(
     The counters the launch read before and after the run are judged (the proof by counters), and
     its snapshot before the run (``topology``) is judged with the run and written to its directory.
     """
-    # Imported on use: it pulls the collectors.
-    from clusterctl.diagnostics.check import bundle_findings, chosen_nic_findings
-
     inventory = context.inventory
     done = []
     for _ in range(repeats):
@@ -124,39 +119,30 @@ def _run_repeats(
         run_id = new_run_id(workload.name, len(plan.hosts), started)
         launched = _with_port(context, plan, run_id)
         exit_code, got = _launch(context, launched)
-        topology = got.bundles.get("topology", {})
-        output, traces, trace_problems = split_traces(got.output)
-        record = judge_run(
+        directory = new_run_dir(context.runs_dir, run_id)  # its name is the run's id, before it is judged
+        judged = judge_collected(
             inventory,
             launched,
             workload,
-            output,
+            got,
             exit_code,
-            run_id=run_id,
+            run_id=directory.name,
             started_at=started,
-            counters=got.counters,
-            snapshot=bundle_findings(inventory, topology) if "topology" in got.bundles else [],
-            launcher=context.launcher.name,
+            launcher=context.backend.name,
+            starter=context.backend.starter,
+            cache_dropped=cold,
         )
-        record.cache_dropped = cold
-        # Each GPU's GDR and rail, judged against the NIC its channels used (warnings: validity stands).
-        record.findings += chosen_nic_findings(
-            inventory, topology, record.fabric.gpu_nics, record.fabric.gpu_gdr
-        )
-        record.findings += [trace_finding(problem) for problem in trace_problems]
-        telemetry: dict[str, str] = {}
-        if got.telemetry is not None:
-            telemetry, record.telemetry_unknown = telemetry_files(got.telemetry, got.telemetry_errors)
-        directory = write_run_dir(
-            context.runs_dir,
+        record = judged.record
+        write_run_dir(
+            directory,
             inventory,
             launched,
-            output,
+            judged.output,
             record,
             command=got.command,
             bundles=got.bundles,
-            telemetry=telemetry,
-            traces=traces,
+            telemetry=judged.telemetry,
+            traces=judged.traces,
         )
         add_run(history_path(context.runs_dir), record, directory)
         context.on_record(record, directory)
@@ -164,23 +150,23 @@ def _run_repeats(
     return done
 
 
-def _with_port(context: RunContext, plan: LaunchPlan, run_id: str) -> LaunchPlan:
-    """``plan`` with the run's own rendezvous port (DDP, FSDP: ``run.rendezvous``); a plan without one, or
-    whose port its caller already chose (not the plan's default), unchanged."""
-    if plan.env.get("MASTER_PORT") != str(DDP_MASTER_PORT):
+def _with_port(context: RunContext, plan: Job, run_id: str) -> Job:
+    """``plan`` with the run's own rendezvous port (DDP, FSDP), as its backend chooses it
+    (``Backend.prepare``); a job without one, or whose port its caller already chose (not the job's
+    default), unchanged."""
+    if plan.rendezvous_port != DDP_MASTER_PORT:
         return plan
-    port = choose_port(context.inventory, plan, run_id, context.launcher.name)
-    return with_rendezvous_port(plan, port)
+    return context.backend.prepare(context.inventory, plan, run_id)
 
 
-def _launch(context: RunContext, plan: LaunchPlan) -> tuple[int, Collected]:
+def _launch(context: RunContext, plan: Job) -> tuple[int, Collected]:
     """Start ``plan`` with the context's launcher, follow it to its end, and collect it: its exit code
     and what it left.
 
     A run past the context's ``timeout_s`` is cancelled and gets ``TIMEOUT_EXIT_CODE``; Ctrl-C (or any
     error while following) cancels it and re-raises.
     """
-    launch = context.launcher.start(context.inventory, plan)
+    launch = context.backend.start(context.inventory, plan)
 
     def on_line(line: str) -> None:  # a trace (run --trace) is shown as one short line, not as base64
         if (short := shown(line)) is not None:

@@ -7,7 +7,8 @@ from typing import Any
 
 from clusterctl.errors import InputError
 from clusterctl.inventory import Inventory
-from clusterctl.run.plan import LaunchPlan, plan_run
+from clusterctl.run.plan import plan_run
+from clusterctl.workloads.job import Job
 
 
 def placement(inventory: Inventory, devices: int) -> tuple[int, int]:
@@ -30,7 +31,7 @@ def placement(inventory: Inventory, devices: int) -> tuple[int, int]:
 
 def plan_sweep(
     inventory: Inventory, workload: str, devices: list[int], grid: dict[str, list[Any]]
-) -> list[LaunchPlan]:
+) -> list[Job]:
     """The launch plans of every combination of ``devices`` and the ``grid`` of settings (field -> values).
 
     In order: for each combination of settings, every device count.

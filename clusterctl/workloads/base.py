@@ -8,6 +8,7 @@ size or world size that the plan asked for. Parsing is done by ``clusterctl.diag
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -18,7 +19,7 @@ from clusterctl.workloads.compute import ComputeFacts
 
 if TYPE_CHECKING:
     from clusterctl.inventory import ImageVersions, Inventory, RunDefaults
-    from clusterctl.run.plan import LaunchPlan
+    from clusterctl.workloads.job import Job
 
 
 class Metric(BaseModel):
@@ -39,6 +40,18 @@ class Volume(BaseModel):
     derivation: str = Field(
         description="The arithmetic, in words, e.g. '25,557,032 parameters x 4 B x 12 steps'."
     )
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What a workload reads in one run's output, read once: its metrics, its sanity findings, each
+    rank's per-step breakdown, its compute facts (MFU) and a collective's bus bandwidth by size."""
+
+    metrics: dict[str, Metric]
+    sanity: list[Finding]
+    breakdown: list[RankBreakdown]
+    compute: ComputeFacts | None
+    bus_bandwidth: dict[int, float]
 
 
 class Workload(ABC):
@@ -64,7 +77,7 @@ class Workload(ABC):
         """The numbers in ``log``; empty when the run printed none."""
 
     @abstractmethod
-    def sanity(self, log: str, plan: LaunchPlan) -> list[Finding]:
+    def sanity(self, log: str, plan: Job) -> list[Finding]:
         """Findings when ``log`` does not show the run ``plan`` asked for."""
 
     def defaults(self, inventory: Inventory) -> dict[str, object]:
@@ -73,6 +86,17 @@ class Workload(ABC):
         set (``Inventory.run_settings``); none by default: ``RunDefaults``' field defaults."""
         del inventory
         return {}
+
+    def read(self, log: str, job: Job) -> Reading:
+        """Everything this workload reads in ``log`` of ``job``, for the judgement; a workload whose
+        readers share a parse (its result line) overrides it to parse once."""
+        return Reading(
+            self.metrics(log),
+            self.sanity(log, job),
+            self.breakdown(log),
+            self.compute(job.options.settings, log),
+            self.bus_bandwidth_by_size(log),
+        )
 
     def gradient_bytes(self, settings: RunDefaults) -> int | None:
         """Bytes each rank all-reduces per training step with ``settings``; None: not a training workload.

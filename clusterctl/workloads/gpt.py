@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import math
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from clusterctl.errors import InputError
 from clusterctl.findings import Finding
 from clusterctl.image.render import CONTAINER_PAYLOAD_DIR
-from clusterctl.workloads.base import Metric, Volume, Workload, expect
+from clusterctl.workloads.base import Metric, Reading, Volume, Workload, expect
 from clusterctl.workloads.breakdown import RankBreakdown, parse_breakdown
 from clusterctl.workloads.compute import ComputeFacts
 from clusterctl.workloads.gpt_arith import GptShape
@@ -22,7 +22,7 @@ from clusterctl.workloads.resnet50 import number, parse_result_line, payload_com
 
 if TYPE_CHECKING:
     from clusterctl.inventory import ImageVersions, Inventory, RunDefaults
-    from clusterctl.run.plan import LaunchPlan
+    from clusterctl.workloads.job import Job
 
 SCRIPT = f"{CONTAINER_PAYLOAD_DIR}/gpt_bench.py"
 # A GPU model name that says its memory, e.g. "V100-SXM2-16GB", "H100 80GB HBM3".
@@ -152,13 +152,28 @@ class Gpt(Workload):
             f"/ 2 x {steps} steps",
         )
 
+    def read(self, log: str, job: Job) -> Reading:
+        """Rank 0's result line parsed once for the metrics, the sanity and the compute facts."""
+        result = parse_result_line(log)
+        return Reading(
+            self._metrics(result),
+            self._sanity(result, job),
+            parse_breakdown(log),
+            self._compute(job.options.settings, result, log),
+            {},
+        )
+
     def compute(self, settings: RunDefaults, log: str) -> ComputeFacts:
         """FLOPs per token ``6 N + 12 L W S`` (PaLM appendix B); fp32 on an Ampere or newer GPU is tf32
         (the payload enables it and says so in its result line). Model FLOPs: activation checkpointing's
         recomputed forward is not counted (PaLM's MFU, not its hardware FLOPs utilisation)."""
+        return self._compute(settings, parse_result_line(log), log)
+
+    def _compute(self, settings: RunDefaults, result: dict[str, Any] | None, log: str) -> ComputeFacts:
         shape = _shape(settings)
         return payload_compute(
             settings.precision,
+            result,
             log,
             float(shape.flops_per_token()),
             f"GPT {settings.model_size} per token: 6 x {shape.parameters - shape.seq_len * shape.width:,} "
@@ -172,7 +187,10 @@ class Gpt(Workload):
 
     def metrics(self, log: str) -> dict[str, Metric]:
         """Total and per-device tokens/s, and the peak memory per device, from rank 0's result line."""
-        result = parse_result_line(log) or {}
+        return self._metrics(parse_result_line(log))
+
+    def _metrics(self, found: dict[str, Any] | None) -> dict[str, Metric]:
+        result = found or {}
         out = {
             name: Metric(value=value, unit="tokens/s")
             for name in ("total_tokens_per_sec", "tokens_per_sec_per_device")
@@ -187,9 +205,12 @@ class Gpt(Workload):
         """Every rank's ``CLUSTERCTL_BREAKDOWN`` line, by rank."""
         return parse_breakdown(log)
 
-    def sanity(self, log: str, plan: LaunchPlan) -> list[Finding]:
+    def sanity(self, log: str, plan: Job) -> list[Finding]:
         """The result line echoes the run asked for, and the loss was finite and fell."""
-        result = result_or_finding(self.name, self.primary_metric, log)
+        return self._sanity(parse_result_line(log), plan)
+
+    def _sanity(self, found: dict[str, Any] | None, plan: Job) -> list[Finding]:
+        result = result_or_finding(self.name, self.primary_metric, found)
         if isinstance(result, Finding):
             return [result]
         s = plan.options.settings

@@ -14,6 +14,7 @@ piece and ends the job with one message instead of a traceback per rank.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shlex
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from clusterctl.yamlio import load_yaml
 
 if TYPE_CHECKING:
     from clusterctl.inventory import ImageVersions, Inventory
-    from clusterctl.run.plan import LaunchPlan
+    from clusterctl.workloads.job import Job
 
 DEFAULT_FAMILIES = Path(__file__).with_name("image_caps.yml")
 # The modules a rank imports, by workload; the payload's scripts (every other workload) import torch.
@@ -97,7 +98,7 @@ def find_family(image: str, families: tuple[ImageFamily, ...] | None = None) -> 
     return next((f for f in (families or load_families()) if f.matches(image)), None)
 
 
-def job_needs(plan: LaunchPlan) -> list[Piece]:
+def job_needs(plan: Job) -> list[Piece]:
     """What the ranks of ``plan`` need from their image: the modules they import, the files they run.
 
     A rank argv that starts with an absolute path runs that file (nccl-tests' binaries); a Python
@@ -144,28 +145,37 @@ class JobImage:
     family: str
     provides: frozenset[str] | None
     source: str = ""
+    change: str = "use"
+    """How a fix names the change of image: "use" (the built one), "set slurm.image to"."""
 
 
-def job_image_of(inventory: Inventory, launcher: str) -> JobImage:
-    """The image ``launcher``'s ranks run on ``inventory``: under Slurm ``slurm.image`` (pyxis,
-    apptainer, docker) or the host (runtime none); else the image `clusterctl image build` makes."""
-    slurm = inventory.slurm
-    if launcher == "slurm" and slurm is not None and (slurm.image or slurm.runtime == "none"):
-        if slurm.runtime == "none":
-            return JobImage("the Python of the nodes (slurm.runtime: none)", "host", None)
-        ref = slurm.image or ""
-        family = find_family(ref)
-        if family is None:
-            return JobImage(ref, "unknown", None)
-        return JobImage(ref, family.name, frozenset(family.provides), f"{family.lacks} ({family.source})")
+def built_job_image(inventory: Inventory) -> JobImage:
+    """The image `clusterctl image build` makes for ``inventory`` (the ssh backend's ranks run in it)."""
     profile = inventory.image.profile
     provides = frozenset(built_image_provides(inventory.image.versions))
     return JobImage(f"the {profile} image", f"clusterctl-built {profile}", provides)
 
 
-def _fix(piece: Piece, launcher: str) -> str:
+def slurm_job_image(inventory: Inventory) -> JobImage:
+    """The image the slurm backend's ranks run in on ``inventory``: ``slurm.image`` (pyxis, apptainer,
+    docker) or the host (runtime none); else the image `clusterctl image build` makes."""
+    slurm = inventory.slurm
+    change = "set slurm.image to"
+    if slurm is not None and (slurm.image or slurm.runtime == "none"):
+        if slurm.runtime == "none":
+            return JobImage("the Python of the nodes (slurm.runtime: none)", "host", None, change=change)
+        ref = slurm.image or ""
+        family = find_family(ref)
+        if family is None:
+            return JobImage(ref, "unknown", None, change=change)
+        source = f"{family.lacks} ({family.source})"
+        return JobImage(ref, family.name, frozenset(family.provides), source, change=change)
+    return dataclasses.replace(built_job_image(inventory), change=change)
+
+
+def _fix(piece: Piece, image: JobImage) -> str:
     """What to change so that the job has ``piece``."""
-    where = "set slurm.image to" if launcher == "slurm" else "use"
+    where = image.change
     if piece.target == "horovod.torch":
         return (
             f"pass --framework ddp (or set run.framework: ddp), or {where} an image with Horovod (the one "
@@ -181,16 +191,15 @@ def _fix(piece: Piece, launcher: str) -> str:
     return f"{where} an image that has it (the paper-2020 profile, for tf_cnn_benchmarks)"
 
 
-def check_job_image(inventory: Inventory, launcher: str, plan: LaunchPlan) -> None:
+def check_job_image(inventory: Inventory, image: JobImage, plan: Job) -> None:
     """Refuse, before anything is submitted, a plan whose image is known to lack what its ranks need.
 
-    An image of no known family passes here: the batch script checks it (``image_check_step``).
+    ``image``: the one its ranks run in (the backend's: ``built_job_image``, ``slurm_job_image``). An image of no known family passes here: the batch script checks it (``image_check_step``).
 
     Raises:
         InputError: the image lacks a piece; the message names the image, its family, each missing
             piece, the source of what the family holds, and the fix.
     """
-    image = job_image_of(inventory, launcher)
     if image.provides is None:
         return
     if not image.source:  # the built image: the profile's refusal first, which names the profile to use
@@ -205,14 +214,14 @@ def check_job_image(inventory: Inventory, launcher: str, plan: LaunchPlan) -> No
     where = f"{inventory.source}, field {field}" if inventory.source else f"field {field}"
     what = " and ".join(p.label for p in missing)
     known = f" Its images hold no {image.source}." if image.source else ""
-    fixes = "; ".join(dict.fromkeys(_fix(p, launcher) for p in missing))
+    fixes = "; ".join(dict.fromkeys(_fix(p, image) for p in missing))
     raise InputError(
         f"{where}: `run {plan.options.workload}` (framework {plan.options.settings.framework}) needs "
         f"{what}, which {image.ref} ({image.family}) does not have.{known} Fix: {fixes}."
     )
 
 
-def image_check_step(inventory: Inventory, plan: LaunchPlan, runtime: str, image: str) -> str:
+def image_check_step(inventory: Inventory, plan: Job, runtime: str, image: str) -> str:
     """The batch script's image check for an image of no known family; "" for a known one.
 
     One task on the first node, in the job's runtime (pyxis' ``--container-image``, ``apptainer
@@ -220,7 +229,7 @@ def image_check_step(inventory: Inventory, plan: LaunchPlan, runtime: str, image
     job at once (exit ``IMAGE_CHECK_EXIT``) with one message naming the image, the piece and the fix,
     before any rank starts.
     """
-    known = job_image_of(inventory, "slurm")
+    known = slurm_job_image(inventory)
     if known.provides is not None:
         return ""
     tests = []
@@ -232,7 +241,7 @@ def image_check_step(inventory: Inventory, plan: LaunchPlan, runtime: str, image
         else:  # a script python runs need only be there; a binary must be executable
             probe = f'test -{"f" if piece.target.endswith(".py") else "x"} "{piece.target}"'
         say = _SHELL_SPECIAL.sub(
-            "", f"clusterctl: image {image or known.ref} lacks {piece.label}. Fix: {_fix(piece, 'slurm')}."
+            "", f"clusterctl: image {image or known.ref} lacks {piece.label}. Fix: {_fix(piece, known)}."
         )
         tests.append(f'{probe} >/dev/null 2>&1 || {{ echo "{say}"; bad=1; }}')
     inner = "bad=0; " + "; ".join(tests) + f"; [ $bad = 0 ] || exit {IMAGE_CHECK_EXIT}"

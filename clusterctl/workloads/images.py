@@ -1,13 +1,13 @@
-"""Which image can run which workload, decided when the launch plan is built.
+"""Which image can run which workload, decided when the job is built.
 
 A workload says what it needs from an image (``Workload.image_lacks``); the image profiles that run it
 are derived from the profiles' default versions (``clusterctl.inventory.profiles.PROFILES``), never listed
-a second time. ``launch.build_plan`` calls ``check_image_runs`` first, so `run`, `sweep` and their dry
+a second time. ``workloads.build.build_job`` calls ``check_image_runs`` first, so `run`, `sweep` and their dry
 runs refuse a workload the image cannot run before anything starts.
 
 Where the inventory's slurm block names the image the ranks run (``slurm.image``, or the nodes' own
 Python with runtime ``none``), the profile says nothing of that image: the judgement waits for the
-launcher to be known, and `run`/`sweep` make it with ``clusterctl.workloads.image_caps.check_job_image``
+backend to be known, and `run`/`sweep` make it with ``clusterctl.workloads.image_caps.check_job_image``
 (the image the job runs, by its family, before anything is submitted).
 """
 

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from clusterctl.diagnostics.parsers.nccl_tests import parse_nccl_tests
+from clusterctl.diagnostics.parsers.nccl_tests import NcclTestsOutput, parse_nccl_tests
 from clusterctl.diagnostics.rules import separate_jobs_rules
 from clusterctl.errors import InputError
 from clusterctl.findings import Finding
-from clusterctl.workloads.base import Metric, Volume, Workload, expect, missing_result
+from clusterctl.workloads.base import Metric, Reading, Volume, Workload, expect, missing_result
 
 if TYPE_CHECKING:
     from clusterctl.inventory import ImageVersions, RunDefaults
-    from clusterctl.run.plan import LaunchPlan
+    from clusterctl.workloads.job import Job
 
 # Where the GPU profiles of the image build nccl-tests (templates/Dockerfile.j2), and its binary per collective.
 BUILD_DIR = "/opt/nccl-tests/build"
@@ -100,9 +100,17 @@ class NcclTests(Workload):
         """The record's model for ``collective``: nccl-tests' binary."""
         return BINARIES[collective]
 
+    def read(self, log: str, job: Job) -> Reading:
+        """The table parsed once for the metrics, the sanity and the bus bandwidth by size."""
+        parsed = parse_nccl_tests(log)
+        return Reading(self._metrics(parsed), self._sanity(parsed, job), [], None, self._by_size(parsed))
+
     def bus_bandwidth_by_size(self, log: str) -> dict[int, float]:
         """The out-of-place bus bandwidth (GB/s) per message size (bytes) the run measured."""
-        return {row.size: row.busbw for row in parse_nccl_tests(log).rows if row.busbw is not None}
+        return self._by_size(parse_nccl_tests(log))
+
+    def _by_size(self, parsed: NcclTestsOutput) -> dict[int, float]:
+        return {row.size: row.busbw for row in parsed.rows if row.busbw is not None}
 
     def image_lacks(self, versions: ImageVersions) -> str | None:
         """CUDA and nccl-tests, which GPU images build when image.versions.nccl_tests names a tag."""
@@ -116,7 +124,9 @@ class NcclTests(Workload):
         The largest message's (``LARGE_BUSBW``) is what a training run's big fused gradient buffers
         see: the preflight threshold and the throughput prediction use it.
         """
-        parsed = parse_nccl_tests(log)
+        return self._metrics(parse_nccl_tests(log))
+
+    def _metrics(self, parsed: NcclTestsOutput) -> dict[str, Metric]:
         metrics: dict[str, Metric] = {}
         largest = max(
             (row for row in parsed.rows if row.busbw is not None), key=lambda r: r.size, default=None
@@ -131,9 +141,11 @@ class NcclTests(Workload):
             metrics["out_of_bounds"] = Metric(value=parsed.out_of_bounds, unit="values")
         return metrics
 
-    def sanity(self, log: str, plan: LaunchPlan) -> list[Finding]:
+    def sanity(self, log: str, plan: Job) -> list[Finding]:
         """The average was printed, no value was out of bounds and every rank listed its device."""
-        parsed = parse_nccl_tests(log)
+        return self._sanity(parse_nccl_tests(log), plan)
+
+    def _sanity(self, parsed: NcclTestsOutput, plan: Job) -> list[Finding]:
         if parsed.avg_bus_bandwidth_gb_per_s is None:
             return [missing_result(self.name, "`# Avg bus bandwidth` line")]
         findings: list[Finding] = []

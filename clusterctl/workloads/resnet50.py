@@ -10,14 +10,14 @@ from clusterctl.diagnostics.model import marker_values
 from clusterctl.errors import InputError
 from clusterctl.findings import Finding
 from clusterctl.image.render import CONTAINER_PAYLOAD_DIR
-from clusterctl.workloads.base import Metric, Volume, Workload, expect, missing_result
+from clusterctl.workloads.base import Metric, Reading, Volume, Workload, expect, missing_result
 from clusterctl.workloads.breakdown import RankBreakdown, parse_breakdown
 from clusterctl.workloads.compute import ComputeFacts, parse_peak_lines
 from clusterctl.workloads.flops import resnet50_forward_macs, training_flops
 
 if TYPE_CHECKING:
     from clusterctl.inventory import ImageVersions, Inventory, RunDefaults
-    from clusterctl.run.plan import LaunchPlan
+    from clusterctl.workloads.job import Job
 
 RESULT_PREFIX = "CLUSTERCTL_RESULT "
 SCRIPT = f"{CONTAINER_PAYLOAD_DIR}/resnet50_bench.py"
@@ -56,10 +56,9 @@ def number(value: object) -> float | None:
         return math.inf
 
 
-def result_or_finding(workload: str, metric: str, log: str) -> dict[str, Any] | Finding:
-    """Rank 0's result line in ``log``, or the error finding when it is missing or ``metric`` in it is not
-    a number."""
-    result = parse_result_line(log)
+def result_or_finding(workload: str, metric: str, result: dict[str, Any] | None) -> dict[str, Any] | Finding:
+    """Rank 0's result line (``parse_result_line``), or the error finding when it is missing or ``metric``
+    in it is not a number."""
     if result is None:
         return missing_result(workload, "CLUSTERCTL_RESULT line from rank 0")
     if number(result.get(metric)) is None:
@@ -67,10 +66,13 @@ def result_or_finding(workload: str, metric: str, log: str) -> dict[str, Any] | 
     return result
 
 
-def payload_compute(precision: str, log: str, flops_per_sample: float, derivation: str) -> ComputeFacts:
-    """A PyTorch payload's ``ComputeFacts``: fp32 counts as tf32 where rank 0's result line says the payload
-    enabled TF32; the device's name as the payload printed it; the CPU peak its ranks measured."""
-    result = parse_result_line(log) or {}
+def payload_compute(
+    precision: str, result: dict[str, Any] | None, log: str, flops_per_sample: float, derivation: str
+) -> ComputeFacts:
+    """A PyTorch payload's ``ComputeFacts``: fp32 counts as tf32 where rank 0's result line (``result``)
+    says the payload enabled TF32; the device's name as the payload printed it; the CPU peak its ranks
+    measured (their lines in ``log``)."""
+    result = result or {}
     name = result.get("device_name")
     return ComputeFacts(
         flops_per_sample=flops_per_sample,
@@ -174,7 +176,7 @@ class ResNet50(Workload):
         if settings.xla:
             argv.append("--compile")
         argv += _data_argv(settings)
-        if settings.framework == "ddp":  # the rendezvous address comes from MASTER_ADDR (run/plan.py)
+        if settings.framework == "ddp":  # the rendezvous address comes from MASTER_ADDR (workloads/job.py)
             argv.append(f"--bucket-cap-mb={settings.bucket_cap_mb:g}")
         elif settings.fp16_allreduce:
             argv.append("--fp16-allreduce")
@@ -201,15 +203,31 @@ class ResNet50(Workload):
             return None
         return super().allreduce_volume(settings)
 
+    def read(self, log: str, job: Job) -> Reading:
+        """Rank 0's result line parsed once for the metrics, the sanity and the compute facts."""
+        result = parse_result_line(log)
+        settings = job.options.settings
+        return Reading(
+            self._metrics(result, log),
+            self._sanity(result, job),
+            parse_breakdown(log),
+            self._compute(settings, result, log),
+            {},
+        )
+
     def compute(self, settings: RunDefaults, log: str) -> ComputeFacts | None:
         """The payload's own ResNet-50 v1.5 at the run's image size, counted layer by layer (``flops``);
         the math precision: fp32 runs as tf32 where rank 0's result line says the payload enabled TF32.
         None for ``loader_only``: no model runs, its rate is the input pipeline's."""
+        return self._compute(settings, parse_result_line(log), log)
+
+    def _compute(self, settings: RunDefaults, result: dict[str, Any] | None, log: str) -> ComputeFacts | None:
         if settings.loader_only:
             return None
         macs = resnet50_forward_macs(settings.image_size)
         return payload_compute(
             settings.precision,
+            result,
             log,
             training_flops(macs),
             f"ResNet-50 v1.5 at {settings.image_size}x{settings.image_size}: {macs:,} MACs forward "
@@ -224,7 +242,10 @@ class ResNet50(Workload):
         """Total and per-device img/s from rank 0's result line (and, for real data, the loader's rate, top-1,
         time to target; the loader's rate per node from every rank's line); a figure that is not a number
         is left out (sanity then finds no result, or judging finds a non-finite one)."""
-        result = parse_result_line(log) or {}
+        return self._metrics(parse_result_line(log), log)
+
+    def _metrics(self, found: dict[str, Any] | None, log: str) -> dict[str, Metric]:
+        result = found or {}
         units = {**dict.fromkeys(RATES, "img/s"), **REAL_DATA_FIGURES}
         figures = {name: number(result.get(name)) for name in units}
         metrics = {
@@ -241,9 +262,12 @@ class ResNet50(Workload):
         """Every rank's ``CLUSTERCTL_BREAKDOWN`` line (the payload's per-step phases), by rank."""
         return parse_breakdown(log)
 
-    def sanity(self, log: str, plan: LaunchPlan) -> list[Finding]:
+    def sanity(self, log: str, plan: Job) -> list[Finding]:
         """The result line is there and echoes the model, batch, world size and precision asked for."""
-        result = result_or_finding(self.name, self.primary_metric, log)
+        return self._sanity(parse_result_line(log), plan)
+
+    def _sanity(self, found: dict[str, Any] | None, plan: Job) -> list[Finding]:
+        result = result_or_finding(self.name, self.primary_metric, found)
         if isinstance(result, Finding):
             return [result]
         s = plan.options.settings

@@ -12,16 +12,16 @@ from typing import TYPE_CHECKING
 
 from clusterctl.data.tfrecord import SHARDS_DIR
 from clusterctl.diagnostics.model import untangled
-from clusterctl.diagnostics.parsers.tf_cnn_benchmarks import parse_tf_cnn_benchmarks
+from clusterctl.diagnostics.parsers.tf_cnn_benchmarks import TfCnnBenchmarksOutput, parse_tf_cnn_benchmarks
 from clusterctl.errors import InputError
 from clusterctl.findings import Finding
-from clusterctl.workloads.base import Metric, Workload, expect, missing_result
+from clusterctl.workloads.base import Metric, Reading, Workload, expect, missing_result
 from clusterctl.workloads.compute import ComputeFacts
 from clusterctl.workloads.flops import resnet50_forward_macs, training_flops
 
 if TYPE_CHECKING:
     from clusterctl.inventory import ImageVersions, Inventory, RunDefaults
-    from clusterctl.run.plan import LaunchPlan
+    from clusterctl.workloads.job import Job
 
 SCRIPT = "/benchmarks/scripts/tf_cnn_benchmarks/tf_cnn_benchmarks.py"
 # tf_cnn_benchmarks' model registry name (the whitepaper's prose calls it ResNet-50).
@@ -124,9 +124,18 @@ class TfCnnBenchmarks(Workload):
             return "tensorflow/benchmarks (image.versions.tf_benchmarks_branch is unset)"
         return None
 
+    def read(self, log: str, job: Job) -> Reading:
+        """The output parsed once for the metrics and the sanity."""
+        parsed = parse_tf_cnn_benchmarks(untangled(log))
+        return Reading(
+            self._metrics(parsed), self._sanity(parsed, job), [], self.compute(job.options.settings, log), {}
+        )
+
     def metrics(self, log: str) -> dict[str, Metric]:
         """Rank 0's total img/s and the per-device share of it."""
-        parsed = parse_tf_cnn_benchmarks(untangled(log))
+        return self._metrics(parse_tf_cnn_benchmarks(untangled(log)))
+
+    def _metrics(self, parsed: TfCnnBenchmarksOutput) -> dict[str, Metric]:
         if parsed.total_images_per_sec is None:
             return {}
         metrics = {"total_images_per_sec": Metric(value=parsed.total_images_per_sec, unit="img/s")}
@@ -135,9 +144,11 @@ class TfCnnBenchmarks(Workload):
             metrics["images_per_sec_per_device"] = Metric(value=per_device, unit="img/s")
         return metrics
 
-    def sanity(self, log: str, plan: LaunchPlan) -> list[Finding]:
+    def sanity(self, log: str, plan: Job) -> list[Finding]:
         """A total was printed, for the model and batch asked, by one rank per device."""
-        parsed = parse_tf_cnn_benchmarks(untangled(log))
+        return self._sanity(parse_tf_cnn_benchmarks(untangled(log)), plan)
+
+    def _sanity(self, parsed: TfCnnBenchmarksOutput, plan: Job) -> list[Finding]:
         if parsed.total_images_per_sec is None:
             return [missing_result(self.name, "`total images/sec` line")]
         return [

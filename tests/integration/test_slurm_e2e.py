@@ -23,8 +23,8 @@ from clusterctl.hosts.docker_remote import docker_client
 from clusterctl.hosts.ssh import connect, run
 from clusterctl.inventory import Inventory, parse_cpu_list
 from clusterctl.results.telemetry import load_telemetry
+from clusterctl.run.backends.slurm import SlurmBackend
 from clusterctl.run.context import run_context
-from clusterctl.run.launchers.slurm import SlurmLauncher
 from clusterctl.run.plan import plan_run
 from clusterctl.run.runner import run_plans
 from clusterctl.run.slurm.script import JOB_LABEL, login_node
@@ -209,7 +209,7 @@ def test_a_rank_exiting_3_fails_the_run_with_the_job_state_and_its_output(
     plan = plan.model_copy(update={"rank_argv": ["python", "-c", failing]})
     lines: list[str] = []
     ((record, directory),) = run_plans(
-        run_context(cluster, [plan], launcher=SlurmLauncher(), timeout_s=300, runs_dir=tmp_path / "runs",
+        run_context(cluster, [plan], launcher=SlurmBackend(), timeout_s=300, runs_dir=tmp_path / "runs",
                     on_line=lines.append)
     )  # fmt: skip
     assert not record.valid  # `clusterctl run` exits 1 for an invalid run

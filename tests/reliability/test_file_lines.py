@@ -22,8 +22,10 @@ from clusterctl.errors import InventoryError
 from clusterctl.hosts.sshkeys import append_known_hosts, known_hosts_line
 from clusterctl.inventory import Inventory, validate_document
 from clusterctl.provision.plan import step_context
-from clusterctl.run.plan import build_plan, run_options
+from clusterctl.run.launchers.mpirun import Mpirun
+from clusterctl.run.plan import run_options
 from clusterctl.workloads import get_workload
+from clusterctl.workloads.build import build_job
 from tests.reliability.hostile import BASE, reproducible
 
 HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB7bB0Xl0lOuRbYzq6Uq5M5V1w8x8b2L3Jm6c0Wm0R1d"
@@ -100,13 +102,14 @@ def _assert_file_lines_are_single_values(inventory: Inventory) -> None:
 def _assert_mpirun_hosts_are_one_per_node(inventory: Inventory) -> None:
     # tf_cnn_benchmarks: the workload the paper image (this inventory's profile) runs.
     workload = "tf_cnn_benchmarks"
-    plan = build_plan(inventory, run_options(inventory, workload), get_workload(workload))
-    hosts = plan.argv[plan.argv.index("-H") + 1].split(",")
+    plan = build_job(inventory, run_options(inventory, workload), get_workload(workload))
+    argv = Mpirun().command(inventory, plan)
+    hosts = argv[argv.index("-H") + 1].split(",")
     assert len(hosts) == len(inventory.nodes)
     for entry, node in zip(hosts, inventory.nodes, strict=True):
         host, slots = entry.split(":")
         assert host == node.fabric_ip and int(slots) == node.ranks
-    assert not any(c in arg for arg in plan.argv for c in "\n\r\x00")
+    assert not any(c in arg for arg in argv for c in "\n\r\x00")
 
 
 @reproducible(EXAMPLES)

@@ -59,7 +59,7 @@ def test_every_writer_caller_is_a_node_upload() -> None:
         "data/deliver.py",
         "image/registry_node.py",
         "provision/executor.py",
-        "run/launchers/slurm.py",
+        "run/backends/slurm.py",
     ]
 
 

@@ -31,7 +31,7 @@ from clusterctl.results.references import load_references
 from clusterctl.results.report import build_report
 from clusterctl.run.judge import judge_run
 from clusterctl.run.plan import plan_run
-from clusterctl.run.rundir import write_run_dir
+from clusterctl.run.rundir import new_run_dir, write_run_dir
 from clusterctl.workloads import get_workload
 from clusterctl.workloads.nccl_tests import LARGE_BUSBW
 from tests.reliability.hostile import reproducible
@@ -134,7 +134,7 @@ def _history_with(tmp_path: Path, sandbox: Inventory) -> Path:
         record = _judge(sandbox, run_id, total_images_per_sec=value, images_per_sec_per_device=value)
         record = record.model_copy(update={"valid": True, "findings": []})
         log, plan = _result_line(sandbox, total_images_per_sec=value, images_per_sec_per_device=value)
-        directory = write_run_dir(runs, sandbox, plan, log, record)
+        directory = write_run_dir(new_run_dir(runs, run_id), sandbox, plan, log, record)
         add_run(history_path(runs), record, directory)
     return runs
 
@@ -224,7 +224,9 @@ def test_a_damaged_index_is_read_around_and_rebuilt_by_the_next_run(
     out, err = capsys.readouterr()
     assert report_rows(out)[0]["runs"] == 2 and ("cannot be read" in err) == unreadable
     later = _judge(sandbox, "later", total_images_per_sec=11.0, images_per_sec_per_device=11.0)
-    add_run(db, later, write_run_dir(runs, sandbox, _result_line(sandbox)[1], "", later))
+    add_run(
+        db, later, write_run_dir(new_run_dir(runs, "later"), sandbox, _result_line(sandbox)[1], "", later)
+    )
     rebuilt = load_runs(runs)
     assert rebuilt.skipped == [] and sorted(r.run_id for r in rebuilt.runs) == ["good-1", "good-2", "later"]
     assert rebuilt.index == "current"

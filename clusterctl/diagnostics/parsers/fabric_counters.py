@@ -2,7 +2,7 @@
 
 ``counter_command(fabric)`` is the POSIX shell text that prints them and ``parse_counter_output``
 its parser, a public pair: `clusterctl run` runs the command over SSH before and after each run
-(``clusterctl.results.counter_reading``), and a batch script can print the same counters inside an
+(``clusterctl.diagnostics.counter_reading``), and a batch script can print the same counters inside an
 allocation. What it prints:
 
 - ``grep -H .`` of ``/sys/class/net/<if>/statistics/tx_bytes`` and ``rx_bytes`` (bytes);

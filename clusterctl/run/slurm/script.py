@@ -1,11 +1,10 @@
 """The batch script of a launch plan, rendered from ``templates/slurm-batch.sh.j2``. Pure.
 
-The script asks for the plan's nodes and ranks per node, exports the ssh launcher's NCCL/Horovod
-environment (and its MCA parameters as ``OMPI_MCA_*``), and runs one
-``srun --mpi=<plugin> --kill-on-bad-exit=1 --label`` step whose tasks are the ranks, each in the
-runtime's container: pyxis (``--container-image``), apptainer (``apptainer exec``), docker (``docker
-run`` per task, the sandbox's) or none (on the host). ``srun --label`` prefixes each line with its
-rank, which ``clusterctl.diagnostics.model.split_tag`` reads like mpirun's ``--tag-output``.
+The script asks for the job's nodes and ranks per node, exports the variables its launcher gives
+(the srun launcher's by default: the job's NCCL/Horovod environment and its MPI parameters as
+``OMPI_MCA_*``; ``clusterctl.run.launchers.srun``), and runs the launcher's step, whose tasks are the
+ranks, each in the runtime's container: pyxis (``--container-image``), apptainer (``apptainer exec``),
+docker (``docker run`` per task, the sandbox's) or none (on the host).
 
 Every runtime runs the job's own copy of the payload (uploaded into the job directory at submit,
 ``PAYLOAD_SUBDIR``), mounted read-only where the image expects it: any image with PyTorch runs it,
@@ -30,20 +29,19 @@ from clusterctl.image.record import effective_image_ref
 from clusterctl.image.render import CONTAINER_PAYLOAD_DIR, CONTAINER_SSH_DIR
 from clusterctl.inventory import Inventory, Mount, Node, SlurmSpec
 from clusterctl.paths import NODE_SAMPLER
-from clusterctl.run.plan import RENDEZVOUS_TRIES, LaunchPlan, mca_params
+from clusterctl.run.launchers import StepLauncher
+from clusterctl.run.launchers.srun import Srun
+from clusterctl.run.plan import RENDEZVOUS_TRIES
 from clusterctl.run.slurm.snapshots import job_collectors
 from clusterctl.templating import template_environment
 from clusterctl.workloads.image_caps import image_check_step
+from clusterctl.workloads.job import Job
 
 TEMPLATE = "slurm-batch.sh.j2"
 # Label on every container a job's task starts (docker runtime): the Epilog removes by it.
 JOB_LABEL = "io.clusterctl.slurm-job"
 # slurmd's spool directory, where its PMIx server keeps the socket the ranks connect to.
 SLURMD_SPOOL_DIR = "/var/spool/slurmd"
-# MCA parameters that only concern mpirun's own ssh launch (no mpirun under srun).
-_MPIRUN_ONLY_MCA = {"plm_rsh_args"}
-# Set by the script from the allocation, not from the inventory (DDP's rendezvous: its first node).
-_FROM_ALLOCATION = {"MASTER_ADDR"}
 # The job directory's copy of the payload, mounted read-only at CONTAINER_PAYLOAD_DIR.
 PAYLOAD_SUBDIR = "payload"
 # The node telemetry sampler: without a --time, its own cap; how long it may take to stop.
@@ -76,7 +74,7 @@ def quote_always(value: str) -> str:
     return quoted if quoted != value else f"'{value}'"
 
 
-def ranks_per_node(plan: LaunchPlan) -> int:
+def ranks_per_node(plan: Job) -> int:
     """The plan's ranks on every node (Slurm's --ntasks-per-node is one number).
 
     Raises:
@@ -111,22 +109,17 @@ def sbatch_options(slurm: SlurmSpec, gpus_per_node: int) -> list[str]:
     return [*options, *slurm.extra_sbatch]
 
 
-def rank_env(inventory: Inventory, plan: LaunchPlan, slurm: SlurmSpec, image: str) -> list[tuple[str, str]]:
-    """Every rank's variables: the plan's NCCL/Horovod ones (not those the allocation decides), the MCA
-    parameters as OMPI_MCA_*, for pyxis on an RDMA fabric enroot's MELLANOX_VISIBLE_DEVICES=all (its
-    Mellanox hook then brings the HCAs and verbs providers into the container), and CLUSTERCTL_IMAGE."""
-    pairs = mca_params(inventory)
-    mca = [
-        (f"OMPI_MCA_{pairs[i + 1]}", pairs[i + 2])
-        for i in range(0, len(pairs), 3)
-        if pairs[i + 1] not in _MPIRUN_ONLY_MCA
-    ]
-    own = [(name, value) for name, value in plan.env.items() if name not in _FROM_ALLOCATION]
+def rank_env(
+    inventory: Inventory, plan: Job, slurm: SlurmSpec, image: str, launcher: StepLauncher
+) -> list[tuple[str, str]]:
+    """Every rank's variables: the launcher's (``StepLauncher.environment``), for pyxis on an RDMA fabric
+    enroot's MELLANOX_VISIBLE_DEVICES=all (its Mellanox hook then brings the HCAs and verbs providers
+    into the container), and CLUSTERCTL_IMAGE."""
     hcas = (
         [("MELLANOX_VISIBLE_DEVICES", "all")] if slurm.runtime == "pyxis" and inventory.primary.rdma else []
     )
     named = [("CLUSTERCTL_IMAGE", image)] if image else []  # the payload names it when it lacks Horovod
-    return [*own, *mca, *hcas, *named]
+    return [*launcher.environment(inventory, plan), *hcas, *named]
 
 
 def _docker_flags(inventory: Inventory, image: str, payload: Mount) -> list[str]:
@@ -153,7 +146,7 @@ def payload_mount(directory: str) -> Mount:
 
 
 def _command_lines(
-    inventory: Inventory, plan: LaunchPlan, slurm: SlurmSpec, image: str, payload: Mount
+    inventory: Inventory, plan: Job, slurm: SlurmSpec, image: str, payload: Mount
 ) -> list[str]:
     """What srun starts per task, one quoted line per part (the runtime's wrapper, then the rank's argv)."""
     rank_argv = plan.rank_argv
@@ -184,18 +177,17 @@ def job_variables(env: list[tuple[str, str]], *, rendezvous: bool, gpus: int) ->
     return list(dict.fromkeys(names))
 
 
-def srun_flags(
-    inventory: Inventory, plan: LaunchPlan, slurm: SlurmSpec, image: str, payload: Mount, variables: list[str]
+def runtime_flags(
+    inventory: Inventory, slurm: SlurmSpec, image: str, payload: Mount, variables: list[str]
 ) -> list[str]:
-    """srun's flags: the MPI plugin, kill the step when a rank fails, rank labels, the runtime's flags.
+    """The runtime's flags for the step's starter, quoted: pyxis' own, none for the other runtimes.
 
     pyxis (0.24's options): the image, no home directory, the payload and the inventory's mounts
     (``--container-mounts=SRC:DST[:ro],...``; the inventory refuses paths with ``,`` or ``:``), and
     ``--container-env`` naming the job's ``variables``: without it an image's own ENV of the same name
-    (NGC images set NCCL and OMP ones) wins over the job's. The binding flags follow in the template
-    (they use the script's own ``cpus_per_task``).
+    (NGC images set NCCL and OMP ones) wins over the job's.
     """
-    flags = [f"--mpi={slurm.mpi}", "--kill-on-bad-exit=1", "--label"]
+    flags: list[str] = []
     if slurm.runtime == "pyxis":
         mounts = ",".join(_mount(m) for m in [payload, *inventory.container.mounts])
         flags += [f"--container-image={image}", "--no-container-mount-home", f"--container-mounts={mounts}"]
@@ -217,7 +209,7 @@ def check_one_gpu_per_rank(ranks: int, gpus: int) -> None:
         )
 
 
-def memlock_required(inventory: Inventory, plan: LaunchPlan) -> bool:
+def memlock_required(inventory: Inventory, plan: Job) -> bool:
     """Whether the job stops when a node's locked-memory limit is below unlimited: a run that computes on
     GPUs or moves data over RDMA (NCCL pins its buffers); a CPU run over Ethernet, the GPU-shaped
     sandbox's included, only reports the limits."""
@@ -241,9 +233,17 @@ def telemetry_cap_s(time_limit: str | None) -> int:
 
 
 def render_batch(
-    inventory: Inventory, slurm: SlurmSpec, plan: LaunchPlan, *, image: str, directory: str, job_name: str
+    inventory: Inventory,
+    slurm: SlurmSpec,
+    plan: Job,
+    *,
+    image: str,
+    directory: str,
+    job_name: str,
+    launcher: StepLauncher | None = None,
 ) -> BatchJob:
-    """The batch script running ``plan`` through ``slurm`` with ``image`` (unused by the ``none`` runtime).
+    """The batch script running ``plan`` through ``slurm`` with ``image`` (unused by the ``none`` runtime),
+    its ranks started by ``launcher`` (None: srun with the slurm block's MPI plugin).
 
     ``directory`` is the job's directory under ``slurm.run_dir``: the output file goes there.
 
@@ -255,8 +255,9 @@ def render_batch(
     payload = payload_mount(directory)
     per_node = ranks_per_node(plan)
     check_one_gpu_per_rank(per_node, gpus)
-    env = rank_env(inventory, plan, slurm, image)
-    rendezvous = "MASTER_ADDR" in plan.env
+    launcher = launcher or Srun(slurm.mpi)
+    env = rank_env(inventory, plan, slurm, image, launcher)
+    rendezvous = plan.rendezvous_port is not None
     variables = job_variables(env, rendezvous=rendezvous, gpus=gpus)
     values = {
         "workload": plan.options.workload,
@@ -275,8 +276,12 @@ def render_batch(
         "image": image,
         "job_label": JOB_LABEL,
         "spool_dir": SLURMD_SPOOL_DIR,
-        "srun_flags": srun_flags(inventory, plan, slurm, image, payload, variables),
-        "command_lines": _command_lines(inventory, plan, slurm, image, payload),
+        "step": launcher.step(
+            plan,
+            runtime_flags(inventory, slurm, image, payload, variables),
+            _command_lines(inventory, plan, slurm, image, payload),
+            gpus=gpus,
+        ),
         "directory": directory,
         "collect_script": collection_script(job_collectors(inventory.primary.fabric)),
         "sampler": f"{payload.source}/{NODE_SAMPLER}",
@@ -325,8 +330,11 @@ def slurm_block(inventory: Inventory) -> SlurmSpec:
     return inventory.slurm
 
 
-def plan_batch(inventory: Inventory, plan: LaunchPlan, started: datetime, token: str) -> BatchJob:
-    """The batch job of ``plan``: its script, in ``<run_dir>/<cluster>-<UTC time>-<token>``.
+def plan_batch(
+    inventory: Inventory, plan: Job, started: datetime, token: str, launcher: StepLauncher | None = None
+) -> BatchJob:
+    """The batch job of ``plan``: its script, in ``<run_dir>/<cluster>-<UTC time>-<token>``, its ranks
+    started by ``launcher`` (None: srun).
 
     Raises:
         InputError: as ``render_batch`` and ``job_image``.
@@ -340,4 +348,5 @@ def plan_batch(inventory: Inventory, plan: LaunchPlan, started: datetime, token:
         image=job_image(inventory, slurm),
         directory=f"{slurm.run_dir.rstrip('/')}/{name}",
         job_name=f"clusterctl-{plan.options.workload}",
+        launcher=launcher,
     )

@@ -1,13 +1,13 @@
 """What a batch job saw of its nodes: the snapshot it takes on every node of the allocation, read back.
 
 The batch script runs ``job_collectors`` (``check topology``'s collectors and the node's fabric
-counters, ``counter_command``) on every node it got, before and after the run, into
+counters, ``clusterctl.diagnostics.counter_probe``) on every node it got, before and after the run, into
 ``<job directory>/topology-{before,after}-<node>.txt``: the nodes the run really ran on, which a
 scheduler may pick outside the inventory's; and the node telemetry sampler during the run, into
 ``telemetry-<node>.jsonl``. ``job_files_command`` prints those files framed in one
 SSH call to the login node, ``split_job_files`` cuts them apart and ``read_job_snapshots`` turns
 them into the run directory's bundles and the before/after counter readings the proof by counters
-judges. Pure, except nothing: the SSH call is the launcher's.
+judges. Pure, except nothing: the SSH call is the backend's.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from dataclasses import dataclass
 
 from clusterctl.diagnostics.bundle import NodeBundle
 from clusterctl.diagnostics.collectors import COLLECTORS, Collector, node_bundle, split_sections
-from clusterctl.diagnostics.parsers.fabric_counters import NodeCounters, counter_command, parse_counter_output
+from clusterctl.diagnostics.counter_probe import COUNTERS_KEY, counters_collector, node_counters
+from clusterctl.diagnostics.parsers.fabric_counters import NodeCounters
 from clusterctl.hosts.command import CommandResult
 from clusterctl.inventory import FabricSpec
 from clusterctl.results.counters import CounterReadings
 
-COUNTERS_KEY = "fabric-counters"
 # Where each moment's bundle goes in the run directory: before the run, as the ssh launcher's snapshot.
 MOMENT_DIRS = {"before": "topology", "after": "topology-after"}
 # %N in the batch script's --output: a Slurm node name (never a path: it names a bundle directory).
@@ -36,12 +36,8 @@ _FRAME = re.compile(rf"\n{_FILE_MARK} (\S+)\n")
 
 def job_collectors(fabric: FabricSpec) -> tuple[Collector, ...]:
     """``check topology``'s collectors, then the fabric counters of ``fabric`` (read last: closest to
-    the run before it)."""
-    # grep exits 2 when one of the counter files is missing: the output says which.
-    counters = Collector(
-        COUNTERS_KEY, ("sh", "-c", counter_command(fabric)), "fabric-counters", "any", frozenset({0, 1, 2})
-    )
-    return (*COLLECTORS, counters)
+    the run before it; the ssh backend reads the same collector over SSH)."""
+    return (*COLLECTORS, counters_collector(fabric))
 
 
 def job_files_command(directory: str) -> list[str]:
@@ -98,16 +94,16 @@ def read_job_snapshots(files: Mapping[str, str], fabric: FabricSpec, collected_a
     if not nodes:
         return JobSnapshots(bundles, None, telemetry, missing)
     before, after = (
-        {node: _reading(texts.get(node), moment, node) for node in nodes}
+        {node: _reading(texts.get(node), moment, node, fabric) for node in nodes}
         for moment, texts in by_moment.items()
     )
     return JobSnapshots(bundles, (before, after), telemetry, missing)
 
 
-def _reading(text: str | None, moment: str, node: str) -> NodeCounters:
+def _reading(text: str | None, moment: str, node: str, fabric: FabricSpec) -> NodeCounters:
     if text is None:
         return NodeCounters(error=f"{node}: the job left no snapshot {moment} the run")
     section = split_sections(text).get(COUNTERS_KEY)
     if section is None:
         return NodeCounters(error=f"{node}: the snapshot {moment} the run has no fabric counters")
-    return parse_counter_output(section.stdout)
+    return node_counters(counters_collector(fabric), section.stdout)

@@ -1,5 +1,6 @@
-"""The slurm launcher: sbatch of the rendered batch script on the login node, then poll, stream,
-cancel and collect over SSH (the login node's host key verified like any node's).
+"""The slurm backend: sbatch of the rendered batch script on the login node, then poll, stream,
+cancel and collect over SSH (the login node's host key verified like any node's). The script's step,
+which starts the ranks, is its launcher's (srun unless told otherwise; ``clusterctl.run.launchers``).
 
 Before the real submit, ``check_before_submit`` asks the login node whether pyxis is loaded (the
 pyxis runtime) and whether ``sbatch --test-only`` accepts the request.
@@ -15,7 +16,7 @@ counters judges, from inside the allocation, never read over SSH on the inventor
 
 What the launch reads from the login node (the job's state, its output file, its snapshot files) and the
 scancel it asks for go through ``LoginReaders``, one command each on the login node by default
-(``ssh_login_readers``): the seam the ssh launcher has for its counter, snapshot and telemetry readers.
+(``ssh_login_readers``): the seam the ssh backend has for its counter, snapshot and telemetry readers.
 """
 
 from __future__ import annotations
@@ -36,8 +37,9 @@ from clusterctl.hosts.ssh import connect, run
 from clusterctl.inventory import FabricSpec, Inventory, Node, SlurmSpec
 from clusterctl.paths import payload_files
 from clusterctl.results.record import LauncherName
-from clusterctl.run.launchers import Collected
-from clusterctl.run.plan import LaunchPlan
+from clusterctl.run.backends import Collected, Description
+from clusterctl.run.launchers import StepLauncher
+from clusterctl.run.plan import rendezvous_ports, with_rendezvous_port
 from clusterctl.run.slurm.jobs import (
     JobStatus,
     hopeless_pending,
@@ -50,6 +52,8 @@ from clusterctl.run.slurm.jobs import (
 )
 from clusterctl.run.slurm.script import PAYLOAD_SUBDIR, BatchJob, login_node, plan_batch, slurm_block
 from clusterctl.run.slurm.snapshots import job_files_command, read_job_snapshots, split_job_files
+from clusterctl.workloads.image_caps import JobImage, slurm_job_image
+from clusterctl.workloads.job import Job
 
 POLL_FIRST_S = 1.0
 POLL_MAX_S = 10.0
@@ -254,20 +258,35 @@ class SlurmLaunch:
         )
 
 
-class SlurmLauncher:
-    """sbatch + srun through the inventory's slurm block; ``login_readers`` reads the login node (over
-    SSH unless told otherwise)."""
+class SlurmBackend:
+    """sbatch through the inventory's slurm block, the ranks started by ``launcher`` (None: srun);
+    ``login_readers`` reads the login node (over SSH unless told otherwise)."""
 
     name: LauncherName = "slurm"
+    starter = "the Slurm job"
 
-    def __init__(self, login_readers: LoginReadersFactory = ssh_login_readers) -> None:
+    def __init__(
+        self, login_readers: LoginReadersFactory = ssh_login_readers, launcher: StepLauncher | None = None
+    ) -> None:
         self.login_readers = login_readers
+        self.launcher = launcher
 
-    def describe(self, inventory: Inventory, plan: LaunchPlan) -> str:
+    def describe(self, inventory: Inventory, job: Job) -> Description:
         """The batch script ``start`` would submit (its directory name differs per run)."""
-        return plan_batch(inventory, plan, datetime.now(UTC), "DRYRUN").script
+        script = plan_batch(inventory, job, datetime.now(UTC), "DRYRUN", self.launcher).script
+        return Description(text=script, fields={"launcher": self.name, "script": script})
 
-    def start(self, inventory: Inventory, plan: LaunchPlan) -> SlurmLaunch:
+    def job_image(self, inventory: Inventory) -> JobImage:
+        """``slurm.image`` (or the nodes' own Python, runtime none), else the built image."""
+        return slurm_job_image(inventory)
+
+    def prepare(self, inventory: Inventory, job: Job, run_id: str) -> Job:
+        """``job`` with the run's first rendezvous port: rank 0's node is the scheduler's choice, so the
+        batch script checks it there and moves up while it is in use."""
+        del inventory
+        return with_rendezvous_port(job, rendezvous_ports(run_id)[0])
+
+    def start(self, inventory: Inventory, plan: Job) -> SlurmLaunch:
         """Check the MPI plugin, write the batch script into its run directory and sbatch it.
 
         Raises:
@@ -276,7 +295,7 @@ class SlurmLauncher:
             RunFailed: the directory or script cannot be written, or sbatch refused the job.
         """
         slurm = slurm_block(inventory)
-        job = plan_batch(inventory, plan, datetime.now(UTC), secrets.token_hex(3))
+        job = plan_batch(inventory, plan, datetime.now(UTC), secrets.token_hex(3), self.launcher)
         node = login_node(slurm)
         conn = connect(inventory, node)
         try:
