@@ -241,8 +241,7 @@ def _evidence(value: float | int | str | None) -> str:
 
 def _named(row: ReportRow) -> str:
     """A row in words: ``resnet50 via slurm on 2 devices``."""
-    via = "" if row.launcher == "ssh" else f" via {row.launcher}"
-    return f"{row.config.workload}{via} on {row.devices} device{'s' if row.devices > 1 else ''}"
+    return f"{row.workload_label} on {row.devices} device{'s' if row.devices > 1 else ''}"
 
 
 def _why(explained: Explained, history: History, runs_dir: Path, page_dir: Path) -> dict[str, object]:

@@ -152,6 +152,12 @@ class ReportRow(BaseModel):
         "then is the first epoch read from storage; None: no valid run.",
     )
 
+    @property
+    def workload_label(self) -> str:
+        """The workload as the table, its sentence and the page name it: ``resnet50``, or ``resnet50 via
+        slurm`` for a row another launcher than the default ssh started."""
+        return self.config.workload + ("" if self.launcher == "ssh" else f" via {self.launcher}")
+
 
 def build_report(records: list[RunRecord], references: list[Reference]) -> list[ReportRow]:
     """Group ``records`` by configuration, devices and launcher, and compare with matching ``references``."""

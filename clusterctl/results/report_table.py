@@ -126,13 +126,12 @@ def meaning(row: ReportRow) -> str | None:
     measured collective predict. None for a 1-device row or one without a speedup."""
     if row.devices < 2 or row.speedup is None or row.efficiency is None or row.median is None:
         return None
-    via = "" if row.launcher == "ssh" else f" via {row.launcher}"
     pop = ""
     ge, pe, cs = row.global_efficiency, row.parallel_efficiency, row.computation_scalability
     if ge is not None and pe is not None and cs is not None:
         pop = f" (POP: parallel {pe:.2f} x computation scalability {cs:.2f} = {ge:.2f})"
     words = [
-        f"{row.config.workload}{via} on {row.devices} devices: {row.speedup:.2f}x, "
+        f"{row.workload_label} on {row.devices} devices: {row.speedup:.2f}x, "
         f"{100 * row.efficiency:.0f}% efficiency{pop}"
     ]
     code, cause = step_story(row)
@@ -198,9 +197,7 @@ class _Column:
 
 _COLUMNS: tuple[_Column, ...] = (
     # The launcher beside the workload, so that an ssh row and its slurm twin never read as duplicates.
-    _Column(
-        "workload", lambda r: r.config.workload + ("" if r.launcher == "ssh" else f" via {r.launcher}"), None
-    ),
+    _Column("workload", lambda r: r.workload_label, None),
     _Column("model", lambda r: _model(r), 8),
     _Column("framework", lambda r: r.config.framework, 6),
     _Column("precision", lambda r: r.config.precision, 2),
