@@ -16,6 +16,7 @@ from clusterctl.accept.verdict import (
     CriterionResult,
     NodeCheck,
     busbw_threshold,
+    judge_balance,
     judge_collective,
     judge_pairs,
     judge_scaling,
@@ -79,7 +80,8 @@ def test_criteria_default_and_read(tmp_path: Path) -> None:
         ("scaling:\n  min_efficency: 0.4\n", 2, "scaling.min_efficency", "allowed: min_efficiency"),
         ("pairs: {tolerance: 2}\n", 1, "pairs.tolerance", "smaller number"),
         ("health:\n  max_severity: error\n", 2, "health.max_severity", "one of the values"),
-        ("busbw: 3\n", 1, "busbw", "allowed: health, topology, pairs, collective, scaling"),
+        ("busbw: 3\n", 1, "busbw", "allowed: health, topology, pairs, collective, scaling, balance"),
+        ("balance: {max_compute_ratio: 0.5}\n", 1, "balance.max_compute_ratio", "larger number"),
         ("collective: {min_busbw_per_rail_gb_s: .nan}\n", 1, "collective.min_busbw_per_rail_gb_s", "finite"),
     ],
 )
@@ -151,6 +153,14 @@ def test_scaling_criterion_from_the_file_a_reference_or_none() -> None:
     assert invalid.status == "fail" and "1 invalid run(s)" in invalid.evidence
 
 
+def test_balance_names_the_slow_node_above_the_ratio() -> None:
+    message = "node node2 computes 3.0x slower than node node1 (900 vs 300 ms per step)"
+    slow = judge_balance(3.0, "node2", message, 1.5)
+    assert slow.status == "fail" and slow.nodes == ("node2",) and slow.evidence == message
+    assert judge_balance(1.2, "node2", "x", 1.5).status == "pass"
+    assert judge_balance(None, None, "no breakdown", 1.5).status == "no-threshold"
+
+
 def test_explain_names_the_node_of_a_failed_scaling_criterion() -> None:
     failed = judge_scaling(0.2, 2, 0, 0.4, None)
     named = with_explained(failed, {"node2": "straggler: node2 computes 3x longer"})
@@ -167,11 +177,20 @@ def _result(*criteria: CriterionResult, stopped: str | None = None) -> AcceptRes
 def test_the_verdict_lists_every_criterion_and_fails_on_any_failure_or_stop() -> None:
     passing = [CriterionResult(name, "pass", "t", "e") for name in ("health", "topology", "pairs")]
     result = _result(*passing, CriterionResult("collective", "no-threshold", "t", "e"),
-                     CriterionResult("scaling", "pass", "t", "e"))  # fmt: skip
+                     CriterionResult("scaling", "pass", "t", "e"), CriterionResult("balance", "pass", "t", "e"))  # fmt: skip
     assert result.verdict == "pass"
     data = result.to_json()
     assert data["schema"] == "clusterctl.accept/1" and data["verdict"] == "pass"
-    assert [c["name"] for c in data["criteria"]] == ["health", "topology", "pairs", "collective", "scaling"]
+    criteria = data["criteria"]
+    assert isinstance(criteria, list)
+    assert [c["name"] for c in criteria] == [
+        "health",
+        "topology",
+        "pairs",
+        "collective",
+        "scaling",
+        "balance",
+    ]
 
     stopped = _result(
         CriterionResult("health", "fail", "t", "e", ("node2",)), stopped="health failed on node2"
@@ -179,7 +198,7 @@ def test_the_verdict_lists_every_criterion_and_fails_on_any_failure_or_stop() ->
     assert stopped.verdict == "fail" and stopped.named == ["node2"]
     statuses = {c.name: c.status for c in stopped.completed()}
     assert statuses == {"health": "fail", "topology": "skipped", "pairs": "skipped", "collective": "skipped",
-                        "scaling": "skipped"}  # fmt: skip
+                        "scaling": "skipped", "balance": "skipped"}  # fmt: skip
     assert _result(*passing, stopped="the collective failed").verdict == "fail"
 
 
@@ -191,9 +210,9 @@ def test_junit_has_one_case_per_criterion(tmp_path: Path) -> None:
                      stopped="topology failed on node2")  # fmt: skip
     root = ET.fromstring(junit_xml("accept", junit_cases(result)))
     cases = {c.get("name"): c.find("failure") for c in root.iter("testcase")}
-    assert list(cases) == ["health", "topology", "pairs", "collective", "scaling"]
+    assert list(cases) == ["health", "topology", "pairs", "collective", "scaling", "balance"]
     assert cases["health"] is None
-    assert all(cases[name] is not None for name in ("topology", "pairs", "collective", "scaling"))
+    assert all(cases[name] is not None for name in ("topology", "pairs", "collective", "scaling", "balance"))
 
 
 def test_plan_prints_every_step_with_its_bound_in_80_columns(capsys: pytest.CaptureFixture[str]) -> None:
@@ -207,6 +226,7 @@ def test_plan_prints_every_step_with_its_bound_in_80_columns(capsys: pytest.Capt
         assert any(line.split()[1:3] == [key, *bound.split()[:1]] for line in lines), (key, out)
     # 8 HCAs, no baseline for 2 x 8 H100 over InfiniBand: the busbw is shown, not judged
     assert "collective  shown (no baseline for this hardware)" in out
+    assert "balance     slowest node's compute at most 1.5x the fastest's" in out
 
 
 def test_plan_json_resolves_the_busbw_default_from_the_baselines(

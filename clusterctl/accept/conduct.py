@@ -24,6 +24,7 @@ from clusterctl.accept.verdict import (
     NodeCheck,
     StepOutcome,
     busbw_threshold,
+    judge_balance,
     judge_collective,
     judge_pairs,
     judge_scaling,
@@ -49,6 +50,8 @@ from clusterctl.run.runner import run_plans
 from clusterctl.workloads.nccl_tests import LARGE_BUSBW
 
 Say = Callable[[str], None]
+# explain's rule that compares the nodes' useful compute within one run.
+STRAGGLER_CODE = "straggler"
 
 
 class _Stop(Exception):
@@ -345,9 +348,20 @@ def _explain(state: _State) -> None:
     facts, _ = gather(state.runs_dir, record.run_id)
     explanation = explain(facts)
     state.result.explanation = explanation.verdict.line
-    named = {
-        d.node: f"{d.code}: {d.message}" for d in explanation.diagnoses if d.status == "found" and d.node
-    }
+    found = [d for d in explanation.diagnoses if d.status == "found" and d.node]
+    named = {d.node: f"{d.code}: {d.message}" for d in found if d.node}
     state.result.criteria = [
         with_explained(c, named) if c.name == "scaling" else c for c in state.result.criteria
     ]
+    if n < 2:
+        return
+    straggler = next((d for d in explanation.diagnoses if d.code == STRAGGLER_CODE), None)
+    ratio = straggler.evidence.get("ratio") if straggler else None
+    state.result.criteria.append(
+        judge_balance(
+            float(ratio) if isinstance(ratio, int | float) else None,
+            straggler.node if straggler else None,
+            straggler.message if straggler else "explain has no straggler rule",
+            state.criteria.balance.max_compute_ratio,
+        )
+    )

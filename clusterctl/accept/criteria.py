@@ -7,6 +7,7 @@ A criteria file is a small YAML mapping; every key is optional and an unknown ke
     pairs: {tolerance: 0.5}              # a node below (1 - tolerance) x its reference is named
     collective: {min_busbw_per_rail_gb_s: 20}
     scaling: {min_efficiency: 0.8}
+    balance: {max_compute_ratio: 1.5}    # the slowest node's compute over the fastest's
 
 An unset busbw threshold is the floor of the baseline shipped (or saved by `clusterctl baseline save`)
 for this hardware and node count (``results/baselines.yml``: keyed by gpu, gpus_per_node, nodes,
@@ -30,6 +31,9 @@ from clusterctl.yamlio import line_of, load_yaml
 Severity = Literal["info", "warning"]
 # check pairs' own default: a node under half its reference is named.
 DEFAULT_PAIRS_TOLERANCE = 0.5
+# explain calls a node a straggler from 1.25 (same-node noise on a shared host measured 1.17); an
+# acceptance fails a node from 1.5, so a busy but sound host passes and a throttled one does not.
+DEFAULT_COMPUTE_RATIO = 1.5
 
 
 class _Strict(BaseModel):
@@ -83,6 +87,17 @@ class ScalingCriterion(_Strict):
     )
 
 
+class BalanceCriterion(_Strict):
+    """The all-node run's slowest node against its fastest (explain's straggler rule)."""
+
+    max_compute_ratio: float = Field(
+        DEFAULT_COMPUTE_RATIO,
+        ge=1,
+        allow_inf_nan=False,
+        description="Most the slowest node's useful compute per step may exceed the fastest's, as a ratio.",
+    )
+
+
 class Criteria(_Strict):
     """Every threshold `accept` judges by; each unset one has its default."""
 
@@ -91,6 +106,7 @@ class Criteria(_Strict):
     pairs: PairsCriterion = Field(default_factory=PairsCriterion)
     collective: CollectiveCriterion = Field(default_factory=CollectiveCriterion)
     scaling: ScalingCriterion = Field(default_factory=ScalingCriterion)
+    balance: BalanceCriterion = Field(default_factory=BalanceCriterion)
 
 
 _FIX = {
@@ -141,7 +157,7 @@ def parse_criteria(document: Any, path: Path) -> Criteria:
         return Criteria()
     if not isinstance(document, dict):
         raise InputError(
-            f"{path}: a criteria file is a mapping (health, topology, pairs, collective, scaling), not "
+            f"{path}: a criteria file is a mapping (health, topology, pairs, collective, scaling, balance), not "
             f"{type(document).__name__}. Fix: write e.g. `scaling: {{min_efficiency: 0.8}}`."
         )
     try:

@@ -16,7 +16,7 @@ from clusterctl.accept.criteria import Severity
 Status = Literal["pass", "fail", "no-threshold", "skipped"]
 SCHEMA = "clusterctl.accept/1"
 # The order criteria are listed in: the order of the steps that measure them.
-CRITERIA = ("health", "topology", "pairs", "collective", "scaling")
+CRITERIA = ("health", "topology", "pairs", "collective", "scaling", "balance")
 _RANK = {"none": 0, "info": 1, "warning": 2, "error": 3}
 
 
@@ -113,6 +113,7 @@ def criteria_lines(
     tolerance: float,
     busbw: tuple[float | None, str],
     efficiency: float | None,
+    ratio: float,
 ) -> list[str]:
     """The thresholds in words, one line per criterion, as `accept --plan` shows them (``busbw``: as
     ``busbw_threshold`` gives it; ``efficiency`` None: a reference's, found after the runs)."""
@@ -129,6 +130,7 @@ def criteria_lines(
             if efficiency is not None
             else "a published reference's, where one matches"
         ),
+        f"balance     slowest node's compute at most {ratio:g}x the fastest's",
     ]
 
 
@@ -207,6 +209,17 @@ def judge_scaling(
     if threshold is None:
         return CriterionResult("scaling", "no-threshold", words, evidence)
     return CriterionResult("scaling", "pass" if efficiency >= threshold else "fail", words, evidence)
+
+
+def judge_balance(ratio: float | None, node: str | None, message: str, maximum: float) -> CriterionResult:
+    """The all-node run's slowest node's useful compute over the fastest's (explain's straggler rule:
+    ``ratio``, the slowest ``node``, its ``message``) against ``maximum``; no ratio: not judged."""
+    threshold = f"slowest node's compute at most {maximum:g}x the fastest's"
+    if ratio is None:
+        return CriterionResult("balance", "no-threshold", threshold, f"not measured: {message}")
+    if ratio <= maximum:
+        return CriterionResult("balance", "pass", threshold, message)
+    return CriterionResult("balance", "fail", threshold, message, (node,) if node else ())
 
 
 def with_explained(criterion: CriterionResult, found: Mapping[str, str]) -> CriterionResult:

@@ -43,7 +43,7 @@ def accept(
     criteria_file: Path | None = typer.Option(
         None,
         "--criteria",
-        help="A YAML file of thresholds (health, topology, pairs, collective, scaling; docs/accept.md). "
+        help="A YAML file of thresholds (health, topology, pairs, collective, scaling, balance; docs/accept.md). "
         "Default: the baselines shipped for this hardware.",
     ),
     level: str = typer.Option(
@@ -98,7 +98,7 @@ def accept(
     criteria = load_criteria(criteria_file)
     inventory = load(inventory_path)
     options = AcceptOptions(
-        level=level,  # type: ignore[arg-type]  # checked above
+        level=level,  # checked above
         on_bad_node=on_bad_node,  # type: ignore[arg-type]
         workload=workload,
         repeats=repeats,
@@ -120,6 +120,7 @@ def accept(
             criteria.pairs.tolerance,
             collective_threshold(inventory, criteria, len(inventory.nodes)),
             criteria.scaling.min_efficiency,
+            criteria.balance.max_compute_ratio,
         )
         if as_json:
             print_json(
@@ -134,6 +135,8 @@ def accept(
             print_plan(plan, lines)
         return 0
     directory = out or Path("runs") / "accept" / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    with writing(directory, "--out"):
+        directory.mkdir(parents=True, exist_ok=True)
     page_dir = output_dir(html_dir or directory / "report", "--html")
     from clusterctl.accept.conduct import run_acceptance
 

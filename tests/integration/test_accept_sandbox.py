@@ -19,14 +19,17 @@ from tests.strictjson import strict_loads
 
 pytestmark = pytest.mark.integration
 
-# Thresholds any healthy sandbox meets, on a 2-core machine shared with other work: the bridge's
-# allreduce measures 0.08-0.4 GB/s, and 2 one-core nodes 0.4-0.9 of 1 node's throughput.
+# Thresholds a healthy sandbox meets on a 2-core machine shared with other work. Measured by hand at
+# load 16-35 with these sizes: the collective 0.026-0.056 GB/s; efficiency 2% and 194% (a 2-step run is
+# as noisy as the load: the 1-node run once took 24 s, once 86 s); the nodes' compute 1.5-1.6x apart,
+# with nothing throttled. So the figures are only required to exist and to be judged.
 CRITERIA = """\
 health: {max_severity: warning}
 topology: {max_severity: warning}
-pairs: {tolerance: 0.9}
+pairs: {tolerance: 0.95}
 collective: {min_busbw_per_rail_gb_s: 0.001}
-scaling: {min_efficiency: 0.05}
+scaling: {min_efficiency: 0.001}
+balance: {max_compute_ratio: 100}
 """
 SMALL = ["--steps", "2", "--warmup-steps", "1", "--image-size", "32", "--timeout", "300"]
 
@@ -46,7 +49,9 @@ def test_accept_passes_a_healthy_sandbox_with_every_criterion_listed(
     result = strict_loads(captured.out)
     assert result["schema"] == "clusterctl.accept/1"
     statuses = {c["name"]: c["status"] for c in result["criteria"]}
-    assert statuses == dict.fromkeys(("health", "topology", "pairs", "collective", "scaling"), "pass"), result
+    assert statuses == dict.fromkeys(
+        ("health", "topology", "pairs", "collective", "scaling", "balance"), "pass"
+    ), result
     assert code == 0 and result["verdict"] == "pass", result
     assert [s["key"] for s in result["steps"]] == [
         "health", "topology", "pairs", "collective", "run-1", "run-2", "report", "explain"
