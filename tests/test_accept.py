@@ -129,8 +129,11 @@ def test_pairs_criterion_names_slow_nodes_and_links() -> None:
 
 
 def test_busbw_threshold_prefers_the_file_then_the_baseline_per_rail() -> None:
-    assert busbw_threshold(3.0, ("b", 160.0), 8) == (3.0, "criteria file")
-    assert busbw_threshold(None, ("b", 160.0), 8) == (20.0, "floor of baseline b / 8 rail(s)")
+    assert busbw_threshold(3.0, ("the floor of baseline b", 160.0), 8) == (3.0, "criteria file")
+    assert busbw_threshold(None, ("the floor of baseline b", 160.0), 8) == (
+        20.0,
+        "the floor of baseline b / 8 rail(s)",
+    )
     assert busbw_threshold(None, None, 1)[0] is None
 
 
@@ -243,3 +246,13 @@ def test_plan_json_resolves_the_busbw_default_from_the_baselines(
     [collective] = [t for t in data["thresholds"] if t.startswith("collective")]
     assert f">= {464.8 * 0.85 / 8:.3g} GB/s per rail" in collective, collective
     assert "nccl-allreduce-2x8xh100-roce" in collective
+
+
+def test_plan_takes_the_inventory_s_preflight_minimum_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(SANDBOX.read_text() + "\npreflight:\n  min_bus_bandwidth_gb_s: 2\n")
+    assert main(["accept", "-i", str(inventory), "--plan"]) == 0
+    out = capsys.readouterr().out
+    assert "collective  >= 2 GB/s per rail (preflight.min_bus_bandwidth_gb_s / 1 rail(s))" in out, out

@@ -38,14 +38,14 @@ from clusterctl.explain.explanation import explain
 from clusterctl.explain.gather import explained_report, gather
 from clusterctl.findings import Finding, worst
 from clusterctl.inventory import Inventory
-from clusterctl.results.baselines import BUSBW_METRIC, baselines_for, find_baseline, hardware_config
+from clusterctl.results.baselines import baselines_for
 from clusterctl.results.record import RunRecord
 from clusterctl.results.report import ReportRow
 from clusterctl.run.context import run_context
 from clusterctl.run.health_collective import reference, run_collectives
 from clusterctl.run.pairs import check_pairs, conductor_measure, default_baseline, sub_inventory
 from clusterctl.run.plan import LaunchPlan, plan_run
-from clusterctl.run.preflight import preflight_plans
+from clusterctl.run.preflight import preflight_minimum, preflight_plans
 from clusterctl.run.runner import run_plans
 from clusterctl.workloads.nccl_tests import LARGE_BUSBW
 
@@ -267,11 +267,12 @@ def rails(inventory: Inventory) -> int:
 
 def collective_threshold(inventory: Inventory, criteria: Criteria, nodes: int) -> tuple[float | None, str]:
     """The least bus bandwidth per rail of the collective on ``nodes`` nodes and where it comes from
-    (``busbw_threshold`` over the baselines of this hardware, the site's first)."""
-    baseline = find_baseline(BUSBW_METRIC, hardware_config(inventory, nodes), baselines_for(inventory))
+    (``busbw_threshold`` over `run --preflight`'s minimum: the inventory's, else the floor of this
+    hardware's baseline, the site's first)."""
+    minimum, source = preflight_minimum(inventory, nodes, baselines_for(inventory))
     return busbw_threshold(
         criteria.collective.min_busbw_per_rail_gb_s,
-        (baseline.name, baseline.floor) if baseline else None,
+        (source, minimum) if minimum is not None else None,
         rails(inventory),
     )
 

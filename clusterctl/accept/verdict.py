@@ -159,15 +159,16 @@ def judge_pairs(
 
 
 def busbw_threshold(
-    per_rail_gb_s: float | None, baseline: tuple[str, float] | None, rails: int
+    per_rail_gb_s: float | None, minimum: tuple[str, float] | None, rails: int
 ) -> tuple[float | None, str]:
-    """The least bus bandwidth per rail and where it comes from: the criteria file's, else the floor of
-    ``baseline`` ((name, floor in GB/s) of the matching baseline) over ``rails``, else none."""
+    """The least bus bandwidth per rail and where it comes from: the criteria file's, else ``minimum``
+    ((where from, GB/s): the preflight's minimum, an inventory's or a baseline's floor) over ``rails``,
+    else none."""
     if per_rail_gb_s is not None:
         return per_rail_gb_s, "criteria file"
-    if baseline is not None:
-        name, floor = baseline
-        return floor / rails, f"floor of baseline {name} / {rails} rail(s)"
+    if minimum is not None:
+        source, gb_s = minimum
+        return gb_s / rails, f"{source} / {rails} rail(s)"
     return None, "no baseline for this hardware"
 
 
