@@ -148,6 +148,7 @@ def test_collective_criterion_per_rail() -> None:
 
 def test_scaling_criterion_from_the_file_a_reference_or_none() -> None:
     assert judge_scaling(0.5, 2, 0, 0.4, None).status == "pass"
+    assert judge_scaling(0.5, 2, 0, 0.001, None).threshold == ">= 0.10% (criteria file)"
     assert judge_scaling(0.3, 2, 0, 0.4, None).status == "fail"
     by_reference = judge_scaling(0.79, 8, 0, None, ("dell-c4140", 0.8075))
     assert by_reference.status == "fail" and "reference dell-c4140" in by_reference.threshold
@@ -256,3 +257,24 @@ def test_plan_takes_the_inventory_s_preflight_minimum_first(
     assert main(["accept", "-i", str(inventory), "--plan"]) == 0
     out = capsys.readouterr().out
     assert "collective  >= 2 GB/s per rail (preflight.min_bus_bandwidth_gb_s / 1 rail(s))" in out, out
+
+
+def test_the_result_prints_the_verdict_first_then_every_criterion_in_80_columns(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from clusterctl.cli.accept import print_result
+
+    long = "node2 computes 2.5x slower than node1 (34152 vs 13419 ms per step); its telemetry: CPUs 100% busy"
+    result = _result(CriterionResult("health", "pass", "worst finding at most warning", "2 node(s) within it"),
+                     CriterionResult("balance", "fail", "slowest node's compute at most 1.5x the fastest's", long,
+                                     ("node2",)))  # fmt: skip
+    result.explanation = "straggler: node2 computes 2.5x slower than node1"
+    print_result(result)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "ACCEPT FAIL: 1 criterion failed; named: node2", lines
+    assert all(len(line) <= 80 for line in lines), lines
+    heads = [line.split()[:2] for line in lines if line and not line.startswith(" ")][1:7]
+    assert heads == [["health", "PASS"], ["topology", "SKIPPED"], ["pairs", "SKIPPED"],
+                     ["collective", "SKIPPED"], ["scaling", "SKIPPED"], ["balance", "FAIL"]], lines  # fmt: skip
+    assert "34152 vs 13419 ms" in " ".join(lines)
+    assert lines[-1].startswith("explain: straggler")

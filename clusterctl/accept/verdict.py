@@ -126,7 +126,7 @@ def criteria_lines(
         + (f">= {minimum:.3g} GB/s per rail ({source})" if minimum is not None else f"shown ({source})"),
         "scaling     "
         + (
-            f">= {efficiency:.0%} efficiency"
+            f">= {_percent(efficiency)} efficiency"
             if efficiency is not None
             else "a published reference's, where one matches"
         ),
@@ -187,6 +187,11 @@ def judge_collective(
     return CriterionResult("collective", "pass" if per_rail >= minimum else "fail", words, evidence)
 
 
+def _percent(fraction: float) -> str:
+    """``fraction`` in percent, with decimals below 1% (0.001 is 0.10%, never 0%)."""
+    return f"{fraction:.0%}" if fraction >= 0.01 else f"{fraction:.2%}"
+
+
 def judge_scaling(
     efficiency: float | None,
     devices: int,
@@ -198,15 +203,15 @@ def judge_scaling(
     against ``minimum`` (the criteria file's), else ``reference`` ((name, lower bound) of a published
     point), else none. ``invalid_runs`` fail it."""
     if minimum is not None:
-        threshold, words = minimum, f">= {minimum:.0%} (criteria file)"
+        threshold, words = minimum, f">= {_percent(minimum)} (criteria file)"
     elif reference is not None:
-        threshold, words = reference[1], f">= {reference[1]:.0%} (reference {reference[0]})"
+        threshold, words = reference[1], f">= {_percent(reference[1])} (reference {reference[0]})"
     else:
         threshold, words = None, "none (no reference for this configuration)"
     if efficiency is None or invalid_runs:
         why = f"{invalid_runs} invalid run(s)" if invalid_runs else "no efficiency (a run gave no figure)"
         return CriterionResult("scaling", "fail", words, why)
-    evidence = f"efficiency {efficiency:.0%} on {devices} devices"
+    evidence = f"efficiency {_percent(efficiency)} on {devices} devices"
     if threshold is None:
         return CriterionResult("scaling", "no-threshold", words, evidence)
     return CriterionResult("scaling", "pass" if efficiency >= threshold else "fail", words, evidence)

@@ -196,7 +196,10 @@ def print_result(result: AcceptResult) -> None:
         head = f"[green]ACCEPT PASS[/]: {passed} of {len(criteria)} criteria passed"
     else:
         named = f"; named: {', '.join(result.named)}" if result.named else ""
-        head = f"[bold red]ACCEPT FAIL[/]: {sum(c.status == 'fail' for c in criteria)} criteria failed{named}"
+        failed = sum(c.status == "fail" for c in criteria)
+        head = (
+            f"[bold red]ACCEPT FAIL[/]: {failed} {'criterion' if failed == 1 else 'criteria'} failed{named}"
+        )
     console.print(head, highlight=False)
     if result.stopped:
         console.print(_wrapped(f"stopped: {result.stopped}", ""), markup=False, highlight=False)
