@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from clusterctl.accept.criteria import Criteria, load_criteria
-from clusterctl.accept.plan import AcceptOptions, pair_groups, plan_accept
+from clusterctl.accept.plan import AcceptOptions, nodes_after, pair_groups, plan_accept
 from clusterctl.accept.verdict import (
     AcceptResult,
     CriterionResult,
@@ -54,6 +54,15 @@ def test_plan_adds_the_active_level_and_drops_what_one_node_cannot_run() -> None
     assert [s.key for s in alone.steps] == ["health", "topology", "run-1", "report", "explain"]
     with pytest.raises(ValueError):
         plan_accept([], AcceptOptions())
+
+
+def test_a_bad_node_is_left_out_or_stops_the_acceptance() -> None:
+    nodes = ["node1", "node2", "node3"]
+    assert nodes_after("health", nodes, [], "stop") == nodes
+    assert nodes_after("health", nodes, ["node2"], "exclude") == ["node1", "node3"]
+    assert nodes_after("health", nodes, ["node2"], "stop") == "health failed on node2"
+    assert nodes_after("pairs", nodes, nodes, "exclude") == "pairs failed on node1, node2, node3"
+    assert nodes_after("topology", nodes, ["(cluster)"], "exclude") == "topology failed on (cluster)"
 
 
 @pytest.mark.parametrize(("nodes", "groups"), [(2, 1), (4, 6), (8, 28), (9, 13), (16, 16)])

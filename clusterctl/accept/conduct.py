@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from clusterctl.accept.criteria import Criteria
-from clusterctl.accept.plan import AcceptPlan
+from clusterctl.accept.plan import AcceptPlan, nodes_after
 from clusterctl.accept.verdict import (
     AcceptResult,
     CriterionResult,
@@ -34,6 +34,7 @@ from clusterctl.accept.verdict import (
 from clusterctl.diagnostics.active import TIERS
 from clusterctl.diagnostics.check import check_topology
 from clusterctl.diagnostics.health import check_health
+from clusterctl.errors import ClusterctlError, InputError
 from clusterctl.explain.explanation import explain
 from clusterctl.explain.gather import explained_report, gather
 from clusterctl.findings import Finding, worst
@@ -83,10 +84,11 @@ class _State:
         """
         if not bad:
             return
-        names = [n.name for n in self.inventory.nodes]
-        kept = [n for n in names if n not in bad]
-        if self.plan.options.on_bad_node == "stop" or not kept or any(b not in names for b in bad):
-            self.result.stopped = f"{check} failed on {', '.join(bad)}"
+        kept = nodes_after(
+            check, [n.name for n in self.inventory.nodes], list(bad), self.plan.options.on_bad_node
+        )
+        if isinstance(kept, str):
+            self.result.stopped = kept
             raise _Stop
         self.result.excluded += [n for n in bad if n not in self.result.excluded]
         self.say(f"{check}: leaving out {', '.join(bad)}; going on with {', '.join(kept)}")
@@ -98,6 +100,9 @@ def run_acceptance(
 ) -> AcceptResult:
     """Run ``plan``'s steps on ``inventory`` against ``criteria``, writing under ``out``; ``say`` hears
     one line as each step starts and ends.
+
+    A step that raises a failure (an unreachable node, a run that failed: exit 1 errors) stops the
+    acceptance with that reason, so the verdict still lists every criterion.
 
     Raises:
         InputError: as the steps' functions (an image that cannot run the workload, ...).
@@ -129,6 +134,10 @@ def run_acceptance(
             do(state)
         except _Stop:
             pass
+        except ClusterctlError as exc:  # a node or run that failed is a result; bad input (exit 2) is not
+            if isinstance(exc, InputError):
+                raise
+            state.result.stopped = f"{real} failed: {exc}"
         finally:
             seconds = time.monotonic() - started
             state.result.steps.append(StepOutcome(real, "done", seconds, state.result.stopped or ""))

@@ -118,3 +118,12 @@ def plan_accept(nodes: list[str], options: AcceptOptions) -> AcceptPlan:
     steps.append(Step("report", "report: speedup and efficiency of the runs (local)", None))
     steps.append(Step("explain", "explain: the all-node run's verdict (local)", None))
     return AcceptPlan(tuple(nodes), options, tuple(steps))
+
+
+def nodes_after(check: str, nodes: list[str], bad: list[str], on_bad_node: OnBadNode) -> list[str] | str:
+    """The nodes the later steps run on once ``check`` failed ``bad`` of ``nodes``, or why the
+    acceptance stops: ``stop`` chosen, a failure of no one node (``(cluster)``), or no node left."""
+    kept = [n for n in nodes if n not in bad]
+    if bad and (on_bad_node == "stop" or not kept or any(b not in nodes for b in bad)):
+        return f"{check} failed on {', '.join(bad)}"
+    return kept
