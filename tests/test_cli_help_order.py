@@ -32,6 +32,7 @@ EXPECTED_ORDER = [
     "baseline",
     "inspect",
     "collect",
+    "accept",
     "render",
 ]
 EXPECTED_PANELS = ["Try it on this machine", "Set up the cluster", "Benchmark", "Diagnose", "Tools"]

@@ -42,6 +42,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"results"}),
     frozenset({"run", "explain"}),
     frozenset({"sandbox"}),
+    frozenset({"accept"}),
     frozenset({"cli", "__main__"}),
 )
 TOP_LEVEL_MODULES = frozenset({"__init__", "__main__"}) | (LAYERS[0] - {""})
@@ -49,7 +50,8 @@ PAYLOAD = "payload"  # runs inside the benchmark container and imports no cluste
 PURE = ("run.plan", "run.sweep", "run.preflight", "run.launchers.mpirun", "run.launchers.srun", "workloads.job",
         "workloads.build", "run.launchers.mpirun_allocation", "diagnostics.counter_probe", "containers.plan", "provision.playbook", "run.slurm.script",
         "run.slurm.jobs", "diagnostics.pairs", "diagnostics.active", "explain.rules", "explain.verdict",
-        "explain.explanation", "data.synth", "data.probe", "data.tfrecord", "data.switch")  # fmt: skip
+        "explain.explanation", "data.synth", "data.probe", "data.tfrecord", "data.switch", "accept.plan", "accept.criteria",
+        "accept.verdict")  # fmt: skip
 # What talks to another machine or process: a pure plan never loads one, directly or through a module.
 CONNECTORS = ("fabric", "paramiko", "docker", "subprocess", "requests", "urllib3")
 # The docker SDK's value classes (a mount, a device request): a plan builds them and contacts nothing.

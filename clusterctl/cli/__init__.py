@@ -22,6 +22,7 @@ import typer.main
 import typer.models
 
 from clusterctl import __version__
+from clusterctl.cli import accept as accept_cli
 from clusterctl.cli import baseline as baseline_cli
 from clusterctl.cli import check as check_cli
 from clusterctl.cli import data as data_cli
@@ -55,7 +56,7 @@ HELP_PANELS: dict[str, tuple[str, ...]] = {
     "Try it on this machine": ("sandbox",),
     "Set up the cluster": ("inventory", "provision", "image", "up", "status", "down"),
     "Benchmark": ("data", "run", "report", "explain", "sweep"),
-    "Diagnose": ("check", "baseline", "inspect", "collect"),
+    "Diagnose": ("check", "baseline", "inspect", "collect", "accept"),
     "Tools": ("render",),
 }
 WORKFLOW_ORDER: tuple[str, ...] = tuple(name for names in HELP_PANELS.values() for name in names)
@@ -95,6 +96,7 @@ app.command("run", cls=run_cli.RunCommand)(run_cli.run)
 app.command("report")(run_cli.report)
 app.command("explain")(explain_cli.explain)
 app.command("sweep")(run_cli.sweep)
+app.command("accept")(accept_cli.accept)
 
 
 def _place_in_panels(typer_app: typer.Typer) -> None:
