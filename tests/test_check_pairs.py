@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from clusterctl.check.pairs import CPU_MAX_BYTES, Group, check_pairs, pairs_baseline, sub_inventory
 from clusterctl.cli import main
 from clusterctl.inventory import Inventory, validate_document
 from clusterctl.results.baselines import load_baselines
-from clusterctl.run.pairs import CPU_MAX_BYTES, Group, check_pairs, pairs_baseline, sub_inventory
 from clusterctl.workloads.allreduce import Allreduce
 from clusterctl.yamlio import load_yaml
 
@@ -133,7 +133,7 @@ def test_the_verdict_lines_come_first_within_80_columns(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The runs are the sandbox test's; here the simulated cluster answers for them.
-    monkeypatch.setattr("clusterctl.run.pairs.conductor_measure", lambda *a, **k: Cluster(slow="n03"))
+    monkeypatch.setattr("clusterctl.check.pairs.conductor_measure", lambda *a, **k: Cluster(slow="n03"))
     path = tmp_path / "four.yml"
     document = load_yaml(SANDBOX)
     document["nodes"] = [

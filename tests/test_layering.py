@@ -40,6 +40,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"workloads"}),
     frozenset({"results"}),
     frozenset({"run", "explain"}),
+    frozenset({"check"}),
     frozenset({"sandbox"}),
     frozenset({"cli", "__main__"}),
 )
@@ -48,7 +49,8 @@ PAYLOAD = "payload"  # runs inside the benchmark container and imports no cluste
 TYPE_ONLY_UP = frozenset({("workloads", "run.plan")})
 PURE = ("run.plan", "run.sweep", "run.preflight", "containers.plan", "provision.playbook", "run.slurm.script",
         "run.slurm.jobs", "diagnostics.pairs", "diagnostics.active", "explain.rules", "explain.verdict",
-        "explain.explanation", "data.synth", "data.probe", "data.tfrecord", "data.switch")  # fmt: skip
+        "explain.explanation", "data.synth", "data.probe", "data.tfrecord", "data.switch", "check.drain",
+        "check.healthcheck")  # fmt: skip
 # What talks to another machine or process: a pure plan never loads one, directly or through a module.
 CONNECTORS = ("fabric", "paramiko", "docker", "subprocess", "requests", "urllib3")
 # The docker SDK's value classes (a mount, a device request): a plan builds them and contacts nothing.

@@ -23,7 +23,7 @@ from clusterctl.cli.junit import JunitOption, checked_junit, write_junit
 from clusterctl.errors import InputError
 
 if TYPE_CHECKING:
-    from clusterctl.run.pairs import Group, PairsReport
+    from clusterctl.check.pairs import Group, PairsReport
 
 DEFAULT_RUN_TIMEOUT_S = 120.0
 _STYLE = {"ok": "green", "slow": "bold red", "fail": "bold red"}
@@ -64,7 +64,7 @@ def pairs(
 ) -> int:
     """Run the collective (nccl-tests on GPUs, the CPU allreduce otherwise) on node pairs and name the
     slow node: one verdict per node, exit 1 when a node or link is named. Needs `clusterctl up`."""
-    from clusterctl.run.pairs import check_pairs, conductor_measure, default_baseline
+    from clusterctl.check.pairs import check_pairs, conductor_measure, default_baseline
 
     if search not in ("auto", "all", "halving"):
         raise InputError(f"--search {search!r}: use auto, all or halving.")

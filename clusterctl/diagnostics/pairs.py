@@ -1,6 +1,6 @@
 """The pure half of pairwise isolation (`check pairs`, issue 27): which groups to measure and which node
 the measurements condemn. The effectful half (running the collective on each group) is
-``clusterctl.run.pairs``.
+``clusterctl.check.pairs``.
 
 - ``judge`` turns repeated samples of one group into a verdict: the median of the repeats against a
   floor, so one noisy sample does not condemn a group.
