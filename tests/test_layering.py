@@ -2,13 +2,16 @@
 between clusterctl's modules, no import from a lower layer into a higher one, only the shared leaves at
 the top level, and the pure planning halves free of every connector.
 
-Imports inside ``if TYPE_CHECKING:`` never execute; the one kind allowed to point up is a workload
-naming the run plan's types (``TYPE_ONLY_UP``), and it is listed so a new one fails here too.
+Imports inside ``if TYPE_CHECKING:`` never execute, but they count: a type-only import that points up
+or closes a circle couples the modules as much as a run-time one (issue 39). The one kind allowed to
+point up is a workload naming the run plan's types (``TYPE_ONLY_UP``), listed so a new one fails here
+too, and the circle it closes is the one known exception to "no circle" (``KNOWN_CIRCLE_EDGES``).
 """
 
 from __future__ import annotations
 
 import ast
+import itertools
 from functools import cache
 from pathlib import Path
 from typing import NamedTuple
@@ -47,6 +50,10 @@ LAYERS: tuple[frozenset[str], ...] = (
 TOP_LEVEL_MODULES = frozenset({"__init__", "__main__"}) | (LAYERS[0] - {""})
 PAYLOAD = "payload"  # runs inside the benchmark container and imports no clusterctl module
 TYPE_ONLY_UP = frozenset({("workloads", "run.plan")})
+# Issue 39: run/plan.py <-> workloads/ (a workload names LaunchPlan under TYPE_CHECKING; the plan calls
+# the workload) is the one circle left, being removed by the neutral job below the workloads. These
+# edges are left out of the circle check; remove them with it (the test below says when they are gone).
+KNOWN_CIRCLE_EDGES = frozenset({("workloads", "run.plan")})
 PURE = ("run.plan", "run.sweep", "run.preflight", "containers.plan", "provision.playbook", "run.slurm.script",
         "run.slurm.jobs", "diagnostics.pairs", "diagnostics.active", "explain.rules", "explain.verdict",
         "explain.explanation", "data.synth", "data.probe", "data.tfrecord", "data.switch", "check.drain",
@@ -159,8 +166,8 @@ def test_no_import_points_up_a_layer() -> None:
     assert not upward, "imports that run back up the layers:\n" + "\n".join(sorted(upward))
 
 
-def test_no_import_circle_between_modules() -> None:
-    graph = {m: imports.runtime for m, imports in _graph().items()}
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Each import circle of ``graph`` found by a depth-first walk, as the path that closes it."""
     cycles: list[list[str]] = []
     state: dict[str, int] = {}
     stack: list[str] = []
@@ -179,7 +186,35 @@ def test_no_import_circle_between_modules() -> None:
     for module in sorted(graph):
         if module not in state:
             walk(module)
+    return cycles
+
+
+def _known(module: str, target: str) -> bool:
+    return any(module.startswith(a) and target == b for a, b in KNOWN_CIRCLE_EDGES)
+
+
+def test_no_import_circle_between_modules_type_only_imports_included() -> None:
+    graph = {
+        m: {t for t in imports.runtime | imports.type_only if not _known(m, t)}
+        for m, imports in _graph().items()
+    }
+    cycles = _circles(graph)
     assert not cycles, "import circles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_the_known_circle_is_still_there() -> None:
+    """Once run/plan.py <-> workloads/ is gone, so must its exception be (issue 39)."""
+    graph = {m: imports.runtime | imports.type_only for m, imports in _graph().items()}
+    known = [c for c in _circles(graph) if any(_known(a, b) for a, b in itertools.pairwise(c))]
+    assert known, "run/plan.py <-> workloads/ is no circle any more: empty KNOWN_CIRCLE_EDGES"
+
+
+def test_the_circle_walk_sees_a_type_only_circle() -> None:
+    """The walk itself: a type-only import read as one, and the circle it closes found."""
+    source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from clusterctl.diagnostics.rules import X\n"
+    runtime, type_only = _imports(ast.parse(source), "diagnostics.rules_host", False)
+    assert "clusterctl.diagnostics.rules.X" in type_only and not runtime - {"typing.TYPE_CHECKING", "typing"}
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
 
 
 @pytest.mark.parametrize("module", PURE)

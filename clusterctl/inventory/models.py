@@ -2,7 +2,8 @@
 
 Every string that will later reach a shell is one of the checked value types (``inventory.types``).
 Unknown keys are errors everywhere. Nodes inherit ``cluster.defaults`` key by key and the image its
-profile's defaults before validation; after it, the cross-field rules (``inventory.rules``) run.
+profile's defaults before validation; after it, loading runs the cross-field rules (``inventory.rules``,
+which name these models: the models do not import them).
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from pydantic import (
 
 from clusterctl.errors import InventoryError
 from clusterctl.inventory.profiles import apply_profile_defaults
-from clusterctl.inventory.rules import InventoryRuleError, cross_field_problems
 from clusterctl.inventory.types import (
     Capability,
     ContainerImage,
@@ -757,13 +757,6 @@ class Inventory(Strict):
         if isinstance(data, dict):
             return {**data, "image": apply_profile_defaults(data.get("image"))}
         return data
-
-    @model_validator(mode="after")
-    def _cross_field_rules(self) -> Inventory:
-        problems = cross_field_problems(self)
-        if problems:
-            raise InventoryRuleError(problems)
-        return self
 
     @property
     def primary(self) -> Node:
