@@ -35,7 +35,7 @@ def pairs(
         "auto",
         "--search",
         help="all: every pair (n(n-1)/2 groups); halving: halves until one node is left (about "
-        "2 log2(n) groups, plus n/2 disjoint pairs without a baseline); auto: all up to 8 nodes.",
+        "log2(n) + 2 groups, plus 3 disjoint pairs without a baseline); auto: all up to 8 nodes.",
     ),
     repeats: int = typer.Option(3, "--repeats", min=1, max=10, help="Runs per group; the median is judged."),
     tolerance: float = typer.Option(

@@ -51,8 +51,9 @@ def halving_search(nodes: Sequence[str], healthy: Callable[[Sequence[str]], bool
 
     It assumes one bad node (a slow group holds it, a healthy one does not).
 
-    ``healthy(group)`` runs the collective on ``group`` (at least two nodes) and judges it. About
-    2 log2(n) runs instead of n(n-1)/2.
+    ``healthy(group)`` runs the collective on ``group`` (at least two nodes) and judges it: the whole
+    group once, one half per halving (ceil(log2 n) at most), and one pair to tell the last two apart,
+    so at most ceil(log2 n) + 2 runs instead of n(n-1)/2.
     """
     if healthy(nodes):
         return None
