@@ -31,6 +31,7 @@ from clusterctl.diagnostics.pairs import (
     halving_search,
     judge,
     judge_all_pairs,
+    launch_order,
 )
 from clusterctl.inventory import Inventory
 from clusterctl.results.baselines import BUSBW_METRIC, Baseline, baselines_for, find_baseline, hardware_config
@@ -170,7 +171,7 @@ def check_pairs(
         return result
 
     if chosen == "all":
-        medians = {pair: measured(pair).median for pair in all_pairs(names)}
+        medians = {pair: measured(launch_order(names, pair)).median for pair in all_pairs(names)}
         report.nodes, report.links = judge_all_pairs(medians, tolerance, baseline.value if baseline else None)
         return report
     if baseline is not None:
