@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from clusterctl.check.pairs import check_pairs
 from clusterctl.cli import main
 from clusterctl.errors import InputError
 from clusterctl.inventory import load_inventory
 from clusterctl.results.baselines import load_baselines, site_baselines
 from clusterctl.results.record import RESULT_FILE
-from clusterctl.run.pairs import check_pairs
 from clusterctl.workloads.nccl_tests import LARGE_BUSBW
 from tests.test_check_pairs import Cluster, _inventory
 from tests.test_preflight import INVENTORIES

@@ -6,15 +6,16 @@ bad input refused before anything runs. The runs themselves are measured on the 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
+from clusterctl.check.pairs import CPU_MAX_BYTES, Group, check_pairs, pairs_baseline, sub_inventory
 from clusterctl.cli import main
 from clusterctl.inventory import Inventory, validate_document
 from clusterctl.results.baselines import load_baselines
-from clusterctl.run.pairs import CPU_MAX_BYTES, Group, check_pairs, pairs_baseline, sub_inventory
 from clusterctl.workloads.allreduce import Allreduce
 from clusterctl.yamlio import load_yaml
 
@@ -59,12 +60,31 @@ def test_large_cluster_halves_against_disjoint_pairs_without_a_baseline() -> Non
     cluster = Cluster(slow="n11")
     report = check_pairs(_inventory(16), cluster)
     assert report.search == "halving"
-    assert cluster.measured[:8] == [(f"n{i:02d}", f"n{i + 1:02d}") for i in range(1, 17, 2)]
-    assert len(cluster.measured) <= 8 + 2 * 4 + 2  # far fewer than the 120 pairs
+    assert cluster.measured[:3] == [("n01", "n02"), ("n03", "n04"), ("n05", "n06")]
+    assert len(cluster.measured) <= 3 + 4 + 2  # far fewer than the 120 pairs
     assert report.named == ["n11"]
     verdicts = {v.node: v for v in report.nodes}
     assert verdicts["n11"].verdict == "slow" and verdicts["n11"].busbw == 0.3
     assert verdicts["n01"].verdict == "ok" and verdicts["n01"].basis == "median of disjoint pairs"
+
+
+@pytest.mark.parametrize("size", [4, 5, 8, 9, 16, 31, 32, 64, 100, 128])
+def test_the_halving_search_measures_log_n_groups(size: int) -> None:
+    """Without a baseline: at most 3 reference pairs, the whole cluster, one half per halving and one
+    last pair, so ceil(log2 n) + 5 groups wherever the slow node sits (issue 41); n/2 reference pairs
+    made it 69 groups on 128 nodes. Every one of them names the slow node, and only it."""
+    inventory = _inventory(size)
+    names = [n.name for n in inventory.nodes]
+    counts = []
+    for slow in names:
+        cluster = Cluster(slow=slow)
+        report = check_pairs(inventory, cluster, search="halving")
+        assert report.named == [slow], (size, slow)
+        counts.append(len(cluster.measured))
+    assert max(counts) <= math.ceil(math.log2(size)) + 5, (size, max(counts))
+    healthy = Cluster(slow=None)
+    assert check_pairs(inventory, healthy, search="halving").named == []
+    assert len(healthy.measured) == min(3, size // 2) + 1  # the reference pairs and the whole cluster
 
 
 def test_halving_on_a_healthy_cluster_names_nothing() -> None:
@@ -91,7 +111,8 @@ def test_the_baseline_of_the_hardware_is_the_reference() -> None:
 def test_json_has_the_schema_version_and_every_group() -> None:
     report = check_pairs(_inventory(3), Cluster(slow=None), search="all").to_json()
     assert report["schema"] == "clusterctl.check-pairs/1"
-    assert [g["nodes"] for g in report["groups"]] == [["n02", "n03"], ["n01", "n03"], ["n01", "n02"]]
+    # in rounds, each node starting one of its two pairs (its first node starts mpirun)
+    assert [g["nodes"] for g in report["groups"]] == [["n02", "n03"], ["n03", "n01"], ["n01", "n02"]]
     assert (
         report["groups"][0]["samples_gb_s"] == [2.0, 0.4, 2.2] and report["groups"][0]["median_gb_s"] == 2.0
     )
@@ -133,7 +154,7 @@ def test_the_verdict_lines_come_first_within_80_columns(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The runs are the sandbox test's; here the simulated cluster answers for them.
-    monkeypatch.setattr("clusterctl.run.pairs.conductor_measure", lambda *a, **k: Cluster(slow="n03"))
+    monkeypatch.setattr("clusterctl.check.pairs.conductor_measure", lambda *a, **k: Cluster(slow="n03"))
     path = tmp_path / "four.yml"
     document = load_yaml(SANDBOX)
     document["nodes"] = [

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from clusterctl.diagnostics.pairs import all_pairs, halving_search, judge, judge_all_pairs
+from clusterctl.diagnostics.pairs import all_pairs, halving_search, judge, judge_all_pairs, launch_order
 
 
 def test_one_noisy_sample_does_not_condemn_a_group() -> None:
@@ -27,6 +27,17 @@ def test_all_pairs_come_in_rounds_that_spread_each_nodes_pairs(size: int) -> Non
     first_half = {node for pair in pairs[: max(1, len(pairs) // 2)] for node in pair}
     assert first_half == set(nodes) or size == 3
     assert all(nodes.index(a) < nodes.index(b) for a, b in pairs)
+
+
+@pytest.mark.parametrize("size", range(2, 12))
+def test_every_node_starts_as_many_pairs_as_it_joins(size: int) -> None:
+    """In ``nodes`` order node 1 would start all of its pairs and the last node none (issue 41)."""
+    nodes = [f"n{i}" for i in range(size)]
+    runs = [launch_order(nodes, pair) for pair in all_pairs(nodes)]
+    assert {frozenset(r) for r in runs} == {frozenset(p) for p in itertools.combinations(nodes, 2)}
+    started = [sum(run[0] == node for run in runs) for node in nodes]
+    assert max(started) - min(started) <= 1, started
+    assert sum(started) * 2 == size * (size - 1)
 
 
 def test_all_pairs_name_the_node_every_slow_pair_shares() -> None:

@@ -10,6 +10,8 @@ from xml.etree import ElementTree
 
 import pytest
 
+from clusterctl.check.health_collective import COLLECTIVES_FILE, node_ranks, save_collectives
+from clusterctl.check.pairs import collective_workload, group_plan
 from clusterctl.cli import main
 from clusterctl.cli.check import DEFAULT_TIMEOUT_S
 from clusterctl.diagnostics.active import (
@@ -25,8 +27,6 @@ from clusterctl.diagnostics.health import health_collectors, judge_health
 from clusterctl.diagnostics.parsers.dcgmi_diag import parse_dcgmi_diag
 from clusterctl.diagnostics.parsers.nvbandwidth import parse_nvbandwidth
 from clusterctl.inventory import load_inventory
-from clusterctl.run.health_collective import COLLECTIVES_FILE, node_ranks, save_collectives
-from clusterctl.run.pairs import collective_workload, group_plan
 from tests.fixtures import fixture_text
 from tests.strictjson import strict_loads
 from tests.test_health_checks import HEALTHY, INVENTORY

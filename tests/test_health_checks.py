@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from clusterctl.check.drain import MAX_REASON, REASON_PREFIX, SlurmAction, drain_reason, update_argv
 from clusterctl.cli import main
 from clusterctl.diagnostics import parse
 from clusterctl.diagnostics.bundle import NodeBundle, NodeMeta, SectionMeta, write_bundle
@@ -19,7 +20,6 @@ from clusterctl.diagnostics.parsers.nvidia_smi_q import NvidiaSmiQ
 from clusterctl.diagnostics.parsers.port_counters import PortCounters
 from clusterctl.diagnostics.rules_health import port_error_rules, smi_health_rules, xid_rules
 from clusterctl.inventory import load_inventory
-from clusterctl.run.slurm.drain import MAX_REASON, REASON_PREFIX, SlurmAction, drain_reason, update_argv
 from tests.fixtures import fixture_text
 from tests.strictjson import strict_loads
 

@@ -12,6 +12,7 @@ from xml.etree import ElementTree
 
 import pytest
 
+from clusterctl.check.health_collective import COLLECTIVES_FILE
 from clusterctl.cli import main
 from clusterctl.diagnostics.active import NodeCollective, collective_findings
 from clusterctl.diagnostics.bundle import META, NodeBundle, write_bundle
@@ -21,7 +22,6 @@ from clusterctl.diagnostics.junit import Case, junit_xml
 from clusterctl.diagnostics.parsers.kernel_log import parse_kernel_log
 from clusterctl.diagnostics.parsers.nvbandwidth import parse_nvbandwidth
 from clusterctl.inventory import load_inventory
-from clusterctl.run.health_collective import COLLECTIVES_FILE
 from tests.fixtures import fixture_text
 from tests.strictjson import strict_loads
 from tests.test_health_active import DCGM_PASS, H2D_8GPU

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from clusterctl.check.pairs import PairsReport
 from clusterctl.cli import main
 from clusterctl.diagnostics.bundle import write_bundle
 from clusterctl.diagnostics.junit import Case, junit_xml
 from clusterctl.diagnostics.pairs import NodeVerdict, SlowLink
-from clusterctl.run.pairs import PairsReport
 from tests.test_diag_collect import FIXTURE_NODE, PAPER, SECOND_NODE, _saved
 from tests.test_health_checks import HEALTHY, INVENTORY, REMAP, _bundle
 

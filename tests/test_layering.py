@@ -2,8 +2,9 @@
 between clusterctl's modules, no import from a lower layer into a higher one, only the shared leaves at
 the top level, and the pure planning halves free of every connector.
 
-Imports inside ``if TYPE_CHECKING:`` never execute, and still may not point up a layer: a type a lower
-layer needs lives down there (the workloads' ``Job``, not the run stage's plan).
+Imports inside ``if TYPE_CHECKING:`` never execute, but they count: a type-only import that points up
+or closes a circle couples the modules as much as a run-time one (issue 39). A type a lower layer needs
+lives down there (the workloads' ``Job``, not the run stage's plan).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"workloads"}),
     frozenset({"results"}),
     frozenset({"run", "explain"}),
+    frozenset({"check"}),
     frozenset({"sandbox"}),
     frozenset({"accept"}),
     frozenset({"cli", "__main__"}),
@@ -51,7 +53,7 @@ PURE = ("run.plan", "run.sweep", "run.preflight", "run.launchers.mpirun", "run.l
         "workloads.build", "run.launchers.mpirun_allocation", "diagnostics.counter_probe", "containers.plan", "provision.playbook", "run.slurm.script",
         "run.slurm.jobs", "diagnostics.pairs", "diagnostics.active", "explain.rules", "explain.verdict",
         "explain.explanation", "data.synth", "data.probe", "data.tfrecord", "data.switch", "accept.plan", "accept.criteria",
-        "accept.verdict")  # fmt: skip
+        "accept.verdict", "check.drain", "check.healthcheck")  # fmt: skip
 # What talks to another machine or process: a pure plan never loads one, directly or through a module.
 CONNECTORS = ("fabric", "paramiko", "docker", "subprocess", "requests", "urllib3")
 # The docker SDK's value classes (a mount, a device request): a plan builds them and contacts nothing.
@@ -159,8 +161,8 @@ def test_no_import_points_up_a_layer() -> None:
     assert not upward, "imports that run back up the layers:\n" + "\n".join(sorted(upward))
 
 
-def test_no_import_circle_between_modules() -> None:
-    graph = {m: imports.runtime for m, imports in _graph().items()}
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Each import circle of ``graph`` found by a depth-first walk, as the path that closes it."""
     cycles: list[list[str]] = []
     state: dict[str, int] = {}
     stack: list[str] = []
@@ -179,7 +181,21 @@ def test_no_import_circle_between_modules() -> None:
     for module in sorted(graph):
         if module not in state:
             walk(module)
+    return cycles
+
+
+def test_no_import_circle_between_modules_type_only_imports_included() -> None:
+    graph = {m: imports.runtime | imports.type_only for m, imports in _graph().items()}
+    cycles = _circles(graph)
     assert not cycles, "import circles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_the_circle_walk_sees_a_type_only_circle() -> None:
+    """The walk itself: a type-only import read as one, and the circle it closes found."""
+    source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from clusterctl.diagnostics.rules import X\n"
+    runtime, type_only = _imports(ast.parse(source), "diagnostics.rules_host", False)
+    assert "clusterctl.diagnostics.rules.X" in type_only and not runtime - {"typing.TYPE_CHECKING", "typing"}
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
 
 
 @pytest.mark.parametrize("module", PURE)

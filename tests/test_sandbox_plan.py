@@ -156,13 +156,14 @@ def test_cpu_plan_gives_equal_disjoint_shares(cores: int, nodes: int) -> None:
 
 
 @pytest.mark.parametrize(("cores", "nodes"), [(1, 2), (2, 3), (2, 32), (3, 4)])
-def test_cpu_plan_with_more_nodes_than_cores_shares_one_cpu_each_and_says_so(cores: int, nodes: int) -> None:
+def test_cpu_plan_with_more_nodes_than_cores_gives_every_node_every_cpu_and_says_so(
+    cores: int, nodes: int
+) -> None:
+    """No two nodes pinned to one CPU while others have one each: such a pair's collective ran 5-7x
+    slower than the rest and `check pairs` called it a slow link (issue 41)."""
     plan = plan_cpus(range(cores), nodes)
     assert plan.shared
-    shares = [parse_cpu_list(c) for c in plan.cpusets]
-    assert all(len(s) == 1 for s in shares)
-    counts = [sum(s == [cpu] for s in shares) for cpu in range(cores)]
-    assert max(counts) - min(counts) <= 1  # dealt round-robin: no CPU carries two nodes more than another
+    assert [parse_cpu_list(c) for c in plan.cpusets] == [list(range(cores))] * nodes
 
 
 def test_cpu_plan_for_one_node_is_every_cpu_and_two_nodes_split_it() -> None:

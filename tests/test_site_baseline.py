@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from clusterctl.check.pairs import check_pairs, pairs_baseline
 from clusterctl.cli import main
 from clusterctl.inventory import Inventory, load_inventory
 from clusterctl.results.baselines import baselines_for, load_baselines
 from clusterctl.results.record import RESULT_FILE, read_record
 from clusterctl.run.judge import judge_run
-from clusterctl.run.pairs import check_pairs, pairs_baseline
 from clusterctl.run.plan import plan_run
 from clusterctl.run.preflight import INVENTORY_MINIMUM, preflight_minimum, preflight_plans, refusal
 from clusterctl.workloads import get_workload

@@ -16,16 +16,16 @@ from typing import Any
 
 import pytest
 
-from clusterctl.cli import main
-from clusterctl.cli.slurm_hc import slurm_hc
-from clusterctl.inventory import Inventory, validate_document
-from clusterctl.run.slurm.drain import MAX_REASON, REASON_PREFIX
-from clusterctl.run.slurm.healthcheck import (
+from clusterctl.check.drain import MAX_REASON, REASON_PREFIX
+from clusterctl.check.healthcheck import (
     BOUND_S,
     DRAIN_XIDS,
     SLURM_HEALTH_CHECK_KILL_S,
     render_healthcheck,
 )
+from clusterctl.cli import main
+from clusterctl.cli.slurm_hc import slurm_hc
+from clusterctl.inventory import Inventory, validate_document
 from clusterctl.yamlio import load_yaml
 from tests.fixtures import fixture_text
 from tests.test_health_checks import HEALTHY_SMI, REMAP, XID79

@@ -31,6 +31,8 @@ from clusterctl.accept.verdict import (
     judge_severity,
     with_explained,
 )
+from clusterctl.check.health_collective import reference, run_collectives
+from clusterctl.check.pairs import check_pairs, conductor_measure, default_baseline, sub_inventory
 from clusterctl.diagnostics.active import TIERS
 from clusterctl.diagnostics.check import check_topology
 from clusterctl.diagnostics.health import check_health
@@ -43,8 +45,6 @@ from clusterctl.results.baselines import baselines_for
 from clusterctl.results.record import RunRecord
 from clusterctl.results.report import ReportRow
 from clusterctl.run.context import run_context
-from clusterctl.run.health_collective import reference, run_collectives
-from clusterctl.run.pairs import check_pairs, conductor_measure, default_baseline, sub_inventory
 from clusterctl.run.plan import plan_run
 from clusterctl.run.preflight import preflight_minimum, preflight_plans
 from clusterctl.run.runner import run_plans

@@ -32,8 +32,8 @@ def save(
 ) -> int:
     """Save the collective's bus bandwidth as this hardware's baseline: `check pairs` and `run --preflight`
     (its default minimum) then judge against it before the shipped figures."""
+    from clusterctl.check.site_baseline import baseline_from
     from clusterctl.results.baselines import save_baseline
-    from clusterctl.run.site_baseline import baseline_from
 
     if not math.isfinite(tolerance):
         raise typer.BadParameter(

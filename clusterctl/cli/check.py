@@ -27,13 +27,13 @@ from clusterctl.terminal import safe_text
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from clusterctl.check.drain import SlurmAction
     from clusterctl.diagnostics.active import Level, NodeCollective
     from clusterctl.diagnostics.bundle import NodeMeta
     from clusterctl.diagnostics.health import HealthReport
     from clusterctl.diagnostics.rules_cluster import TopologyReport
     from clusterctl.findings import Finding
     from clusterctl.inventory import Inventory
-    from clusterctl.run.slurm.drain import SlurmAction
 
 app = typer.Typer(help="Check the cluster's hosts against the inventory.", no_args_is_help=True)
 
@@ -216,10 +216,11 @@ def health(
 ) -> int:
     """Passive health checks of every node: Xid/SXid events, GPU memory errors and remapped rows, clock
     slowdowns, IB port errors and flaps, PCIe links; one verdict per node, an action per finding."""
+    from clusterctl.check.drain import SlurmAction, drain_reason
+    from clusterctl.check.scontrol import apply_actions
     from clusterctl.diagnostics.active import LEVELS, TIERS
     from clusterctl.diagnostics.health import check_health
     from clusterctl.findings import exit_code
-    from clusterctl.run.slurm.drain import SlurmAction, apply_actions, drain_reason
 
     if level not in LEVELS:
         raise InputError(
@@ -303,7 +304,7 @@ def _join_collectives(
 ) -> None:
     """The single-node collectives into ``report``: run now (an active level, collecting) and saved
     into the bundle, or read back from a saved bundle that holds them."""
-    from clusterctl.run.health_collective import (
+    from clusterctl.check.health_collective import (
         load_collectives,
         reference,
         run_collectives,

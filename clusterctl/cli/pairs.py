@@ -23,7 +23,7 @@ from clusterctl.cli.junit import JunitOption, checked_junit, write_junit
 from clusterctl.errors import InputError
 
 if TYPE_CHECKING:
-    from clusterctl.run.pairs import Group, PairsReport
+    from clusterctl.check.pairs import Group, PairsReport
 
 DEFAULT_RUN_TIMEOUT_S = 120.0
 _STYLE = {"ok": "green", "slow": "bold red", "fail": "bold red"}
@@ -35,7 +35,7 @@ def pairs(
         "auto",
         "--search",
         help="all: every pair (n(n-1)/2 groups); halving: halves until one node is left (about "
-        "2 log2(n) groups, plus n/2 disjoint pairs without a baseline); auto: all up to 8 nodes.",
+        "log2(n) + 2 groups, plus 3 disjoint pairs without a baseline); auto: all up to 8 nodes.",
     ),
     repeats: int = typer.Option(3, "--repeats", min=1, max=10, help="Runs per group; the median is judged."),
     tolerance: float = typer.Option(
@@ -64,7 +64,7 @@ def pairs(
 ) -> int:
     """Run the collective (nccl-tests on GPUs, the CPU allreduce otherwise) on node pairs and name the
     slow node: one verdict per node, exit 1 when a node or link is named. Needs `clusterctl up`."""
-    from clusterctl.run.pairs import check_pairs, conductor_measure, default_baseline
+    from clusterctl.check.pairs import check_pairs, conductor_measure, default_baseline
 
     if search not in ("auto", "all", "halving"):
         raise InputError(f"--search {search!r}: use auto, all or halving.")

@@ -17,7 +17,7 @@ def slurm_hc(
     """Write a Slurm HealthCheckProgram / Prolog script: the node's kernel-log Xids, GPUs (count,
     remapped rows pending) and InfiniBand ports (state, rate), the node drained with the problem as the
     reason; it ends within 39 s, under Slurm's 60 s kill. Nothing is contacted."""
-    from clusterctl.run.slurm.healthcheck import render_healthcheck
+    from clusterctl.check.healthcheck import render_healthcheck
 
     output_file(output, "--output")
     script = render_healthcheck(load(inventory_path))

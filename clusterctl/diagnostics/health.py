@@ -357,7 +357,7 @@ def check_health(
 ) -> HealthReport:
     """Collect every node's health outputs (``level``'s collectors) into the bundle ``directory`` and
     judge them; the single-node collectives of the active levels are the run layer's
-    (``clusterctl.run.health_collective``).
+    (``clusterctl.check.health_collective``).
 
     With ``saved``, ``directory`` holds a health bundle collected earlier: it is judged (whatever
     level collected it), no host is contacted.

@@ -1,6 +1,6 @@
 """The pure half of pairwise isolation (`check pairs`, issue 27): which groups to measure and which node
 the measurements condemn. The effectful half (running the collective on each group) is
-``clusterctl.run.pairs``.
+``clusterctl.check.pairs``.
 
 - ``judge`` turns repeated samples of one group into a verdict: the median of the repeats against a
   floor, so one noisy sample does not condemn a group.
@@ -46,13 +46,30 @@ def all_pairs(nodes: Sequence[str]) -> list[tuple[str, str]]:
     return pairs
 
 
+def launch_order(nodes: Sequence[str], pair: Pair) -> Pair:
+    """``pair`` as it is run, its first node starting mpirun, chosen so that over all pairs every node
+    starts as many as it joins, give or take one: in ``nodes`` order the first node would start every
+    one of its pairs (on 4 nodes node1 all three, node4 none), and a node that starts a run carries
+    mpirun and its SSH sessions beside its rank, so its figure would be systematically lower.
+
+    The rule of a balanced round robin: with an odd count m, node i starts its pair with j when j comes
+    1 to m // 2 places after it (cyclically); with an even count, the last node takes turns by the
+    other node's place.
+    """
+    i, j = sorted((nodes.index(pair[0]), nodes.index(pair[1])))
+    m = len(nodes) if len(nodes) % 2 else len(nodes) - 1
+    starts = (j - i) <= m // 2 if j < m else i % 2 == 1
+    return (nodes[i], nodes[j]) if starts else (nodes[j], nodes[i])
+
+
 def halving_search(nodes: Sequence[str], healthy: Callable[[Sequence[str]], bool]) -> str | None:
     """The one bad node of ``nodes`` found by measuring halves, or None when the whole group is healthy.
 
     It assumes one bad node (a slow group holds it, a healthy one does not).
 
-    ``healthy(group)`` runs the collective on ``group`` (at least two nodes) and judges it. About
-    2 log2(n) runs instead of n(n-1)/2.
+    ``healthy(group)`` runs the collective on ``group`` (at least two nodes) and judges it: the whole
+    group once, one half per halving (ceil(log2 n) at most), and one pair to tell the last two apart,
+    so at most ceil(log2 n) + 2 runs instead of n(n-1)/2.
     """
     if healthy(nodes):
         return None

@@ -1,19 +1,19 @@
 """Rules: facts from parsed outputs in, findings a user can act on out. Pure; no I/O.
 
-``Expectation`` carries what the inventory says a node should have, so the same rules serve
-`inspect` (expectations from options, or none) and `check topology` (from each node).
+``Expectation`` (``expectation.py``, re-exported here) carries what the inventory says a node should
+have, so the same rules serve `inspect` (expectations from options, or none) and `check topology` (from
+each node).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
 
-from pydantic import BaseModel, Field, field_validator
-
+from clusterctl.diagnostics.expectation import Expectation as Expectation
+from clusterctl.diagnostics.expectation import expectation_for as expectation_for
 from clusterctl.diagnostics.model import Parsed
-from clusterctl.diagnostics.nccl_gdr import GdrPolicy, hca_names, nccl_path
+from clusterctl.diagnostics.nccl_gdr import GdrPolicy, nccl_path
 from clusterctl.diagnostics.parsers.horovod_synthetic import HorovodSynthetic
 from clusterctl.diagnostics.parsers.ibstat import IbStat
 from clusterctl.diagnostics.parsers.ibv_devinfo import IbvDevinfo
@@ -25,39 +25,6 @@ from clusterctl.diagnostics.parsers.ofed_info import OfedInfo
 from clusterctl.diagnostics.parsers.tf_cnn_benchmarks import TfCnnBenchmarksOutput
 from clusterctl.diagnostics.rules_host import HOST_RULES
 from clusterctl.findings import Finding
-from clusterctl.inventory import Inventory, Node
-
-
-class Expectation(BaseModel):
-    """What a node is expected to have; None fields are not checked."""
-
-    nccl_version: str | None = Field(None, description="The image's NCCL, e.g. 2.5.6; None: unknown.")
-    node: str | None = None
-    hca: list[str] | None = Field(
-        None, description="The HCAs the benchmark uses, e.g. [mlx5_0] (one name is a list of one)."
-    )
-    rate_gbps: float | None = Field(None, description="Expected link rate.")
-    link_layer: str | None = Field(None, description="InfiniBand or Ethernet.")
-    gdr_level: int | None = Field(None, description="Configured NCCL_NET_GDR_LEVEL; None: NCCL's default.")
-
-    @field_validator("hca", mode="before")
-    @classmethod
-    def _device_names(cls, value: Any) -> Any:
-        """One name is a list of one; ``mlx5_0:1`` (an HCA port, as NCCL_IB_HCA writes it) names mlx5_0."""
-        return hca_names(value) or None
-
-
-def expectation_for(inventory: Inventory, node: Node) -> Expectation:
-    """The expectation the inventory sets for ``node``."""
-    layer = {"infiniband": "InfiniBand", "roce": "Ethernet", "ethernet": None}[node.fabric.kind]
-    return Expectation(
-        node=node.name,
-        hca=node.fabric.hca,
-        rate_gbps=node.fabric.rate_gbps,
-        link_layer=layer,
-        gdr_level=inventory.run.gdr_level,
-        nccl_version=inventory.image.versions.nccl,
-    )
 
 
 def ib_rules(report: IbStat, expect: Expectation) -> list[Finding]:

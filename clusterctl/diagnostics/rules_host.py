@@ -10,8 +10,8 @@ after the kind's main rule, so `inspect` and `check topology` judge alike.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
+from clusterctl.diagnostics.expectation import Expectation
 from clusterctl.diagnostics.model import to_float
 from clusterctl.diagnostics.parsers.ibstat import IbStat
 from clusterctl.diagnostics.parsers.ibv_devinfo import IbvDevinfo
@@ -19,9 +19,6 @@ from clusterctl.diagnostics.parsers.lspci import ACS_ENABLED, ACS_REDIRECT, Lspc
 from clusterctl.diagnostics.parsers.nvidia_smi_q import NvidiaSmiQ
 from clusterctl.diagnostics.parsers.proc_cmdline import ProcCmdline
 from clusterctl.findings import Finding
-
-if TYPE_CHECKING:  # rules.py imports this module; the type is only needed for annotations
-    from clusterctl.diagnostics.rules import Expectation
 
 _ACS_ADVICE = (
     "Disable ACS on the PCIe switches (BIOS: 'ACS' / 'PCIe ACS control', or per bridge "

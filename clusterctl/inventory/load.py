@@ -10,12 +10,13 @@ from pydantic import ValidationError
 from clusterctl.errors import InventoryError
 from clusterctl.inventory.location import located_error
 from clusterctl.inventory.models import Inventory
-from clusterctl.inventory.rules import InventoryRuleError
+from clusterctl.inventory.rules import InventoryRuleError, cross_field_problems
 from clusterctl.yamlio import load_yaml
 
 
 def validate_document(document: Any, path: Path) -> Inventory:
-    """Validate a parsed YAML document as an inventory from ``path``.
+    """Validate a parsed YAML document as an inventory from ``path``: every field (pydantic), then the
+    cross-field rules (``rules.RULES``).
 
     Relative controller paths in it (``provision.mofed_tarball_path``) are resolved against ``path``'s
     directory.
@@ -31,6 +32,9 @@ def validate_document(document: Any, path: Path) -> Inventory:
         )
     try:
         inventory = Inventory.model_validate(document, context={"inventory_dir": path.parent})
+        problems = cross_field_problems(inventory)
+        if problems:
+            raise InventoryRuleError(problems)
     except (InventoryRuleError, ValidationError) as exc:
         raise located_error(path, document, exc) from None
     inventory._source = path

@@ -2,7 +2,8 @@
 
 Every string that will later reach a shell is one of the checked value types (``inventory.types``).
 Unknown keys are errors everywhere. Nodes inherit ``cluster.defaults`` key by key and the image its
-profile's defaults before validation; after it, the cross-field rules (``inventory.rules``) run.
+profile's defaults before validation; after it, loading runs the cross-field rules (``inventory.rules``,
+which name these models: the models do not import them).
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from pydantic import (
 
 from clusterctl.errors import InventoryError
 from clusterctl.inventory.profiles import apply_profile_defaults
-from clusterctl.inventory.rules import InventoryRuleError, cross_field_problems
 from clusterctl.inventory.types import (
     Capability,
     ContainerImage,
@@ -804,13 +804,6 @@ class Inventory(Strict):
         if isinstance(data, dict):
             return {**data, "image": apply_profile_defaults(data.get("image"))}
         return data
-
-    @model_validator(mode="after")
-    def _cross_field_rules(self) -> Inventory:
-        problems = cross_field_problems(self)
-        if problems:
-            raise InventoryRuleError(problems)
-        return self
 
     def run_settings(self, workload: str, defaults: Mapping[str, Any]) -> dict[str, Any]:
         """The settings a run of ``workload`` starts from, before the command line's: ``defaults`` (the

@@ -1,9 +1,9 @@
 """The inventory's cross-field rules: what no single field can check (unique names, one primary, one subnet).
 
 Each rule is one function from the validated ``Inventory`` to its problems, (location, message) pairs
-whose message reads "what is wrong; what to do". The ``Inventory`` model runs ``RULES`` after every
-field validated; a broken rule raises ``InventoryRuleError`` with the location of each problem, which
-loading turns into file, line and field. Adding a rule is writing its function and listing it in ``RULES``.
+whose message reads "what is wrong; what to do". Loading (``load.validate_document``) runs ``RULES``
+after pydantic validated every field; a broken rule raises ``InventoryRuleError`` with the location of
+each problem, which loading turns into file, line and field. Adding a rule is writing its function and listing it in ``RULES``.
 """
 
 from __future__ import annotations

@@ -196,7 +196,7 @@ def _converge(
     )
     if shares.shared:
         log(
-            f"warning: {len(plan.nodes)} nodes on fewer CPUs: nodes share CPUs (one each, round-robin), "
+            f"warning: {len(plan.nodes)} nodes on fewer CPUs: nodes share CPUs (each on all of them), "
             "so a multi-node run's throughput measures contention, not scaling"
         )
     elif cpus.shared:

@@ -114,8 +114,8 @@ class CpuPlan:
 
     ``shared`` is False when every node has its own, equally large, disjoint set: a run on k nodes
     then has k times the CPUs of a run on one, and the scaling figure measures communication. It is
-    True only with more nodes than CPUs: each node then gets one CPU, dealt round-robin, and nodes on
-    the same CPU contend for it.
+    True only with more nodes than CPUs: every node then gets every CPU, and the nodes contend for them
+    alike.
     """
 
     cpusets: tuple[str, ...]
@@ -138,8 +138,10 @@ def plan_cpus(allowed: Sequence[int], nodes: int) -> CpuPlan:
     """Equal, disjoint shares of the ``allowed`` CPUs for ``nodes`` nodes (pure).
 
     Each node gets ``len(allowed) // nodes`` consecutive CPUs; the remainder stays unused, so that
-    no node is faster than another. With more nodes than CPUs, each node gets one CPU round-robin and
-    the plan says it is ``shared``.
+    no node is faster than another. With more nodes than CPUs, every node gets every CPU and the plan
+    says they are ``shared``: dealt one CPU each round-robin, two nodes on the same CPU would make
+    their pair's collective several times slower than the others' (`check pairs` named the pair a slow
+    link), while on every CPU no node or pair is favoured.
 
     Raises:
         ValueError: no CPU is allowed, or ``nodes`` is below 1.
@@ -148,7 +150,7 @@ def plan_cpus(allowed: Sequence[int], nodes: int) -> CpuPlan:
     if not cpus or nodes < 1:
         raise ValueError(f"cannot share {len(cpus)} CPU(s) among {nodes} node(s)")
     if nodes > len(cpus):
-        return CpuPlan(tuple(str(cpus[i % len(cpus)]) for i in range(nodes)), shared=True)
+        return CpuPlan((format_cpu_list(cpus),) * nodes, shared=True)
     share = len(cpus) // nodes
     return CpuPlan(
         tuple(format_cpu_list(cpus[i * share : (i + 1) * share]) for i in range(nodes)), shared=False

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from clusterctl.check.healthcheck import STATE_DIR
 from clusterctl.cli import main
-from clusterctl.run.slurm.healthcheck import STATE_DIR
 from tests.fixtures import fixture_text
 from tests.integration.conftest import Sandbox, on_node
 from tests.strictjson import strict_loads

@@ -21,6 +21,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from clusterctl.check.health_collective import save_collectives
 from clusterctl.cli import DEBUG_ENV, main
 from clusterctl.diagnostics.active import NodeCollective
 from clusterctl.diagnostics.bundle import META, NodeBundle, write_bundle
@@ -28,7 +29,6 @@ from clusterctl.diagnostics.health import health_collectors, judge_health
 from clusterctl.diagnostics.junit import Case, junit_xml
 from clusterctl.diagnostics.parsers.kernel_log import parse_kernel_log
 from clusterctl.inventory import load_inventory
-from clusterctl.run.health_collective import save_collectives
 from tests.reliability.hostile import reproducible
 from tests.strictjson import strict_loads
 from tests.test_health_checks import HEALTHY, INVENTORY, _bundle

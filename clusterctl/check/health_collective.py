@@ -14,12 +14,12 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+from clusterctl.check.pairs import conductor_measure
 from clusterctl.diagnostics.active import TIERS, Level, NodeCollective
 from clusterctl.errors import ConnectError, InputError, StepError
 from clusterctl.inventory import Inventory
 from clusterctl.readfile import read_capped
 from clusterctl.results.baselines import BUSBW_METRIC, baselines_for, find_baseline, hardware_config
-from clusterctl.run.pairs import conductor_measure
 
 COLLECTIVES_FILE = "collectives.json"
 _MAX_BYTES = 1 << 20

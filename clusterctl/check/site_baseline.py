@@ -16,12 +16,12 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from clusterctl.check.pairs import SCHEMA
 from clusterctl.errors import InputError
 from clusterctl.inventory import Inventory
 from clusterctl.readfile import read_capped
 from clusterctl.results.baselines import BUSBW_METRIC, Baseline, hardware_config
 from clusterctl.results.record import RESULT_FILE, read_record
-from clusterctl.run.pairs import SCHEMA
 from clusterctl.workloads.nccl_tests import LARGE_BUSBW
 
 COLLECTIVES = ("nccl-tests", "allreduce")

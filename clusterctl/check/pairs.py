@@ -9,8 +9,9 @@ container starts mpirun), over the ssh launcher, without the topology snapshot (
 takes it).
 
 Two searches: ``all`` measures every pair (n(n-1)/2 groups) and judges every node by the median of its
-pairs; ``halving`` measures halves (ClusterKit's way, about 2 log2(n) groups) against a floor: the
-baseline's, or without one the median of disjoint pairs covering every node (n/2 groups more).
+pairs; ``halving`` measures halves (ClusterKit's way, log2(n) + 2 groups) against a floor: the
+baseline's, or without one the median of at most ``REFERENCE_PAIRS`` disjoint pairs (3 groups more), so
+the groups measured grow as log n.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from clusterctl.diagnostics.pairs import (
     halving_search,
     judge,
     judge_all_pairs,
+    launch_order,
 )
 from clusterctl.inventory import Inventory
 from clusterctl.results.baselines import BUSBW_METRIC, Baseline, baselines_for, find_baseline, hardware_config
@@ -47,6 +49,10 @@ Search = Literal["auto", "all", "halving"]
 SCHEMA = "clusterctl.check-pairs/1"
 # Up to this many nodes `auto` measures all pairs (28 groups); above it, the halving search.
 ALL_PAIRS_UP_TO = 8
+# Without a baseline the halving search's reference is the median of this many disjoint pairs (fewer on
+# fewer nodes): with one bad node at most one of them holds it, so the median is a healthy pair's, and
+# their number does not grow with the cluster (n/2 pairs did: 64 groups before the search on 128 nodes).
+REFERENCE_PAIRS = 3
 # The CPU allreduce stops at 4 MiB (of 64): a pair's run is mostly start-up, and a slow node shows at
 # every size; nccl-tests keeps its sizes, the baselines being figures at the large ones.
 CPU_MAX_BYTES = 1 << 22
@@ -167,13 +173,14 @@ def check_pairs(
         return result
 
     if chosen == "all":
-        medians = {pair: measured(pair).median for pair in all_pairs(names)}
+        medians = {pair: measured(launch_order(names, pair)).median for pair in all_pairs(names)}
         report.nodes, report.links = judge_all_pairs(medians, tolerance, baseline.value if baseline else None)
         return report
     if baseline is not None:
         reference, basis = baseline.value, "the baseline"
     else:
-        disjoint = [measured(names[i : i + 2]) for i in range(0, len(names) - 1, 2)]
+        starts = range(0, len(names) - 1, 2)[:REFERENCE_PAIRS]
+        disjoint = [measured(names[i : i + 2]) for i in starts]
         reference, basis = statistics.median(g.median for g in disjoint), "median of disjoint pairs"
     floor = reference * (1 - tolerance)
     bad = halving_search(names, lambda group: judge(measured(group).samples, floor))

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from clusterctl.check.drain import MAX_REASON, REASON_PREFIX
 from clusterctl.diagnostics.rules_health import XID_ACTIONS
 from clusterctl.inventory import Inventory, Node
-from clusterctl.run.slurm.drain import MAX_REASON, REASON_PREFIX
 from clusterctl.run.slurm.script import quote_always
 from clusterctl.templating import template_environment
 
