@@ -72,6 +72,7 @@ class SandboxStatus:
     files: SandboxFiles = field(default_factory=sandbox_files)
     changes: list[str] = field(default_factory=list)
     slurm: bool = False  # whether the nodes run Slurm (`up --slurm`)
+    light: bool = False  # whether the nodes are light: sshd (and slurmd), no engine (`up --light`)
 
     @property
     def shared_cpus(self) -> bool:
@@ -99,6 +100,7 @@ class SandboxStatus:
             "nodes": [vars(n) for n in self.nodes],
             "shared_cpus": self.shared_cpus,
             "slurm": self.slurm,
+            "light": self.light,
             "changes": self.changes,
         }
 
@@ -176,9 +178,11 @@ def _converge(
     undo: list[Callable[[], None]],
     log: Log,
     slurm: bool = False,
+    light: bool = False,
 ) -> tuple[list[str], str | None, str, CpuPlan]:
-    """Make the engine match ``plan`` (with ``slurm``: Slurm running on it); return the changes made,
-    the isolation mode used, the image and the benchmark containers' CPUs (the inventory's cpusets).
+    """Make the engine match ``plan`` (with ``slurm``: Slurm running on it; ``light``: nodes without an
+    engine); return the changes made, the isolation mode used, the image and the benchmark containers'
+    CPUs (the inventory's cpusets).
 
     Without Slurm a node container and its benchmark container have the same equal, disjoint share.
     With Slurm the node container has the GPU node shape's CPUs (``_plan_node_cpus``: Slurm binds the
@@ -194,7 +198,11 @@ def _converge(
     shares = plan_cpus(
         sorted({c for cpuset in cpus.cpusets for c in parse_cpu_list(cpuset)}), len(plan.nodes)
     )
-    if shares.shared:
+    if shares.shared and light:
+        log(
+            f"{len(plan.nodes)} light nodes share {len(allowed)} CPU(s): a scale bed for fan-out, not for throughput"
+        )
+    elif shares.shared:
         log(
             f"warning: {len(plan.nodes)} nodes on fewer CPUs: nodes share CPUs (one each, round-robin), "
             "so a multi-node run's throughput measures contention, not scaling"
@@ -227,7 +235,9 @@ def _converge(
                 isolation = detect_isolation(client, image, plan.labels)
                 log(f"node containers run in {isolation.mode} mode")
             log(f"creating {node.container} ({node.address})")
-            container = node_ops.create_node(client, plan, node, image, isolation, cpuset, shared)
+            container = node_ops.create_node(
+                client, plan, node, image, isolation, cpuset, shared, light=light
+            )
             undo.append(functools.partial(_undo_node, client, container, node.volume))
             node_ops.authorise_key(container, public_key)
             new.add(node.name)
@@ -241,8 +251,8 @@ def _converge(
                 changes.append(f"started {node.container}")
         started.append((node, container))
 
-    log(f"waiting for sshd and the Docker engine on {len(started)} node(s)")
-    node_ops.wait_ready(started)
+    log(f"waiting for sshd{'' if light else ' and the Docker engine'} on {len(started)} node(s)")
+    node_ops.wait_ready(started, engine=not light)
     for node, container in started:
         if node_ops.record_host_keys(files.known_hosts, node, node_ops.host_key_lines(container, node)):
             changes.append(f"recorded {node.name}'s host keys")
@@ -291,12 +301,19 @@ def _undo_node(client: docker.DockerClient, container: Container, volume: str) -
 
 
 def up(
-    name: str, nodes: int, subnet: str | None = None, log: Log = lambda _: None, *, slurm: bool = False
+    name: str,
+    nodes: int,
+    subnet: str | None = None,
+    log: Log = lambda _: None,
+    *,
+    slurm: bool = False,
+    light: bool = False,
 ) -> SandboxStatus:
     """Bring the sandbox ``name`` to ``nodes`` running nodes; return its status with the changes made.
 
     With ``slurm`` the nodes also run Slurm (``clusterctl.sandbox.slurm``) and the inventory gets a
-    slurm block.
+    slurm block. With ``light`` the nodes run no engine (a scale bed: sshd and, with ``slurm``, slurmd;
+    the slurm block's runtime is then ``none``).
 
     Raises:
         InputError: bad name, node count or subnet, or another sandbox lives in this state directory.
@@ -320,7 +337,13 @@ def up(
             f"sandbox {name!r} runs {have} Slurm; it cannot change to {want} in place (its nodes' image and "
             f"mounts differ). Fix: `clusterctl sandbox down` first, or {'add' if existing.slurm else 'drop'} --slurm."
         )
-    plan = plan_sandbox(name, nodes, subnet or (existing.subnet if existing else DEFAULT_SUBNET))
+    if existing and existing.light != light:
+        have, want = ("light", "full") if existing.light else ("full", "light")
+        raise InputError(
+            f"sandbox {name!r} runs {have} nodes; it cannot change to {want} nodes in place. Fix: "
+            f"`clusterctl sandbox down` first, or {'add' if existing.light else 'drop'} --light."
+        )
+    plan = plan_sandbox(name, nodes, subnet or (existing.subnet if existing else DEFAULT_SUBNET), light=light)
     client = local_engine()
     clashes = find_clashes(client, plan)
     if clashes:
@@ -331,9 +354,11 @@ def up(
         )
     undo: list[Callable[[], None]] = []
     try:
-        write_state(files, SandboxState(name=name, nodes=nodes, subnet=str(plan.subnet), slurm=slurm))
-        changes, isolation, image, cpus = _converge(client, plan, files, undo, log, slurm)
-        inventory = write_inventory(plan, files, cpus, slurm=slurm)
+        write_state(
+            files, SandboxState(name=name, nodes=nodes, subnet=str(plan.subnet), slurm=slurm, light=light)
+        )
+        changes, isolation, image, cpus = _converge(client, plan, files, undo, log, slurm, light)
+        inventory = write_inventory(plan, files, cpus, slurm=slurm, light=light)
         ca = ensure_tls(inventory).ca_cert.read_bytes()
         for node in plan.nodes:
             node_ops.trust_registry_ca(client.containers.get(node.container), inventory.registry_endpoint, ca)
@@ -347,6 +372,7 @@ def up(
                 node_image=image,
                 isolation=isolation or previous_isolation,
                 slurm=slurm,
+                light=light,
             ),
         )
     except BaseException:
@@ -373,7 +399,7 @@ def status() -> SandboxStatus:
     state = read_state(files)
     if state is None:
         return SandboxStatus(name=None, state="down", files=files)
-    plan = plan_sandbox(state.name, state.nodes, state.subnet)
+    plan = plan_sandbox(state.name, state.nodes, state.subnet, light=state.light)
     client = local_engine()
     node_states = []
     for node in plan.nodes:
@@ -403,6 +429,7 @@ def status() -> SandboxStatus:
         isolation=state.isolation,
         files=files,
         slurm=state.slurm,
+        light=state.light,
     )
 
 
