@@ -84,5 +84,5 @@ def test_the_fanout_is_configurable_and_bad_values_name_the_variable(monkeypatch
     monkeypatch.setenv(ssh.FANOUT_ENV, "64")
     assert ssh.fanout() == 64
     monkeypatch.setenv(ssh.FANOUT_ENV, "0")
-    with pytest.raises(InputError, match="CLUSTERCTL_FANOUT='0'.*Fix"):
+    with pytest.raises(InputError, match=r"CLUSTERCTL_FANOUT=.0.: .* Fix"):
         ssh.fanout()
