@@ -26,10 +26,11 @@ from clusterctl.hosts.sshkeys import ensure_keypair
 from clusterctl.image.registry import ensure_tls, untrust_on_controller
 from clusterctl.inventory import load_inventory, parse_cpu_list
 from clusterctl.paths import cluster_state_dir
+from clusterctl.sandbox import lightpython
 from clusterctl.sandbox import nodes as node_ops
 from clusterctl.sandbox import slurm as sandbox_slurm
 from clusterctl.sandbox.engine import allowed_cpus, detect_isolation, local_engine
-from clusterctl.sandbox.inventory import write_inventory
+from clusterctl.sandbox.inventory import wheelhouse, write_inventory
 from clusterctl.sandbox.nodeimage import ensure_node_image
 from clusterctl.sandbox.plan import (
     DEFAULT_SUBNET,
@@ -216,6 +217,9 @@ def _converge(
     if _ensure_network(client, plan, undo):
         changes.append(f"created network {plan.network} ({plan.subnet})")
     shared = _ensure_shared_volume(client, plan, undo) if slurm else None
+    python = None
+    if light and slurm:  # the payload runs on the node itself: PyTorch from the wheelhouse, mounted
+        python = (str(lightpython.ensure_installed(wheelhouse(), log)), lightpython.NODE_DIR)
 
     wanted = {n.container for n in plan.nodes}
     for container in client.containers.list(all=True, filters={"label": f"{LABEL}={plan.name}"}):
@@ -236,7 +240,7 @@ def _converge(
                 log(f"node containers run in {isolation.mode} mode")
             log(f"creating {node.container} ({node.address})")
             container = node_ops.create_node(
-                client, plan, node, image, isolation, cpuset, shared, light=light
+                client, plan, node, image, isolation, cpuset, shared, light=light, python=python
             )
             undo.append(functools.partial(_undo_node, client, container, node.volume))
             node_ops.authorise_key(container, public_key)
@@ -256,6 +260,9 @@ def _converge(
     for node, container in started:
         if node_ops.record_host_keys(files.known_hosts, node, node_ops.host_key_lines(container, node)):
             changes.append(f"recorded {node.name}'s host keys")
+    if python:
+        for _, container in started:
+            lightpython.set_up_node(container)
     if slurm:
         changes += sandbox_slurm.start_slurm(
             plan, started, cpus, sandbox_slurm.munge_key(files.munge_key), log

@@ -45,14 +45,17 @@ def create_node(
     shared: tuple[str, str] | None = None,
     *,
     light: bool = False,
+    python: tuple[str, str] | None = None,
 ) -> Container:
     """Create (not start) ``node``'s container, limited to the CPUs ``cpuset``, and (unless ``light``:
     no engine) its engine volume, both labelled with the sandbox; ``shared`` (volume, path) is mounted
-    too when given."""
+    too when given, and ``python`` (directory, path) read-only."""
     binds: dict[str, dict[str, str]] = {}
     if not light:
         client.volumes.create(node.volume, labels=plan.labels)
         binds[node.volume] = {"bind": INNER_DOCKER_DIR, "mode": "rw"}
+    if python:  # a light Slurm node's PyTorch (clusterctl.sandbox.lightpython), read-only
+        binds[python[0]] = {"bind": python[1], "mode": "ro"}
     if shared:
         binds[shared[0]] = {"bind": shared[1], "mode": "rw"}
     config = host_config(
