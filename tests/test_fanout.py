@@ -54,7 +54,12 @@ def test_at_most_the_fanout_run_at_once_and_every_node_gets_its_result(tmp_path:
 def test_each_node_has_its_own_deadline_so_later_waves_are_not_cut_off(tmp_path: Path) -> None:
     # 60 nodes, 2 at a time, 0.05 s each: 1.5 s in all, past a 1 s deadline that each node keeps easily
     nodes = inventory(tmp_path, 60).nodes
-    results = ssh.fan_out(nodes, lambda n: time.sleep(0.05) or "done", deadline_s=1.0, parallel=2)
+
+    def work(node: Node) -> str:
+        time.sleep(0.05)
+        return "done"
+
+    results = ssh.fan_out(nodes, work, deadline_s=1.0, parallel=2)
     assert [n for n, r in results.items() if r != "done"] == []
 
 
