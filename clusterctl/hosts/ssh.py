@@ -175,7 +175,8 @@ def connect(inventory: Inventory, node: Node, *, accept_new: bool = False) -> fa
             if str(exc) == "No existing session":  # paramiko's start_client gave up waiting, silently
                 raise _unreachable(
                     node, exc, f"; the SSH handshake did not finish within {node.ssh.connect_timeout_s:g} s: the "
-                    f"node or this machine is overloaded (lower {FANOUT_ENV}, or raise ssh.connect_timeout_s)"
+                    f"node hangs or is overloaded, or this machine is (lower {FANOUT_ENV}, or raise "
+                    "ssh.connect_timeout_s)"
                 ) from None  # fmt: skip
             if not dropped_before_banner(exc):
                 raise _unreachable(node, exc) from None
