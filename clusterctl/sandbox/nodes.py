@@ -157,8 +157,8 @@ def _engine_answers(container: Container) -> bool:
 def wait_ready(
     nodes: list[tuple[NodePlan, Container]], deadline_s: float = READY_DEADLINE_S, *, engine: bool = True
 ) -> None:
-    """Wait until every node's sshd answers on port 22 and (``engine``) its own engine answers
-    ``docker info``.
+    """Wait until every node's sshd answers on port 22, (``engine``) its own engine answers
+    ``docker info``, and its host keys can be read.
 
     Raises:
         EnvironmentProblem: a node stopped, or was not ready by the deadline; names the node and what
@@ -180,6 +180,9 @@ def wait_ready(
                 waiting_for[name] = f"sshd on {node.address}:22"
             elif engine and not _engine_answers(container):
                 waiting_for[name] = "its Docker engine (`docker info` inside it)"
+            elif not _host_keys(container)[1]:
+                # once seen on a 128-node light bed under load: sshd answered, the key read came back empty
+                waiting_for[name] = "its SSH host keys (/etc/ssh/ssh_host_*_key.pub)"
             else:
                 del pending[name]
         if not pending:
@@ -195,17 +198,24 @@ def wait_ready(
         time.sleep(POLL_INTERVAL_S)
 
 
+def _host_keys(container: Container) -> tuple[tuple[int | None, str], list[str]]:
+    """The exec's exit code and output, and the host keys of the node's sshd (none unless it exited 0)."""
+    result = container.exec_run(["sh", "-c", "cat /etc/ssh/ssh_host_*_key.pub"])
+    output = result.output.decode(errors="replace") if result.output else ""
+    keys = [line for line in output.splitlines() if line.strip()] if result.exit_code == 0 else []
+    return (result.exit_code, output), keys
+
+
 def host_key_lines(container: Container, node: NodePlan) -> list[str]:
     """known_hosts lines (address and hostname, port 22) for every host key the node's sshd has.
 
     Raises:
         EnvironmentProblem: the node has no host key to read.
     """
-    result = container.exec_run(["sh", "-c", "cat /etc/ssh/ssh_host_*_key.pub"])
-    keys = [line for line in result.output.decode().splitlines() if line.strip()]
-    if result.exit_code != 0 or not keys:
+    (exit_code, output), keys = _host_keys(container)
+    if not keys:
         raise EnvironmentProblem(
-            f"sandbox node {node.name}: no SSH host key to read ({result.output.decode().strip()})."
+            f"sandbox node {node.name}: no SSH host key to read (exit {exit_code}: {output.strip()})."
         )
     return [known_hosts_line([node.address, node.name], 22, key) for key in keys]
 
