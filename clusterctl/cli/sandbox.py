@@ -64,6 +64,7 @@ def _show(result: SandboxStatus, *, verbose: bool = False) -> None:
         console,
         f"network {result.network} ({result.subnet}), node image {result.node_image}, "
         f"{result.isolation or 'unknown'} mode"
+        + (", light nodes: sshd only, no Docker engine inside" if result.light else "")
         + (
             ", Slurm: slurmctld on node1, slurmd on every node (run --launcher slurm)" if result.slurm else ""
         ),
@@ -89,6 +90,12 @@ def up(
         help="Also run Slurm: munge, slurmctld on node1, configless slurmd on every node; the inventory gets a "
         "slurm block (run --launcher slurm).",
     ),
+    light: bool = typer.Option(
+        False,
+        "--light",
+        help="Light nodes: sshd (and with --slurm slurmd), no Docker engine inside, so 32-240 fit on a laptop; "
+        "a scale bed for the read-only checks, provision and Slurm with runtime none (no benchmark containers).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the resulting status as JSON."),
 ) -> int:
     """Create or reconcile the sandbox: N nodes, a key pair, known_hosts, and a generated inventory.
@@ -97,7 +104,7 @@ def up(
     """
     from clusterctl.sandbox import cluster
 
-    result = cluster.up(name, nodes, subnet, log=_progress, slurm=slurm)
+    result = cluster.up(name, nodes, subnet, log=_progress, slurm=slurm, light=light)
     if as_json:
         print_json(result.to_json())
         return 0

@@ -15,6 +15,7 @@ import functools
 import ipaddress
 import shutil
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import docker
@@ -26,10 +27,11 @@ from clusterctl.hosts.sshkeys import ensure_keypair
 from clusterctl.image.registry import ensure_tls, untrust_on_controller
 from clusterctl.inventory import load_inventory, parse_cpu_list
 from clusterctl.paths import cluster_state_dir
+from clusterctl.sandbox import lightpython
 from clusterctl.sandbox import nodes as node_ops
 from clusterctl.sandbox import slurm as sandbox_slurm
 from clusterctl.sandbox.engine import allowed_cpus, detect_isolation, local_engine
-from clusterctl.sandbox.inventory import write_inventory
+from clusterctl.sandbox.inventory import wheelhouse, write_inventory
 from clusterctl.sandbox.nodeimage import ensure_node_image
 from clusterctl.sandbox.plan import (
     DEFAULT_SUBNET,
@@ -44,6 +46,8 @@ from clusterctl.sandbox.plan import (
 from clusterctl.sandbox.state import SandboxFiles, SandboxState, read_state, sandbox_files, write_state
 
 Log = Callable[[str], None]
+# Node containers created and started at once by `up`.
+CREATE_PARALLEL = 8
 
 
 @dataclass
@@ -72,6 +76,7 @@ class SandboxStatus:
     files: SandboxFiles = field(default_factory=sandbox_files)
     changes: list[str] = field(default_factory=list)
     slurm: bool = False  # whether the nodes run Slurm (`up --slurm`)
+    light: bool = False  # whether the nodes are light: sshd (and slurmd), no engine (`up --light`)
 
     @property
     def shared_cpus(self) -> bool:
@@ -99,6 +104,7 @@ class SandboxStatus:
             "nodes": [vars(n) for n in self.nodes],
             "shared_cpus": self.shared_cpus,
             "slurm": self.slurm,
+            "light": self.light,
             "changes": self.changes,
         }
 
@@ -176,9 +182,11 @@ def _converge(
     undo: list[Callable[[], None]],
     log: Log,
     slurm: bool = False,
+    light: bool = False,
 ) -> tuple[list[str], str | None, str, CpuPlan]:
-    """Make the engine match ``plan`` (with ``slurm``: Slurm running on it); return the changes made,
-    the isolation mode used, the image and the benchmark containers' CPUs (the inventory's cpusets).
+    """Make the engine match ``plan`` (with ``slurm``: Slurm running on it; ``light``: nodes without an
+    engine); return the changes made, the isolation mode used, the image and the benchmark containers'
+    CPUs (the inventory's cpusets).
 
     Without Slurm a node container and its benchmark container have the same equal, disjoint share.
     With Slurm the node container has the GPU node shape's CPUs (``_plan_node_cpus``: Slurm binds the
@@ -194,7 +202,11 @@ def _converge(
     shares = plan_cpus(
         sorted({c for cpuset in cpus.cpusets for c in parse_cpu_list(cpuset)}), len(plan.nodes)
     )
-    if shares.shared:
+    if shares.shared and light:
+        log(
+            f"{len(plan.nodes)} light nodes share {len(allowed)} CPU(s): a scale bed for fan-out, not for throughput"
+        )
+    elif shares.shared:
         log(
             f"warning: {len(plan.nodes)} nodes on fewer CPUs: nodes share CPUs (each on all of them), "
             "so a multi-node run's throughput measures contention, not scaling"
@@ -208,6 +220,9 @@ def _converge(
     if _ensure_network(client, plan, undo):
         changes.append(f"created network {plan.network} ({plan.subnet})")
     shared = _ensure_shared_volume(client, plan, undo) if slurm else None
+    python = None
+    if light and slurm:  # the payload runs on the node itself: PyTorch from the wheelhouse, mounted
+        python = (str(lightpython.ensure_installed(wheelhouse(), log)), lightpython.NODE_DIR)
 
     wanted = {n.container for n in plan.nodes}
     for container in client.containers.list(all=True, filters={"label": f"{LABEL}={plan.name}"}):
@@ -216,36 +231,54 @@ def _converge(
             _remove_container_and_volume(client, container)
             changes.append(f"removed {container.name}")
 
+    existing = {c.name for c in client.containers.list(all=True, filters={"label": f"{LABEL}={plan.name}"})}
     isolation = None
-    started: list[tuple[NodePlan, Container]] = []
-    new: set[str] = set()
-    for node, cpuset in zip(plan.nodes, cpus.cpusets, strict=True):
+    if any(node.container not in existing for node in plan.nodes):
+        isolation = detect_isolation(client, image, plan.labels)
+        log(f"node containers run in {isolation.mode} mode")
+
+    def ensure(node: NodePlan, cpuset: str) -> tuple[Container, list[str]]:
+        made: list[str] = []
         try:
             container = client.containers.get(node.container)
+            new = False
         except NotFound:
-            if isolation is None:
-                isolation = detect_isolation(client, image, plan.labels)
-                log(f"node containers run in {isolation.mode} mode")
+            assert isolation is not None
             log(f"creating {node.container} ({node.address})")
-            container = node_ops.create_node(client, plan, node, image, isolation, cpuset, shared)
+            container = node_ops.create_node(
+                client, plan, node, image, isolation, cpuset, shared, light=light, python=python
+            )
             undo.append(functools.partial(_undo_node, client, container, node.volume))
             node_ops.authorise_key(container, public_key)
-            new.add(node.name)
-            changes.append(f"created {node.container}")
+            new = True
+            made.append(f"created {node.container}")
         if node_ops.node_cpuset(container) != cpuset:
             node_ops.set_cpuset(container, node, cpuset)
-            changes.append(f"moved {node.name} to CPUs {cpuset}")
+            made.append(f"moved {node.name} to CPUs {cpuset}")
         if container.status != "running":
             container.start()
-            if node.name not in new:
-                changes.append(f"started {node.container}")
+            if not new:
+                made.append(f"started {node.container}")
+        return container, made
+
+    # A few nodes at once: each is a handful of engine calls that mostly wait (128 light nodes one by one
+    # took over 4 minutes on a loaded 2-core machine). A failure is raised once all have ended, so the
+    # undo list holds every node made.
+    with ThreadPoolExecutor(max_workers=CREATE_PARALLEL) as pool:
+        outcomes = list(pool.map(ensure, plan.nodes, cpus.cpusets))
+    started: list[tuple[NodePlan, Container]] = []
+    for node, (container, made) in zip(plan.nodes, outcomes, strict=True):
+        changes += made
         started.append((node, container))
 
-    log(f"waiting for sshd and the Docker engine on {len(started)} node(s)")
-    node_ops.wait_ready(started)
+    log(f"waiting for sshd{'' if light else ' and the Docker engine'} on {len(started)} node(s)")
+    node_ops.wait_ready(started, engine=not light)
     for node, container in started:
         if node_ops.record_host_keys(files.known_hosts, node, node_ops.host_key_lines(container, node)):
             changes.append(f"recorded {node.name}'s host keys")
+    if python:
+        for _, container in started:
+            lightpython.set_up_node(container)
     if slurm:
         changes += sandbox_slurm.start_slurm(
             plan, started, cpus, sandbox_slurm.munge_key(files.munge_key), log
@@ -291,12 +324,19 @@ def _undo_node(client: docker.DockerClient, container: Container, volume: str) -
 
 
 def up(
-    name: str, nodes: int, subnet: str | None = None, log: Log = lambda _: None, *, slurm: bool = False
+    name: str,
+    nodes: int,
+    subnet: str | None = None,
+    log: Log = lambda _: None,
+    *,
+    slurm: bool = False,
+    light: bool = False,
 ) -> SandboxStatus:
     """Bring the sandbox ``name`` to ``nodes`` running nodes; return its status with the changes made.
 
     With ``slurm`` the nodes also run Slurm (``clusterctl.sandbox.slurm``) and the inventory gets a
-    slurm block.
+    slurm block. With ``light`` the nodes run no engine (a scale bed: sshd and, with ``slurm``, slurmd;
+    the slurm block's runtime is then ``none``).
 
     Raises:
         InputError: bad name, node count or subnet, or another sandbox lives in this state directory.
@@ -320,7 +360,13 @@ def up(
             f"sandbox {name!r} runs {have} Slurm; it cannot change to {want} in place (its nodes' image and "
             f"mounts differ). Fix: `clusterctl sandbox down` first, or {'add' if existing.slurm else 'drop'} --slurm."
         )
-    plan = plan_sandbox(name, nodes, subnet or (existing.subnet if existing else DEFAULT_SUBNET))
+    if existing and existing.light != light:
+        have, want = ("light", "full") if existing.light else ("full", "light")
+        raise InputError(
+            f"sandbox {name!r} runs {have} nodes; it cannot change to {want} nodes in place. Fix: "
+            f"`clusterctl sandbox down` first, or {'add' if existing.light else 'drop'} --light."
+        )
+    plan = plan_sandbox(name, nodes, subnet or (existing.subnet if existing else DEFAULT_SUBNET), light=light)
     client = local_engine()
     clashes = find_clashes(client, plan)
     if clashes:
@@ -331,9 +377,11 @@ def up(
         )
     undo: list[Callable[[], None]] = []
     try:
-        write_state(files, SandboxState(name=name, nodes=nodes, subnet=str(plan.subnet), slurm=slurm))
-        changes, isolation, image, cpus = _converge(client, plan, files, undo, log, slurm)
-        inventory = write_inventory(plan, files, cpus, slurm=slurm)
+        write_state(
+            files, SandboxState(name=name, nodes=nodes, subnet=str(plan.subnet), slurm=slurm, light=light)
+        )
+        changes, isolation, image, cpus = _converge(client, plan, files, undo, log, slurm, light)
+        inventory = write_inventory(plan, files, cpus, slurm=slurm, light=light)
         ca = ensure_tls(inventory).ca_cert.read_bytes()
         for node in plan.nodes:
             node_ops.trust_registry_ca(client.containers.get(node.container), inventory.registry_endpoint, ca)
@@ -347,6 +395,7 @@ def up(
                 node_image=image,
                 isolation=isolation or previous_isolation,
                 slurm=slurm,
+                light=light,
             ),
         )
     except BaseException:
@@ -373,7 +422,7 @@ def status() -> SandboxStatus:
     state = read_state(files)
     if state is None:
         return SandboxStatus(name=None, state="down", files=files)
-    plan = plan_sandbox(state.name, state.nodes, state.subnet)
+    plan = plan_sandbox(state.name, state.nodes, state.subnet, light=state.light)
     client = local_engine()
     node_states = []
     for node in plan.nodes:
@@ -403,6 +452,7 @@ def status() -> SandboxStatus:
         isolation=state.isolation,
         files=files,
         slurm=state.slurm,
+        light=state.light,
     )
 
 

@@ -38,9 +38,16 @@ def wheelhouse() -> str:
 
 
 def inventory_document(
-    plan: SandboxPlan, cpus: CpuPlan, files: SandboxFiles, wheels: str, *, slurm: bool = False
+    plan: SandboxPlan,
+    cpus: CpuPlan,
+    files: SandboxFiles,
+    wheels: str,
+    *,
+    slurm: bool = False,
+    light: bool = False,
 ) -> dict[str, Any]:
-    """The inventory of ``plan`` as a YAML-ready mapping (pure); with ``slurm``, its slurm block.
+    """The inventory of ``plan`` as a YAML-ready mapping (pure); with ``slurm``, its slurm block, whose
+    runtime is ``none`` on ``light`` nodes (no engine to start a container per task).
 
     Each node's ``cpuset`` is its node container's: the benchmark container the node's own engine
     starts gets it explicitly, because it does not always inherit it (a node that shares the
@@ -84,7 +91,7 @@ def inventory_document(
         document["slurm"] = {
             "login": {"address": plan.nodes[0].address, "ssh": dict(ssh)},
             "run_dir": RUN_DIR,
-            "runtime": "docker",
+            "runtime": "none" if light else "docker",
             "partition": PARTITION,
             # The GPU-shaped nodes' GRES (clusterctl.sandbox.slurm): the job asks for them, and each rank
             # reports the one it would use; the benchmark still computes on CPUs.
@@ -99,14 +106,14 @@ def inventory_document(
 
 
 def write_inventory(
-    plan: SandboxPlan, files: SandboxFiles, cpus: CpuPlan, *, slurm: bool = False
+    plan: SandboxPlan, files: SandboxFiles, cpus: CpuPlan, *, slurm: bool = False, light: bool = False
 ) -> Inventory:
     """Validate the sandbox's inventory (with ``slurm``: its slurm block) and write it to ``files.inventory``.
 
     Raises:
         InventoryError: the generated document does not validate (a bug here, reported, not written).
     """
-    document = inventory_document(plan, cpus, files, wheelhouse(), slurm=slurm)
+    document = inventory_document(plan, cpus, files, wheelhouse(), slurm=slurm, light=light)
     inventory = validate_document(document, files.inventory)
     files.directory.mkdir(parents=True, exist_ok=True)
     tmp = files.inventory.with_suffix(".tmp")

@@ -28,6 +28,11 @@ READY_DEADLINE_S = 180
 POLL_INTERVAL_S = 1.0
 # The inner engine's data, kept on a volume: overlayfs cannot sit on the node's own overlayfs root.
 INNER_DOCKER_DIR = "/var/lib/docker"
+# A light node runs the node image's own entrypoint (host keys, Slurm's daemons again after a restart,
+# sshd) with ``dockerd`` defined as a shell function that does nothing: the same image and start-up,
+# without the engine that costs ~60 MiB and a CPU burst per node. The image still carries the docker
+# CLI; with no daemon behind it, anything that needs an engine on the node fails, as it should.
+LIGHT_ENTRYPOINT = ["/bin/sh", "-c", "dockerd() { :; }; . /usr/local/sbin/clusterctl-node-entrypoint"]
 
 
 def create_node(
@@ -38,11 +43,19 @@ def create_node(
     isolation: Isolation,
     cpuset: str,
     shared: tuple[str, str] | None = None,
+    *,
+    light: bool = False,
+    python: tuple[str, str] | None = None,
 ) -> Container:
-    """Create (not start) ``node``'s container, limited to the CPUs ``cpuset``, and its engine volume,
-    both labelled with the sandbox; ``shared`` (volume, path) is mounted too when given."""
-    client.volumes.create(node.volume, labels=plan.labels)
-    binds = {node.volume: {"bind": INNER_DOCKER_DIR, "mode": "rw"}}
+    """Create (not start) ``node``'s container, limited to the CPUs ``cpuset``, and (unless ``light``:
+    no engine) its engine volume, both labelled with the sandbox; ``shared`` (volume, path) is mounted
+    too when given, and ``python`` (directory, path) read-only."""
+    binds: dict[str, dict[str, str]] = {}
+    if not light:
+        client.volumes.create(node.volume, labels=plan.labels)
+        binds[node.volume] = {"bind": INNER_DOCKER_DIR, "mode": "rw"}
+    if python:  # a light Slurm node's PyTorch (clusterctl.sandbox.lightpython), read-only
+        binds[python[0]] = {"bind": python[1], "mode": "ro"}
     if shared:
         binds[shared[0]] = {"bind": shared[1], "mode": "rw"}
     config = host_config(
@@ -58,6 +71,7 @@ def create_node(
         image,
         name=node.container,
         hostname=node.name,
+        entrypoint=LIGHT_ENTRYPOINT if light else None,
         labels=plan.labels,
         detach=True,
         host_config=config,
@@ -140,8 +154,11 @@ def _engine_answers(container: Container) -> bool:
     return result.exit_code == 0
 
 
-def wait_ready(nodes: list[tuple[NodePlan, Container]], deadline_s: float = READY_DEADLINE_S) -> None:
-    """Wait until every node's sshd answers on port 22 and its own engine answers ``docker info``.
+def wait_ready(
+    nodes: list[tuple[NodePlan, Container]], deadline_s: float = READY_DEADLINE_S, *, engine: bool = True
+) -> None:
+    """Wait until every node's sshd answers on port 22, (``engine``) its own engine answers
+    ``docker info``, and its host keys can be read.
 
     Raises:
         EnvironmentProblem: a node stopped, or was not ready by the deadline; names the node and what
@@ -161,8 +178,11 @@ def wait_ready(nodes: list[tuple[NodePlan, Container]], deadline_s: float = READ
                 )
             if not sshd_answers(node.address):
                 waiting_for[name] = f"sshd on {node.address}:22"
-            elif not _engine_answers(container):
+            elif engine and not _engine_answers(container):
                 waiting_for[name] = "its Docker engine (`docker info` inside it)"
+            elif not _host_keys(container)[1]:
+                # once seen on a 128-node light bed under load: sshd answered, the key read came back empty
+                waiting_for[name] = "its SSH host keys (/etc/ssh/ssh_host_*_key.pub)"
             else:
                 del pending[name]
         if not pending:
@@ -178,17 +198,24 @@ def wait_ready(nodes: list[tuple[NodePlan, Container]], deadline_s: float = READ
         time.sleep(POLL_INTERVAL_S)
 
 
+def _host_keys(container: Container) -> tuple[tuple[int | None, str], list[str]]:
+    """The exec's exit code and output, and the host keys of the node's sshd (none unless it exited 0)."""
+    result = container.exec_run(["sh", "-c", "cat /etc/ssh/ssh_host_*_key.pub"])
+    output = result.output.decode(errors="replace") if result.output else ""
+    keys = [line for line in output.splitlines() if line.strip()] if result.exit_code == 0 else []
+    return (result.exit_code, output), keys
+
+
 def host_key_lines(container: Container, node: NodePlan) -> list[str]:
     """known_hosts lines (address and hostname, port 22) for every host key the node's sshd has.
 
     Raises:
         EnvironmentProblem: the node has no host key to read.
     """
-    result = container.exec_run(["sh", "-c", "cat /etc/ssh/ssh_host_*_key.pub"])
-    keys = [line for line in result.output.decode().splitlines() if line.strip()]
-    if result.exit_code != 0 or not keys:
+    (exit_code, output), keys = _host_keys(container)
+    if not keys:
         raise EnvironmentProblem(
-            f"sandbox node {node.name}: no SSH host key to read ({result.output.decode().strip()})."
+            f"sandbox node {node.name}: no SSH host key to read (exit {exit_code}: {output.strip()})."
         )
     return [known_hosts_line([node.address, node.name], 22, key) for key in keys]
 

@@ -22,6 +22,9 @@ DEFAULT_SUBNET = "10.213.0.0/24"
 FIRST_HOST = 11
 # Beyond this a laptop's 2-8 cores cannot run the nodes' engines usefully; the limit keeps mistakes cheap.
 MAX_NODES = 32
+# Light nodes (sshd, optionally slurmd; no engine) cost a few MiB each: the scale bed goes up to what the
+# default /24 holds from FIRST_HOST on.
+MAX_LIGHT_NODES = 240
 _NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?")
 
 
@@ -70,16 +73,20 @@ def check_name(name: str) -> str:
     return name
 
 
-def plan_sandbox(name: str, nodes: int, subnet: str = DEFAULT_SUBNET) -> SandboxPlan:
-    """The plan of a sandbox of ``nodes`` nodes on ``subnet``.
+def plan_sandbox(name: str, nodes: int, subnet: str = DEFAULT_SUBNET, *, light: bool = False) -> SandboxPlan:
+    """The plan of a sandbox of ``nodes`` nodes on ``subnet`` (``light``: nodes without an engine, so
+    up to ``MAX_LIGHT_NODES`` of them).
 
     Raises:
         InputError: bad name, node count or subnet; the message names the value and the fix.
     """
     check_name(name)
-    if not 1 <= nodes <= MAX_NODES:
+    most = MAX_LIGHT_NODES if light else MAX_NODES
+    if not 1 <= nodes <= most:
+        hint = "" if light else f", or add --light for a scale bed of up to {MAX_LIGHT_NODES} light nodes"
         raise InputError(
-            f"--nodes {nodes}: a sandbox has between 1 and {MAX_NODES} nodes. Fix: pass e.g. --nodes 2."
+            f"--nodes {nodes}: a {'light ' if light else ''}sandbox has between 1 and {most} nodes. Fix: pass "
+            f"e.g. --nodes 2{hint}."
         )
     try:
         network = ipaddress.IPv4Network(subnet, strict=True)

@@ -41,7 +41,9 @@ def untag_cluster_images(cluster_name: str) -> None:
 
 
 @contextlib.contextmanager
-def scratch_sandbox(prefix: str, nodes: int, *, slurm: bool = False) -> Iterator[cluster.SandboxStatus]:
+def scratch_sandbox(
+    prefix: str, nodes: int, *, slurm: bool = False, light: bool = False
+) -> Iterator[cluster.SandboxStatus]:
     """A new sandbox of ``nodes`` nodes named ``prefix-XXXXXX`` on a free subnet; removed on the way out
     (also on an error, Ctrl-C or SIGTERM), with its image tags. A Ctrl-C or SIGTERM during the removal is
     held until it ends: cut short, it would leave the network and volumes once the containers are gone."""
@@ -49,7 +51,7 @@ def scratch_sandbox(prefix: str, nodes: int, *, slurm: bool = False) -> Iterator
     with sigterm_interrupts(), orphans.owned(name):
         try:
             subnet = free_subnet(docker.from_env(timeout=30))
-            yield cluster.up(name, nodes, subnet, slurm=slurm)
+            yield cluster.up(name, nodes, subnet, slurm=slurm, light=light)
         finally:
             with deferred_interrupts():
                 remove_scratch(name)

@@ -81,6 +81,9 @@ class SandboxState(BaseModel):
     node_image: str | None = Field(None, description="The node image tag the nodes run.")
     isolation: str | None = Field(None, description="privileged or capabilities (see sandbox.engine).")
     slurm: bool = Field(False, description="Whether the nodes run Slurm (`up --slurm`).")
+    light: bool = Field(
+        False, description="Whether the nodes are light: sshd (and slurmd), no engine (`up --light`)."
+    )
 
 
 def read_state(files: SandboxFiles) -> SandboxState | None:

@@ -67,7 +67,12 @@ class Sandbox:
 
 @contextlib.contextmanager
 def private_sandbox(
-    tmp_path_factory: pytest.TempPathFactory, prefix: str, nodes: int, *, slurm: bool = False
+    tmp_path_factory: pytest.TempPathFactory,
+    prefix: str,
+    nodes: int,
+    *,
+    slurm: bool = False,
+    light: bool = False,
 ) -> Iterator[Sandbox]:
     """A scratch sandbox of ``nodes`` nodes with its own state directory (CLUSTERCTL_STATE_DIR points
     there while it is up); removed on the way out."""
@@ -75,7 +80,7 @@ def private_sandbox(
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("CLUSTERCTL_STATE_DIR", str(state))
         mp.delenv("CLUSTERCTL_INVENTORY", raising=False)
-        with scratch_sandbox(prefix, nodes, slurm=slurm) as result:
+        with scratch_sandbox(prefix, nodes, slurm=slurm, light=light) as result:
             assert result.name is not None
             path = result.files.inventory
             yield Sandbox(
