@@ -13,7 +13,7 @@ import pytest
 from clusterctl.hosts import ssh
 from tests.integration.conftest import private_sandbox
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.beside]
 
 STORM = 24
 
