@@ -117,8 +117,8 @@ def test_data_synth_then_real_data_runs(
     assert benchmark_containers(sandbox2.inventory) == started  # the same containers, never restarted
 
     code, report, _ = _json(capsys, "report", *runs)
-    assert code == 0
-    rows = {(row["config"]["data"], row["devices"]): row for row in report}
+    assert code == 0 and report is not None and report["schema"] == "clusterctl.report/1"
+    rows = {(row["config"]["data"], row["devices"]): row for row in report["rows"]}
     assert rows[("real", 2)]["time_to_target_s"] > 0 and rows[("real-loader", 2)]["loader_images_per_sec"] > 0
     assert rows[("real", 2)]["cold_images_per_sec"] > 0 and rows[("real", 2)]["cache_dropped"] is False
 

@@ -104,7 +104,8 @@ def test_resnet50_on_two_nodes_end_to_end(
             assert db.execute("select count(*) from runs").fetchone()[0] == 2
 
         code, report = _json(capsys, "report", "--runs-dir", str(runs))
-        assert code == 0
+        assert code == 0 and report is not None and report["schema"] == "clusterctl.report/1"
+        report = report["rows"]
         assert {row["config"]["framework"] for row in report} == {"horovod", "ddp"}
         assert all(row["devices"] == 2 and row["median"] > 0 for row in report)
     finally:
