@@ -7,6 +7,7 @@ import pytest
 from clusterctl.diagnostics.model import split_tag
 from clusterctl.run.slurm.jobs import (
     JobStatus,
+    blame_first_task,
     hopeless_pending,
     job_outcome,
     parse_mpi_list,
@@ -14,6 +15,7 @@ from clusterctl.run.slurm.jobs import (
     parse_scontrol_job,
     parse_squeue,
     refusal_fix,
+    task_failures,
 )
 from tests.fixtures import fixture_text
 
@@ -110,3 +112,50 @@ def test_an_unsatisfiable_sbatch_refusal_gets_the_fix() -> None:
     said = fixture_text("slurm/sandbox_sbatch_test_only_unsatisfiable.out")
     assert "Fix: ask for what the partition has" in refusal_fix(said)
     assert refusal_fix("sbatch: error: Invalid account or account/partition combination specified") == ""
+
+
+def test_the_first_task_to_fail_is_blamed_not_the_one_srun_terminated_after() -> None:
+    # rank 1 exits 3; srun (--kill-on-bad-exit) then terminates rank 0, whose 143 is srun's exit code
+    lines = fixture_text("slurm/sandbox_srun_kill_on_bad_exit.out").splitlines()
+    status = parse_scontrol_job(fixture_text("slurm/sandbox_scontrol_o_failed_143.out"))
+    assert status is not None and status.state == "FAILED" and status.exit_code == 143
+    assert [(f.host, f.tasks, f.exit_code) for f in task_failures(lines)] == [
+        ("node2", "1", 3),
+        ("node1", "0", 143),
+    ]
+    outcome = blame_first_task(job_outcome(status), status, lines)
+    assert outcome.exit_code == 3
+    assert "ExitCode 143:0" in outcome.message
+    assert "the first to fail: task 1 on node2 (Exited with exit code 3), exit code 3" in outcome.message
+
+
+def test_a_job_s_own_code_below_128_stays_and_other_states_are_left_alone() -> None:
+    # the image check's step failed (exit 1) and the script ended the job with its own code, 3
+    lines = ["srun: error: node1: task 0: Exited with exit code 1", "clusterctl: the image check failed (1)"]
+    failed = JobStatus("8", "FAILED", "NonZeroExitCode", 3, 0)
+    outcome = blame_first_task(job_outcome(failed), failed, lines)
+    assert (
+        outcome.exit_code == 3
+        and "the first to fail: task 0 on node1 (Exited with exit code 1)" in outcome.message
+    )
+    cancelled = JobStatus("7", "CANCELLED", None, 0, 15)
+    assert blame_first_task(job_outcome(cancelled), cancelled, lines) == job_outcome(cancelled)
+    assert blame_first_task(job_outcome(failed), failed, ["0: rank 0 exits 0"]) == job_outcome(failed)
+
+
+@pytest.mark.parametrize(
+    ("line", "tasks", "code"),
+    [
+        ("srun: error: node3: tasks 0-3: Killed", "0-3", 137),
+        ("srun: error: gpu-a01: task 5: Segmentation fault (core dumped)", "5", 139),
+        ("srun: error: node1: tasks 0,2: Exited with exit code 2", "0,2", 2),
+        ("srun: error: node1: task 0: Something srun says that is no signal", "0", None),
+    ],
+)
+def test_task_failure_lines_give_the_tasks_and_a_code(line: str, tasks: str, code: int | None) -> None:
+    (failure,) = task_failures([line])
+    assert failure.tasks == tasks and failure.exit_code == code
+
+
+def test_a_task_that_exited_0_is_no_failure() -> None:
+    assert task_failures(["srun: error: node1: task 0: Exited with exit code 0", "1: srun: error: x"]) == []

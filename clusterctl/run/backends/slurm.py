@@ -42,6 +42,7 @@ from clusterctl.run.launchers import StepLauncher
 from clusterctl.run.plan import rendezvous_ports, with_rendezvous_port
 from clusterctl.run.slurm.jobs import (
     JobStatus,
+    blame_first_task,
     hopeless_pending,
     job_outcome,
     parse_mpi_list,
@@ -182,7 +183,7 @@ class SlurmLaunch:
                         f"clusterctl: slurm job {self.job_id} left the queue; its state is unknown", on_line
                     )
                     return 1
-                outcome = job_outcome(status)
+                outcome = blame_first_task(job_outcome(status), status, self.lines)
                 self._emit(f"clusterctl: {outcome.message}", on_line)
                 return outcome.exit_code
             waited = time.monotonic() - submitted
