@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ of this checkout
 
-from tests.load.cycles import run_cycles
+from tests.helpers.cycles import run_cycles
 
 
 def main() -> int:

@@ -35,7 +35,7 @@ mkdir -p "$HOME/.cache/clusterctl/mypy"
 # checks), so that neither session holds the whole integration half. The second's output follows once
 # both have ended, then one closing line for both. Any argument (a file, -m "not integration", -k ...)
 # runs one session with it.
-# Ctrl-C, SIGTERM or SIGHUP reach both sessions, which tear down (tests/session_guard.py). The slowest
+# Ctrl-C, SIGTERM or SIGHUP reach both sessions, which tear down (tests/helpers/session_guard.py). The slowest
 # tests close each session's output (pyproject.toml's --durations), so the suite's budget stays in sight.
 pytest=("${limited[@]}" .venv/bin/python -m pytest -p no:cacheprovider)
 if [ $# -gt 0 ]; then

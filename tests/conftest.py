@@ -1,30 +1,15 @@
-"""Hooks for every test: the session's guard (tests/session_guard.py: SIGTERM and SIGHUP tear down as
+"""Hooks for every test: the session's guard (tests/helpers/session_guard.py: SIGTERM and SIGHUP tear down as
 Ctrl-C does; sandboxes a killed run left are removed at the start), and the order of a session that
 mixes unit and integration tests."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import pytest
 
-from tests.session_guard import pytest_configure
+from tests.helpers.session_guard import pytest_configure
+from tests.helpers.suite import SESSION_SANDBOX_FIXTURES, beside_on_the_session_sandbox
 
 __all__ = ["pytest_collection_modifyitems", "pytest_configure"]
-
-# The session sandbox's fixtures: a `beside` test that asked for one would bring up a second sandbox in
-# scripts/test.sh's second session, which the split is there to avoid.
-SESSION_SANDBOX_FIXTURES = frozenset({"sandbox2", "cluster"})
-
-
-def beside_on_the_session_sandbox(items: Sequence[pytest.Item]) -> list[str]:
-    """The ``beside`` tests that use the session's sandbox (by their fixtures), by node ID."""
-    return [
-        item.nodeid
-        for item in items
-        if item.get_closest_marker("beside") is not None
-        and SESSION_SANDBOX_FIXTURES & set(getattr(item, "fixturenames", ()))
-    ]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

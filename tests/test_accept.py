@@ -26,7 +26,7 @@ from clusterctl.accept.verdict import (
 from clusterctl.cli import main
 from clusterctl.cli.accept import junit_cases
 from clusterctl.errors import InputError
-from tests.strictjson import strict_loads
+from tests.helpers.strictjson import strict_loads
 
 ROOT = Path(__file__).resolve().parents[1]
 SANDBOX = ROOT / "inventories" / "sandbox-example.yml"

@@ -18,16 +18,15 @@ from clusterctl.inventory import load_inventory
 from clusterctl.results.baselines import load_baselines, site_baselines
 from clusterctl.results.record import RESULT_FILE
 from clusterctl.workloads.nccl_tests import LARGE_BUSBW
-from tests.test_check_pairs import Cluster, _inventory
-from tests.test_preflight import INVENTORIES
-from tests.test_site_baseline import _run_dir, _with_baselines
+from tests.helpers.baselines import INVENTORIES, run_dir_of, with_baselines
+from tests.helpers.pairs import Cluster, pairs_inventory
 
 SANDBOX = INVENTORIES / "sandbox-example.yml"
 
 
 def _pairs(tmp_path: Path, median: object) -> Path:
     """A clean `check pairs --json` document whose every pair's median is ``median`` (raw JSON text)."""
-    document = check_pairs(_inventory(4), Cluster(slow=None)).to_json()
+    document = check_pairs(pairs_inventory(4), Cluster(slow=None)).to_json()
     text = json.dumps(document)
     for group in document["groups"]:
         text = text.replace(f'"median_gb_s": {json.dumps(group["median_gb_s"])}', f'"median_gb_s": {median}')
@@ -50,8 +49,8 @@ def test_a_check_whose_figure_is_no_measurement_is_refused(
 def test_a_run_whose_bus_bandwidth_is_infinite_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = _with_baselines(tmp_path, INVENTORIES / "modern-h100.yml")
-    run = _run_dir(tmp_path, load_inventory(path))
+    path = with_baselines(tmp_path, INVENTORIES / "modern-h100.yml")
+    run = run_dir_of(tmp_path, load_inventory(path))
     document = json.loads((run / RESULT_FILE).read_text())
     document["metrics"][LARGE_BUSBW]["value"] = 1.0
     (run / RESULT_FILE).write_text(

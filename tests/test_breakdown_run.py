@@ -17,8 +17,8 @@ from clusterctl.run.runner import run_plans
 from clusterctl.workloads import get_workload
 from clusterctl.workloads.breakdown import RankBreakdown
 from clusterctl.workloads.build import build_job
-from tests.localrun import LocalMpirun, local_inventory
-from tests.strictjson import report_rows
+from tests.helpers.localrun import LocalMpirun, local_inventory
+from tests.helpers.strictjson import report_rows
 
 TINY = {"image_size": 32, "batch_size": 2, "steps": 4, "warmup_steps": 1, "display_every": 2}
 PHASES = ("input", "forward", "backward", "exposed_comm", "optimizer")

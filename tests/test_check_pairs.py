@@ -7,49 +7,24 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
-from clusterctl.check.pairs import CPU_MAX_BYTES, Group, check_pairs, pairs_baseline, sub_inventory
+from clusterctl.check.pairs import CPU_MAX_BYTES, check_pairs, pairs_baseline, sub_inventory
 from clusterctl.cli import main
-from clusterctl.inventory import Inventory, validate_document
+from clusterctl.inventory import validate_document
 from clusterctl.results.baselines import load_baselines
 from clusterctl.workloads.allreduce import Allreduce
 from clusterctl.yamlio import load_yaml
+from tests.helpers.pairs import ROOT, SANDBOX, Cluster, pairs_inventory
 
-ROOT = Path(__file__).resolve().parents[1]
-SANDBOX = ROOT / "inventories" / "sandbox-example.yml"
 MODERN = ROOT / "inventories" / "modern-h100.yml"
-
-
-def _inventory(count: int) -> Inventory:
-    document = load_yaml(SANDBOX)
-    document["nodes"] = [
-        {"name": f"n{i:02d}", "address": f"10.213.0.{10 + i}", **({"role": "primary"} if i == 1 else {})}
-        for i in range(1, count + 1)
-    ]
-    return validate_document(document, SANDBOX)
-
-
-class Cluster:
-    """A simulated cluster: a group's bus bandwidth is 2 GB/s, 0.3 with ``slow`` in it."""
-
-    def __init__(self, slow: str | None) -> None:
-        self.slow = slow
-        self.measured: list[tuple[str, ...]] = []
-
-    def __call__(self, group: Sequence[str]) -> Group:
-        self.measured.append(tuple(group))
-        # Three repeats, one of them noisy: the median decides.
-        figure = 0.3 if self.slow in group else 2.0
-        return Group(tuple(group), (figure, figure * 0.2, figure * 1.1), (), ())
 
 
 def test_small_cluster_measures_all_pairs_and_names_the_slow_node() -> None:
     cluster = Cluster(slow="n03")
-    report = check_pairs(_inventory(4), cluster)
+    report = check_pairs(pairs_inventory(4), cluster)
     assert report.search == "all" and len(cluster.measured) == 6
     assert report.named == ["n03"]
     slow = next(v for v in report.nodes if v.node == "n03")
@@ -58,7 +33,7 @@ def test_small_cluster_measures_all_pairs_and_names_the_slow_node() -> None:
 
 def test_large_cluster_halves_against_disjoint_pairs_without_a_baseline() -> None:
     cluster = Cluster(slow="n11")
-    report = check_pairs(_inventory(16), cluster)
+    report = check_pairs(pairs_inventory(16), cluster)
     assert report.search == "halving"
     assert cluster.measured[:3] == [("n01", "n02"), ("n03", "n04"), ("n05", "n06")]
     assert len(cluster.measured) <= 3 + 4 + 2  # far fewer than the 120 pairs
@@ -73,7 +48,7 @@ def test_the_halving_search_measures_log_n_groups(size: int) -> None:
     """Without a baseline: at most 3 reference pairs, the whole cluster, one half per halving and one
     last pair, so ceil(log2 n) + 5 groups wherever the slow node sits (issue 41); n/2 reference pairs
     made it 69 groups on 128 nodes. Every one of them names the slow node, and only it."""
-    inventory = _inventory(size)
+    inventory = pairs_inventory(size)
     names = [n.name for n in inventory.nodes]
     counts = []
     for slow in names:
@@ -88,7 +63,7 @@ def test_the_halving_search_measures_log_n_groups(size: int) -> None:
 
 
 def test_halving_on_a_healthy_cluster_names_nothing() -> None:
-    report = check_pairs(_inventory(10), Cluster(slow=None), search="halving")
+    report = check_pairs(pairs_inventory(10), Cluster(slow=None), search="halving")
     assert report.named == [] and {v.verdict for v in report.nodes} == {"ok"}
 
 
@@ -102,14 +77,14 @@ def test_the_baseline_of_the_hardware_is_the_reference() -> None:
     assert (
         pairs_baseline(validate_document(load_yaml(MODERN), MODERN), baselines) is None
     )  # no NDR figure yet
-    assert pairs_baseline(_inventory(4), baselines) is None  # CPU nodes: no published figure
-    report = check_pairs(_inventory(4), Cluster(slow=None), baseline=found)
+    assert pairs_baseline(pairs_inventory(4), baselines) is None  # CPU nodes: no published figure
+    report = check_pairs(pairs_inventory(4), Cluster(slow=None), baseline=found)
     assert {v.verdict for v in report.nodes} == {"slow"}  # 2 GB/s is no A100 pair
     assert report.to_json()["baseline"]["name"] == found.name
 
 
 def test_json_has_the_schema_version_and_every_group() -> None:
-    report = check_pairs(_inventory(3), Cluster(slow=None), search="all").to_json()
+    report = check_pairs(pairs_inventory(3), Cluster(slow=None), search="all").to_json()
     assert report["schema"] == "clusterctl.check-pairs/1"
     # in rounds, each node starting one of its two pairs (its first node starts mpirun)
     assert [g["nodes"] for g in report["groups"]] == [["n02", "n03"], ["n03", "n01"], ["n01", "n02"]]
@@ -120,7 +95,7 @@ def test_json_has_the_schema_version_and_every_group() -> None:
 
 
 def test_a_group_runs_as_its_own_inventory_with_its_first_node_primary() -> None:
-    sub = sub_inventory(_inventory(4), ["n03", "n01"])
+    sub = sub_inventory(pairs_inventory(4), ["n03", "n01"])
     assert [n.name for n in sub.nodes] == ["n03", "n01"]
     assert sub.primary.name == "n03" and [n.name for n in sub.secondaries] == ["n01"]
 
@@ -141,7 +116,7 @@ def test_bad_input_is_refused_before_anything_runs(
 
 
 def test_the_cpu_collective_of_a_pair_is_kept_small() -> None:
-    inventory = _inventory(2)
+    inventory = pairs_inventory(2)
     small = Allreduce(max_bytes=CPU_MAX_BYTES)
     assert small.argv(inventory.run, gpu=False)[-1] == "--max-bytes=4194304"
     assert Allreduce().argv(inventory.run, gpu=False)[-1] == "--framework=horovod"  # `run`'s own sizes

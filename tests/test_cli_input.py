@@ -12,7 +12,7 @@ from clusterctl.cli import main
 from clusterctl.cli.common import INVENTORY_ENV
 from clusterctl.paths import data_dir
 from clusterctl.sandbox.state import sandbox_files
-from tests.strictjson import strict_loads
+from tests.helpers.strictjson import strict_loads
 
 PAPER = data_dir("inventories") / "paper-c4140.yml"
 # The workload the paper image runs (resnet50 is refused there when the plan is built).

@@ -34,7 +34,7 @@ from clusterctl.sandbox.inventory import inventory_document
 from clusterctl.sandbox.plan import plan_cpus, plan_sandbox
 from clusterctl.sandbox.state import SandboxFiles
 from clusterctl.workloads.resnet50 import ResNet50
-from tests.strictjson import strict_loads
+from tests.helpers.strictjson import strict_loads
 
 SMALL = SynthSpec(classes=3, train_per_class=4, val_per_class=2, width=48, height=40, seed=7)
 

@@ -1,5 +1,5 @@
 """`data synth` end to end through clusterctl's own SSH and SFTP code, against a real SSH server on
-loopback that runs its commands on this machine (``tests.sshserver``): written, re-run with another spec
+loopback that runs its commands on this machine (``tests.helpers.sshserver``): written, re-run with another spec
 over TFRecords, skipped when the same, and refused (exit 2, naming the node) when the node's listing
 names a path outside the dataset, with nothing removed (issue 37 item 3)."""
 
@@ -14,7 +14,7 @@ from clusterctl.data.deliver import probe_nodes, synth_on_nodes
 from clusterctl.data.synth import LISTING_NAME, SynthSpec
 from clusterctl.errors import InputError
 from clusterctl.inventory import Inventory
-from tests.sshserver import Keys, SshServer, one_node_inventory
+from tests.helpers.sshserver import Keys, SshServer, one_node_inventory
 
 A = SynthSpec(classes=2, train_per_class=3, val_per_class=1, width=16, height=16, seed=1, tfrecord_shards=2)
 B = SynthSpec(classes=3, train_per_class=3, val_per_class=1, width=16, height=16, seed=2, tfrecord_shards=8)

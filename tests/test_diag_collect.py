@@ -12,7 +12,7 @@ import pytest
 
 from clusterctl.cli import main
 from clusterctl.diagnostics import KINDS, PARSERS, detect_kind
-from clusterctl.diagnostics.bundle import NodeBundle, NodeMeta, SectionMeta, read_bundle, write_bundle
+from clusterctl.diagnostics.bundle import read_bundle, write_bundle
 from clusterctl.diagnostics.collect import prune_status_bundles
 from clusterctl.diagnostics.collectors import (
     COLLECTORS,
@@ -31,11 +31,16 @@ from clusterctl.errors import InputError
 from clusterctl.hosts.command import CommandResult
 from clusterctl.inventory import Inventory, load_inventory
 from tests.fixtures import fixture_text
-from tests.strictjson import strict_loads
-
-REPO = Path(__file__).resolve().parents[1]
-PAPER = REPO / "inventories" / "paper-c4140.yml"
-IP_SAMPLE = "ip_addr/vm-host-eth0-docker-bridges.txt"
+from tests.helpers.strictjson import strict_loads
+from tests.helpers.topology import (
+    FIXTURE_NODE,
+    IP_SAMPLE,
+    PAPER_C4140,
+    REPO,
+    SECOND_NODE,
+    saved_topology,
+    topology_bundle,
+)
 
 # ------------------------------------------------------------------------------------ the script
 
@@ -112,7 +117,7 @@ def test_read_bundle_of_an_empty_directory_is_bad_input(tmp_path: Path) -> None:
 
 def test_inspect_detects_a_bundle_file(tmp_path: Path) -> None:
     text = fixture_text("ibstat/felixfu-connectx3-mt4099-1port-rate-40-fdr10.txt")
-    write_bundle(tmp_path, {"n1": _bundle("n1", {"ibstat": text})})
+    write_bundle(tmp_path, {"n1": topology_bundle("n1", {"ibstat": text})})
     assert inspect_file(tmp_path / "n1" / "ibstat.txt").kind == "ibstat"
 
 
@@ -171,53 +176,15 @@ def test_host_fact_kinds_detected_and_parsed_on_real_captures() -> None:
 # ------------------------------------------------------------------------------------ judgement
 
 
-def _bundle(node: str, outputs: dict[str, str]) -> NodeBundle:
-    """A node's bundle: the given outputs ran fine, every other collector's tool is missing."""
-    meta = NodeMeta(node=node, collected_at="2026-01-01T00:00:00+00:00")
-    for c in COLLECTORS:
-        ran = c.key in outputs
-        meta.sections[c.key] = SectionMeta(
-            argv=list(c.argv), status="ok" if ran else "missing", exit_status=0 if ran else 127
-        )
-    return NodeBundle(meta=meta, outputs=outputs)
-
-
-def _saved(directory: Path, nodes: dict[str, dict[str, str]]) -> Path:
-    """A bundle written as `check topology` / `collect` write it, one node per entry of ``nodes``."""
-    return write_bundle(directory, {name: _bundle(name, outputs) for name, outputs in nodes.items()})
-
-
 def _paper(tmp_path: Path, replace: dict[str, str] | None = None) -> Inventory:
     """The paper-c4140 inventory with ``replace``'s texts swapped in."""
-    text = PAPER.read_text()
+    text = PAPER_C4140.read_text()
     for old, new in (replace or {}).items():
         assert old in text
         text = text.replace(old, new)
     path = tmp_path / "inventory.yml"
     path.write_text(text)
     return load_inventory(path)
-
-
-FIXTURE_NODE = {
-    "nvidia-smi-topo": fixture_text("nvidia_smi_topo/princeton-della-a100-2gpu-pcie-sys-2nic-numa.txt"),
-    "ibstat": fixture_text(
-        "ibstat/nccl-tests-issue128-cx6-mt4123-active200-down-disabled-rate10-plus-cx4lx-partial.txt"
-    ),
-    "ofed-info": fixture_text("ofed_info/nvpeermem-issue63-mlnx-ofed-4.7-1.0.0.1-s.txt"),
-    "ip-addr": fixture_text(IP_SAMPLE),
-    "peermem": "",
-}
-
-
-# c4140-1: mlx5_1 Down (not the inventory's HCA), GPUs one NODE hop from the NIC; c4140-2: a Down CX-7
-# and every GPU's nearest NIC across the socket (SYS).
-SECOND_NODE = {
-    "nvidia-smi-topo": fixture_text("nvidia_smi_topo/xuesongtap-4xa10-pcie-sys-2nic-niclegend.txt"),
-    "ibstat": fixture_text("ibstat/gpud-pr482-cx7-mt4129-down-polling-rate10-redacted.txt"),
-    "ofed-info": fixture_text("ofed_info/nvpeermem-issue63-mlnx-ofed-4.7-1.0.0.1-s.txt"),
-    "ip-addr": fixture_text(IP_SAMPLE),
-    "peermem": "/sys/module/nvidia_peermem/version\n",
-}
 
 
 def _codes(findings: list) -> set[tuple[str, str, str | None]]:
@@ -227,8 +194,8 @@ def _codes(findings: list) -> set[tuple[str, str, str | None]]:
 def test_judge_paper_cluster_from_fixtures(tmp_path: Path) -> None:
     inventory = _paper(tmp_path)
     bundles = {
-        "c4140-1": _bundle("c4140-1", FIXTURE_NODE),
-        "c4140-2": _bundle(
+        "c4140-1": topology_bundle("c4140-1", FIXTURE_NODE),
+        "c4140-2": topology_bundle(
             "c4140-2", {"ofed-info": fixture_text("ofed_info/ucx-issue2888-full-ofed_info-head1-4.2.txt")}
         ),
     }
@@ -247,7 +214,8 @@ def test_judge_paper_cluster_from_fixtures(tmp_path: Path) -> None:
 
 def test_gdr_not_used_when_the_configured_level_is_below_the_path(tmp_path: Path) -> None:
     report = judge_bundle(
-        {"c4140-1": _bundle("c4140-1", FIXTURE_NODE)}, _paper(tmp_path, {"gdr_level: 3": "gdr_level: 1"})
+        {"c4140-1": topology_bundle("c4140-1", FIXTURE_NODE)},
+        _paper(tmp_path, {"gdr_level: 3": "gdr_level: 1"}),
     )
     assert ("warning", "gdr-not-used-topology", "c4140-1") in _codes(report.nodes["c4140-1"].findings)
     assert _codes(report.nodes["c4140-2"].findings) == {("warning", "node-not-in-bundle", "c4140-2")}
@@ -262,19 +230,19 @@ def test_fabric_address_present_means_no_mismatch(tmp_path: Path) -> None:
             "192.168.11.2/24": "192.0.2.3/24",
         },
     )
-    report = judge_bundle({"c4140-1": _bundle("c4140-1", FIXTURE_NODE)}, inventory)
+    report = judge_bundle({"c4140-1": topology_bundle("c4140-1", FIXTURE_NODE)}, inventory)
     codes = {f.code for f in report.nodes["c4140-1"].findings}
     assert "ipoib-address-mismatch" not in codes and "fabric-interface-down" not in codes
 
 
 def test_peermem_loaded_but_not_registered_is_its_own_finding(tmp_path: Path) -> None:
     outputs = {**FIXTURE_NODE, "peermem": "/sys/module/nvidia_peermem/version\n"}
-    report = judge_bundle({"c4140-1": _bundle("c4140-1", outputs)}, _paper(tmp_path))
+    report = judge_bundle({"c4140-1": topology_bundle("c4140-1", outputs)}, _paper(tmp_path))
     codes = {f.code for f in report.nodes["c4140-1"].findings}
     assert "peermem-missing" not in codes and "peermem-not-registered" in codes
     registered = "/sys/kernel/mm/memory_peers/nv_mem_nc/version\n/sys/module/nvidia_peermem/version\n"
     report = judge_bundle(
-        {"c4140-1": _bundle("c4140-1", {**outputs, "peermem": registered})}, _paper(tmp_path)
+        {"c4140-1": topology_bundle("c4140-1", {**outputs, "peermem": registered})}, _paper(tmp_path)
     )
     assert not {"peermem-missing", "peermem-not-registered"} & {
         f.code for f in report.nodes["c4140-1"].findings
@@ -335,7 +303,7 @@ def test_inspect_reads_every_file_of_a_bundle_collected_here(
 
 def test_inspect_bundle_files_from_fixtures_take_their_collectors_kinds(tmp_path: Path) -> None:
     modules = fixture_text("proc_modules/jamescun-procfs-wireguard-deps.txt")
-    bundle = _saved(tmp_path, {"c4140-2": {**SECOND_NODE, "peermem": "", "modules": modules}})
+    bundle = saved_topology(tmp_path, {"c4140-2": {**SECOND_NODE, "peermem": "", "modules": modules}})
     kinds = {c.key: c.kind for c in COLLECTORS}
     for path in sorted((bundle / "c4140-2").glob("*.txt")):
         assert inspect_file(path).kind == kinds[path.stem], path.name
@@ -361,14 +329,14 @@ def _no_collection(*args: object, **kwargs: object) -> None:
 
 
 def _check_from(directory: Path, *extra: str) -> int:
-    return main(["check", "topology", "--from", str(directory), "-i", str(PAPER), *extra])
+    return main(["check", "topology", "--from", str(directory), "-i", str(PAPER_C4140), *extra])
 
 
 def test_check_topology_from_a_saved_bundle_judges_it_without_hosts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("clusterctl.diagnostics.collect.collect", _no_collection)
-    bundle = _saved(tmp_path / "bundle", {"c4140-1": FIXTURE_NODE, "c4140-2": SECOND_NODE})
+    bundle = saved_topology(tmp_path / "bundle", {"c4140-1": FIXTURE_NODE, "c4140-2": SECOND_NODE})
     code = _check_from(bundle, "--json")
     out = strict_loads(capsys.readouterr().out)
     assert code == 1
@@ -387,7 +355,7 @@ def test_check_topology_from_reports_an_inventory_node_the_bundle_lacks(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("clusterctl.diagnostics.collect.collect", _no_collection)
-    bundle = _saved(tmp_path / "run" / "topology", {"c4140-2": SECOND_NODE})
+    bundle = saved_topology(tmp_path / "run" / "topology", {"c4140-2": SECOND_NODE})
     assert _check_from(bundle, "--json") == 1
     out = strict_loads(capsys.readouterr().out)
     assert out["nodes"]["c4140-1"]["findings"] == [
@@ -410,8 +378,8 @@ def _bad_inputs(root: Path) -> dict[str, tuple[list[str], Path]]:
     """Each bad --from case: its extra arguments and the path the message must name."""
     (root / "not-a-bundle" / "c4140-1").mkdir(parents=True)
     (root / "not-a-bundle" / "c4140-1" / "ibstat.txt").write_text("CA 'mlx5_0'\n")
-    other = _saved(root / "other-cluster", {"node1": FIXTURE_NODE, "c4140-1": FIXTURE_NODE})
-    mine = _saved(root / "mine", {"c4140-1": FIXTURE_NODE})
+    other = saved_topology(root / "other-cluster", {"node1": FIXTURE_NODE, "c4140-1": FIXTURE_NODE})
+    mine = saved_topology(root / "mine", {"c4140-1": FIXTURE_NODE})
     return {
         "missing": ([], root / "absent"),
         "not-a-bundle": ([], root / "not-a-bundle"),
@@ -443,7 +411,7 @@ def test_a_runs_snapshot_gives_the_findings_of_its_nodes_only(tmp_path: Path) ->
     from clusterctl.diagnostics.check import snapshot_findings
 
     inventory = _paper(tmp_path)
-    directory = write_bundle(tmp_path / "topology", {"c4140-1": _bundle("c4140-1", FIXTURE_NODE)})
+    directory = write_bundle(tmp_path / "topology", {"c4140-1": topology_bundle("c4140-1", FIXTURE_NODE)})
     findings = snapshot_findings(inventory, directory)
     assert ("error", "peermem-missing", "c4140-1") in _codes(findings)
     assert {f.node for f in findings} == {"c4140-1"}

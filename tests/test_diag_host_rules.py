@@ -34,7 +34,7 @@ from clusterctl.diagnostics.rules_host import (
 from clusterctl.diagnostics.rules_node import judge_node, peermem_rules
 from clusterctl.inventory import load_inventory
 from tests.fixtures import fixture_text
-from tests.strictjson import strict_loads
+from tests.helpers.strictjson import strict_loads
 
 _LSPCI = "lspci_vvv/gpud-h100-pex890xx-cx7-acs-on-storage-switch-partial.txt"
 _IBSTAT_8IB = "ibstat/gpud-h100-8cx7-ib-400-plus-bluefield3-bond-eth.txt"

@@ -7,7 +7,7 @@ from clusterctl.diagnostics.parsers.ibstat import parse_ibstat
 from clusterctl.diagnostics.parsers.nvidia_smi_topo import parse_nvidia_smi_topo
 from clusterctl.diagnostics.rules import Expectation, ib_rules, topology_rules, version_rules
 from tests.fixtures import FIXTURES, fixture_text
-from tests.strictjson import strict_loads
+from tests.helpers.strictjson import strict_loads
 
 _IBSTAT_DOWN = "ibstat/nccl-tests-issue128-cx6-mt4123-active200-down-disabled-rate10-plus-cx4lx-partial.txt"
 _TOPO_SYS = "nvidia_smi_topo/xuesongtap-4xa10-pcie-sys-2nic-niclegend.txt"

@@ -11,7 +11,7 @@ from clusterctl.diagnostics.parsers.nccl_tests import parse_nccl_tests
 from clusterctl.diagnostics.parsers.tf_cnn_benchmarks import parse_tf_cnn_benchmarks
 from clusterctl.diagnostics.rules import separate_jobs_rules
 from tests.fixtures import FIXTURES, all_fixtures, fixture_text
-from tests.strictjson import strict_loads
+from tests.helpers.strictjson import strict_loads
 
 
 def test_tf_cnn_settings_and_total_from_lambda_log() -> None:

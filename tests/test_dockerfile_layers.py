@@ -13,7 +13,7 @@ import re
 import pytest
 
 from clusterctl.image.render import render_dockerfile
-from tests.test_render import EXAMPLES, _inventory
+from tests.helpers.examples import EXAMPLES, example_inventory
 
 
 def _instructions(dockerfile: str) -> list[str]:
@@ -31,7 +31,7 @@ def _final_stage(instructions: list[str]) -> list[str]:
 
 @pytest.mark.parametrize("profile", sorted(EXAMPLES))
 def test_payload_and_configs_are_the_last_layers(profile: str) -> None:
-    final = _final_stage(_instructions(render_dockerfile(_inventory(profile))))
+    final = _final_stage(_instructions(render_dockerfile(example_inventory(profile))))
     layers = [line for line in final if line.split()[0] in ("RUN", "COPY", "ADD")]
     assert layers[-1].startswith("COPY payload/")
     assert [line.split()[1] for line in layers[-3:-1]] == ["config/sshd_config", "config/ssh_config"]
@@ -40,7 +40,7 @@ def test_payload_and_configs_are_the_last_layers(profile: str) -> None:
 
 @pytest.mark.parametrize("profile", sorted(EXAMPLES))
 def test_every_version_arg_is_declared_just_before_its_first_use(profile: str) -> None:
-    instructions = _instructions(render_dockerfile(_inventory(profile)))
+    instructions = _instructions(render_dockerfile(example_inventory(profile)))
     for i, line in enumerate(instructions):
         if not line.startswith("ARG "):
             continue
@@ -53,7 +53,7 @@ def test_every_version_arg_is_declared_just_before_its_first_use(profile: str) -
 
 
 def test_cpu_image_keeps_no_wheelhouse_layer() -> None:
-    instructions = _instructions(render_dockerfile(_inventory("cpu")))
+    instructions = _instructions(render_dockerfile(example_inventory("cpu")))
     final = _final_stage(instructions)
     assert "COPY --from=wheels /usr/local/ /usr/local/" in final
     assert not [line for line in final if "wheelhouse" in line]

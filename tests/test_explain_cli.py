@@ -16,9 +16,9 @@ from clusterctl.results.history import load_runs
 from clusterctl.results.record import RESULT_FILE
 from clusterctl.results.report import build_report
 from clusterctl.results.telemetry import telemetry_path
-from tests.rundirs import record_run
-from tests.strictjson import report_rows, strict_loads
-from tests.test_explain_rules import DDP, OLD_RUN, THROTTLED, _cpu_samples, _gpu, _record
+from tests.helpers.breakdowns import DDP, OLD_RUN, THROTTLED, breakdown_record, cpu_samples, gpu_samples
+from tests.helpers.rundirs import record_run
+from tests.helpers.strictjson import report_rows, strict_loads
 
 
 @pytest.fixture
@@ -27,9 +27,9 @@ def runs(tmp_path: Path) -> Path:
     runs = tmp_path / "runs"
     runs.mkdir()
     shutil.copytree(OLD_RUN, runs / OLD_RUN.name)
-    record = _record(THROTTLED).model_copy(update={"run_id": "20261125T210000Z_resnet50_2n"})
+    record = breakdown_record(THROTTLED).model_copy(update={"run_id": "20261125T210000Z_resnet50_2n"})
     directory = record_run(runs, record)
-    for node, samples in (("node1", _cpu_samples(0.5)), ("node2", _cpu_samples(1.0) + _gpu([0.9, 0.0]))):
+    for node, samples in (("node1", cpu_samples(0.5)), ("node2", cpu_samples(1.0) + gpu_samples([0.9, 0.0]))):
         path = telemetry_path(directory, node)
         path.parent.mkdir(exist_ok=True)
         path.write_text("".join(s.model_dump_json() + "\n" for s in samples) + '{"t": 1, "cpu": \n')
@@ -129,7 +129,7 @@ def test_a_row_s_verdict_is_its_explained_run_s_whichever_was_recorded_last(
     # `explain` says of the row's explained run (one with a breakdown), whatever order the runs were recorded in.
     straggler = load_runs(runs).runs[-1]
     when = straggler.started_at + timedelta(minutes=minutes)  # a balanced run of the same row
-    balanced = _record(DDP).model_copy(
+    balanced = breakdown_record(DDP).model_copy(
         update={"run_id": f"{when:%Y%m%dT%H%M%SZ}_resnet50_2n", "started_at": when}
     )
     record_run(runs, balanced)
@@ -142,7 +142,9 @@ def test_a_row_s_verdict_is_its_explained_run_s_whichever_was_recorded_last(
 
 
 def test_sweep_s_line_explains_its_least_efficient_multi_device_row(runs: Path) -> None:
-    one = _record(THROTTLED[:1], nodes=1).model_copy(update={"run_id": "20261125T205900Z_resnet50_1n"})
+    one = breakdown_record(THROTTLED[:1], nodes=1).model_copy(
+        update={"run_id": "20261125T205900Z_resnet50_1n"}
+    )
     record_run(runs, one)
     history = load_runs(runs)
     rows = build_report(history.runs, [])

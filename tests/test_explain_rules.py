@@ -4,8 +4,6 @@ tests/fixtures/explain, the sandbox's two nodes with node2 throttled) and teleme
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from clusterctl.explain.explanation import explain, node_phases
@@ -20,50 +18,19 @@ from clusterctl.explain.rules import (
     rails,
     straggler,
 )
-from clusterctl.results.pop import run_pop
-from clusterctl.results.record import RunRecord, read_record
-from clusterctl.results.telemetry import CpuSample, GpuSample, LinkRate, Sample
-from clusterctl.workloads.breakdown import PhaseStats, RankBreakdown, parse_breakdown
-
-FIXTURES = Path(__file__).parent / "fixtures"
-# A real run directory of a 2-node sandbox run from before the breakdown existed (fixtures/runs/README.md).
-OLD_RUN = FIXTURES / "runs" / "20261125T170753Z_resnet50_2n"
-DDP = parse_breakdown((FIXTURES / "breakdown" / "ddp-2ranks.log").read_text())
-HOROVOD = parse_breakdown((FIXTURES / "breakdown" / "horovod-2ranks.log").read_text())
-THROTTLED = parse_breakdown((FIXTURES / "explain" / "straggler-2nodes.log").read_text())
-GRADIENT_BYTES = 102_228_128  # ResNet-50's fp32 gradients
-
-
-def _record(breakdown: list[RankBreakdown], *, framework: str = "ddp", nodes: int = 2) -> RunRecord:
-    """The real old record with ``breakdown`` in it, as a run of its ranks would have recorded it."""
-    old = read_record(OLD_RUN)
-    return old.model_copy(
-        update={
-            "breakdown": breakdown,
-            "pop": run_pop(breakdown, len(breakdown)),
-            "world_size": len(breakdown),
-            "nodes": nodes,
-            "gradient_bytes": GRADIENT_BYTES,
-            "config": old.config.model_copy(update={"framework": framework, "batch_size": 2}),
-        }
-    )
-
-
-def _cpu_samples(util: float, steal: float = 0.0, n: int = 5) -> list[Sample]:
-    return [Sample(t=1000.0 + i, cpu=CpuSample(util=util, steal=steal, iowait=0.0)) for i in range(n)]
-
-
-def _with_phase(b: RankBreakdown, name: str, mean: float) -> RankBreakdown:
-    """``b`` with phase ``name``'s mean set to ``mean`` and the step grown by the difference (hand numbers)."""
-    old = getattr(b.phases_ms, name)
-    stats = PhaseStats(median=mean, p10=mean, p90=mean, mean=mean)
-    step = b.step_ms.mean - old.mean + mean
-    return b.model_copy(
-        update={
-            "phases_ms": b.phases_ms.model_copy(update={name: stats}),
-            "step_ms": PhaseStats(median=step, p10=step, p90=step, mean=step),
-        }
-    )
+from clusterctl.results.record import read_record
+from clusterctl.results.telemetry import LinkRate, Sample
+from tests.helpers.breakdowns import (
+    DDP,
+    GRADIENT_BYTES,
+    HOROVOD,
+    OLD_RUN,
+    THROTTLED,
+    breakdown_record,
+    cpu_samples,
+    gpu_samples,
+    with_phase,
+)
 
 
 def test_the_fixtures_are_real_breakdowns_of_their_runs() -> None:
@@ -82,8 +49,8 @@ def test_a_run_without_breakdown_is_unknown_everywhere_never_guessed() -> None:
 
 
 def test_the_throttled_node_is_the_straggler_and_its_telemetry_is_quoted() -> None:
-    telemetry = {"node1": _cpu_samples(0.5), "node2": _cpu_samples(1.0, steal=0.2)}
-    found = straggler(RunFacts(record=_record(THROTTLED), telemetry=telemetry))
+    telemetry = {"node1": cpu_samples(0.5), "node2": cpu_samples(1.0, steal=0.2)}
+    found = straggler(RunFacts(record=breakdown_record(THROTTLED), telemetry=telemetry))
     assert (found.status, found.node, found.severity) == ("found", "node2", "warning")
     assert found.evidence["slowest"] == "node2" and found.evidence["fastest"] == "node1"
     node1, node2 = (b.useful_ms or 0.0 for b in THROTTLED)
@@ -91,39 +58,39 @@ def test_the_throttled_node_is_the_straggler_and_its_telemetry_is_quoted() -> No
     assert found.message.startswith("node2 computes ")
     assert "CPUs 100% busy" in found.message and "steal 20%" in found.message
     assert "--bind-to" in found.advice
-    blind = straggler(RunFacts(record=_record(THROTTLED)))
+    blind = straggler(RunFacts(record=breakdown_record(THROTTLED)))
     assert blind.status == "found" and "telemetry: unknown" in blind.message
 
 
 def test_the_straggler_verdict_comes_before_the_wait_it_causes() -> None:
-    explained = explain(RunFacts(record=_record(THROTTLED)))
+    explained = explain(RunFacts(record=breakdown_record(THROTTLED)))
     assert explained.verdict.code == "straggler"
     assert explained.verdict.line.startswith("straggler: node2 computes ")
     assert [n.host for n in explained.phases] == ["node1", "node2"]
 
 
 def test_one_host_s_ranks_are_compared_rank_by_rank() -> None:
-    found = straggler(RunFacts(record=_record(DDP, nodes=1)))
+    found = straggler(RunFacts(record=breakdown_record(DDP, nodes=1)))
     assert found.evidence["slowest"] in ("rank 0", "rank 1") and found.node is None
     # the two ranks shared one machine evenly: within the 1.15x margin
     assert found.status == "clear"
 
 
 def test_cpu_starved_needs_saturated_cpus_and_slower_compute() -> None:
-    record = _record(THROTTLED)
+    record = breakdown_record(THROTTLED)
     starved = cpu_starved(
-        RunFacts(record=record, telemetry={"node1": _cpu_samples(0.6), "node2": _cpu_samples(0.99)})
+        RunFacts(record=record, telemetry={"node1": cpu_samples(0.6), "node2": cpu_samples(0.99)})
     )
     assert (starved.status, starved.node) == ("found", "node2")
     assert starved.evidence == {"cpu_util.node1": 0.6, "cpu_util.node2": 0.99}
     assert "--bind-to core" in starved.advice
     idle = cpu_starved(
-        RunFacts(record=record, telemetry={"node1": _cpu_samples(0.6), "node2": _cpu_samples(0.5)})
+        RunFacts(record=record, telemetry={"node1": cpu_samples(0.6), "node2": cpu_samples(0.5)})
     )
     assert idle.status == "clear"
     assert cpu_starved(RunFacts(record=record)).status == "unknown"
     # the fast node saturated is no starvation: its compute is the fastest
-    fast = cpu_starved(RunFacts(record=record, telemetry={"node1": _cpu_samples(1.0)}))
+    fast = cpu_starved(RunFacts(record=record, telemetry={"node1": cpu_samples(1.0)}))
     assert fast.status == "clear"
 
 
@@ -132,7 +99,7 @@ def _mean(values: list[float]) -> float:
 
 
 def test_communication_share_and_the_bounds_of_the_exchange_s_bandwidth() -> None:
-    record = _record(HOROVOD, framework="horovod", nodes=1)
+    record = breakdown_record(HOROVOD, framework="horovod", nodes=1)
     share = _mean(
         [b.phases_ms.exposed_comm.mean / b.step_ms.mean for b in HOROVOD if b.phases_ms.exposed_comm]
     )
@@ -147,11 +114,13 @@ def test_communication_share_and_the_bounds_of_the_exchange_s_bandwidth() -> Non
     assert f"({exposed:.0f} ms exposed); the gradients moved at least " in d.message
     assert "against the preflight's 1.5 GB/s" in d.message
     assert d.status == ("found" if share >= 0.2 else "clear")
-    waiting = [_with_phase(b, "exposed_comm", 2000.0) for b in HOROVOD]
-    found = communication_bound(RunFacts(record=_record(waiting, framework="horovod")))
+    waiting = [with_phase(b, "exposed_comm", 2000.0) for b in HOROVOD]
+    found = communication_bound(RunFacts(record=breakdown_record(waiting, framework="horovod")))
     assert found.status == "found" and "HOROVOD_FUSION_THRESHOLD" in found.advice
     assert "fp16_allreduce" in found.advice and "`run --preflight`" in found.message
-    ddp = communication_bound(RunFacts(record=_record([_with_phase(b, "exposed_comm", 2000.0) for b in DDP])))
+    ddp = communication_bound(
+        RunFacts(record=breakdown_record([with_phase(b, "exposed_comm", 2000.0) for b in DDP]))
+    )
     assert "bucket_cap_mb" in ddp.advice and "bus bandwidth" not in ddp.advice
 
 
@@ -167,8 +136,8 @@ def test_communication_share_and_the_bounds_of_the_exchange_s_bandwidth() -> Non
     ],
 )
 def test_the_wire_or_overheads_only_where_both_bounds_agree(preflight: float, advice: str) -> None:
-    waiting = [_with_phase(b, "exposed_comm", 2000.0) for b in HOROVOD]
-    facts = RunFacts(record=_record(waiting, framework="horovod"), bus_bandwidth_gb_s=1.0)
+    waiting = [with_phase(b, "exposed_comm", 2000.0) for b in HOROVOD]
+    facts = RunFacts(record=breakdown_record(waiting, framework="horovod"), bus_bandwidth_gb_s=1.0)
     low = communication_bound(facts).evidence["min_bus_gb_s"]
     high = communication_bound(facts).evidence["max_bus_gb_s"]
     assert isinstance(low, float) and isinstance(high, float) and low < 0.8 * high
@@ -177,7 +146,7 @@ def test_the_wire_or_overheads_only_where_both_bounds_agree(preflight: float, ad
 
 
 def test_not_overlapped_times_the_exposed_wait_against_the_whole_allreduce() -> None:
-    record = _record(DDP)
+    record = breakdown_record(DDP)
     exposed_s = sum(b.phases_ms.exposed_comm.mean for b in DDP if b.phases_ms.exposed_comm) / 2 / 1e3
     assert not_overlapped(RunFacts(record=record)).status == "unknown"
     whole = not_overlapped(RunFacts(record=record, allreduce_s=exposed_s))
@@ -185,15 +154,15 @@ def test_not_overlapped_times_the_exposed_wait_against_the_whole_allreduce() -> 
     assert "bucket_cap_mb" in whole.advice
     hidden = not_overlapped(RunFacts(record=record, allreduce_s=10 * exposed_s))
     assert hidden.status == "clear" and hidden.evidence["hidden_share"] == pytest.approx(0.9, abs=1e-3)
-    one = _record(DDP[:1], nodes=1)
+    one = breakdown_record(DDP[:1], nodes=1)
     assert not_overlapped(RunFacts(record=one, allreduce_s=1.0)).status == "unknown"
 
 
 def test_input_bound_reads_the_input_phase_share() -> None:
     # synthetic data: the real runs wait for no batch
-    assert input_bound(RunFacts(record=_record(DDP))).status == "clear"
-    slow = [_with_phase(b, "input", 500.0) for b in DDP]
-    found = input_bound(RunFacts(record=_record(slow)))
+    assert input_bound(RunFacts(record=breakdown_record(DDP))).status == "clear"
+    slow = [with_phase(b, "input", 500.0) for b in DDP]
+    found = input_bound(RunFacts(record=breakdown_record(slow)))
     assert found.status == "found" and "data-loader workers" in found.advice
     assert float(found.evidence["input_share"] or 0) >= 0.1
 
@@ -206,7 +175,7 @@ def _rails(rates: dict[str, float]) -> list[Sample]:
 
 
 def test_an_idle_or_unbalanced_rail_is_named_with_its_node() -> None:
-    record = _record(THROTTLED)
+    record = breakdown_record(THROTTLED)
     idle = rails(RunFacts(record=record, telemetry={"node2": _rails({"mlx5_0:1": 5e8, "mlx5_1:1": 0.0})}))
     assert (idle.status, idle.node) == ("found", "node2") and "mlx5_1:1 idle" in idle.message
     uneven = rails(RunFacts(record=record, telemetry={"node1": _rails({"mlx5_0:1": 5e8, "mlx5_1:1": 1e8})}))
@@ -216,23 +185,23 @@ def test_an_idle_or_unbalanced_rail_is_named_with_its_node() -> None:
     assert rails(RunFacts(record=record, telemetry={"node1": _rails({"eth0": 5e8})})).status == "unknown"
 
 
-def _gpu(utils: list[float]) -> list[Sample]:
-    return [Sample(t=1000.0 + i, gpus=[GpuSample(index=0, util=u)]) for i, u in enumerate(utils)]
-
-
 def test_gpu_idle_gaps_inside_the_busy_window() -> None:
-    record = _record(THROTTLED)
+    record = breakdown_record(THROTTLED)
     # idle before the first and after the last busy sample: start-up and shutdown, no gap
-    steady = gpu_idle(RunFacts(record=record, telemetry={"node1": _gpu([0, 0, 0.9, 0.95, 0.9, 0.9, 0, 0])}))
+    steady = gpu_idle(
+        RunFacts(record=record, telemetry={"node1": gpu_samples([0, 0, 0.9, 0.95, 0.9, 0.9, 0, 0])})
+    )
     assert steady.status == "clear" and steady.evidence == {"idle_share.node1/gpu0": 0.0}
-    gaps = gpu_idle(RunFacts(record=record, telemetry={"node1": _gpu([0, 0.9, 0.0, 0.9, 0.05, 0.9, 0])}))
+    gaps = gpu_idle(
+        RunFacts(record=record, telemetry={"node1": gpu_samples([0, 0.9, 0.0, 0.9, 0.05, 0.9, 0])})
+    )
     assert (gaps.status, gaps.node) == ("found", "node1")
     assert gaps.evidence == {"idle_share.node1/gpu0": 0.4}
-    assert gpu_idle(RunFacts(record=record, telemetry={"node1": _cpu_samples(0.5)})).status == "unknown"
+    assert gpu_idle(RunFacts(record=record, telemetry={"node1": cpu_samples(0.5)})).status == "unknown"
 
 
 def test_every_rule_answers_with_a_stable_code_once() -> None:
-    codes = [d.code for d in diagnose(RunFacts(record=_record(THROTTLED)))]
+    codes = [d.code for d in diagnose(RunFacts(record=breakdown_record(THROTTLED)))]
     assert codes == ["straggler", "cpu-starved", "compute-scaling", "communication-bound", "not-overlapped",
                      "input-bound", "gpu-idle", "rails", "run-to-run"]  # fmt: skip
 

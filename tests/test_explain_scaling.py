@@ -23,8 +23,8 @@ from clusterctl.results.pop import ScalingReference, run_pop, scaling_of
 from clusterctl.results.record import read_record
 from clusterctl.results.report import ReportRow, build_report, report_csv, report_of
 from clusterctl.results.report_table import meaning
-from tests.strictjson import report_rows, strict_loads
-from tests.test_explain_rules import _with_phase
+from tests.helpers.breakdowns import with_phase
+from tests.helpers.strictjson import report_rows, strict_loads
 
 QUICKSTART = ScalingReference(devices=1, compute_ms=385.0, source="breakdown")
 
@@ -157,7 +157,7 @@ def test_without_a_smaller_run_compute_scaling_is_unknown(runs: Path) -> None:
 def test_the_rules_inside_the_run_lead_when_they_lose_more(runs: Path) -> None:
     facts, _ = gather(runs, TWO)
     # the same ranks waiting 10 s more a step on the allreduce: PE drops under CS (0.75)
-    waiting = [_with_phase(b, "exposed_comm", 10_000.0) for b in facts.breakdown]
+    waiting = [with_phase(b, "exposed_comm", 10_000.0) for b in facts.breakdown]
     record = facts.record.model_copy(update={"breakdown": waiting, "pop": run_pop(waiting, 2)})
     slow = RunFacts(record=record, reference=facts.reference, bus_bandwidth_gb_s=facts.bus_bandwidth_gb_s)
     assert record.pop is not None and record.pop.parallel_efficiency < 0.75

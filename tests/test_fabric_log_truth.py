@@ -18,7 +18,7 @@ from clusterctl.run.plan import run_options
 from clusterctl.workloads import get_workload
 from clusterctl.workloads.build import build_job
 from tests.fixtures import fixture_text
-from tests.test_nccl_log_facts import DMABUF, IB_IN_WARN_ONLY, NO_MODULE, ROCE_GDR_OFF, SHARP
+from tests.helpers.nccl_logs import DMABUF, IB_IN_WARN_ONLY, NO_MODULE, ROCE_GDR_OFF, SHARP
 
 ROOT = Path(__file__).resolve().parents[1]
 A100_GDR = fixture_text("nccl_logs/nccl-issue707-a100-channels-net-ib-gdrdma-partial.txt")

@@ -21,8 +21,8 @@ from clusterctl.workloads import get_workload
 from clusterctl.workloads.base import Volume
 from clusterctl.workloads.gpt_arith import GptShape
 from tests.fixtures import fixture_text
-from tests.payloads import load_payload
-from tests.test_report import record
+from tests.helpers.payloads import load_payload
+from tests.helpers.records import record
 
 ROOT = Path(__file__).resolve().parents[1]
 SANDBOX = load_inventory(ROOT / "inventories" / "sandbox-example.yml")

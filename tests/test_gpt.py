@@ -16,8 +16,8 @@ from clusterctl.run.plan import run_options
 from clusterctl.workloads import get_workload
 from clusterctl.workloads.gpt import loss_findings
 from clusterctl.workloads.gpt_arith import SIZES, GptShape
-from tests.payloads import load_payload
-from tests.strictjson import strict_loads
+from tests.helpers.payloads import load_payload
+from tests.helpers.strictjson import strict_loads
 
 ROOT = Path(__file__).resolve().parents[1]
 SANDBOX = ROOT / "inventories" / "sandbox-example.yml"

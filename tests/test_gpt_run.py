@@ -16,8 +16,8 @@ from clusterctl.run.runner import run_plans
 from clusterctl.workloads import get_workload
 from clusterctl.workloads.build import build_job
 from clusterctl.workloads.gpt_arith import GptShape
-from tests.localrun import TINY_GPT, LocalMpirun, local_inventory
-from tests.strictjson import report_rows
+from tests.helpers.localrun import TINY_GPT, LocalMpirun, local_inventory
+from tests.helpers.strictjson import report_rows
 
 CASES = [("ddp", 1), ("ddp", 2), ("fsdp", 1), ("fsdp", 2)]
 

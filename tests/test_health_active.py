@@ -21,22 +21,20 @@ from clusterctl.diagnostics.active import (
     dcgm_findings,
     h2d_findings,
 )
-from clusterctl.diagnostics.bundle import NodeBundle, NodeMeta, SectionMeta, write_bundle
+from clusterctl.diagnostics.bundle import write_bundle
 from clusterctl.diagnostics.collectors import collection_script
 from clusterctl.diagnostics.health import health_collectors, judge_health
 from clusterctl.diagnostics.parsers.dcgmi_diag import parse_dcgmi_diag
 from clusterctl.diagnostics.parsers.nvbandwidth import parse_nvbandwidth
 from clusterctl.inventory import load_inventory
 from tests.fixtures import fixture_text
-from tests.strictjson import strict_loads
-from tests.test_health_checks import HEALTHY, INVENTORY
+from tests.helpers.health import DCGM_PASS, H2D_8GPU, HEALTHY, INVENTORY, active_bundle
+from tests.helpers.strictjson import strict_loads
 
 ROOT = Path(__file__).parents[1]
 CPU_INVENTORY = ROOT / "inventories" / "sandbox-example.yml"
-DCGM_PASS = "dcgmi_diag/go-dcgm-issue52-r2-3.3.1-pass-partial.txt"
 DCGM_FAIL = "dcgmi_diag/dcgm-issue49-r2-2.4.6-pcie-fail-partial.txt"
 DCGM4 = "dcgmi_diag/dcgm-issue253-4.2.3-per-gpu-rows-partial.txt"
-H2D_8GPU = "nvbandwidth/nvbandwidth-issue15-8x-rtx4090-h2d-ce-partial.txt"
 
 
 def test_dcgm_tables_of_three_versions_read_and_only_the_failed_test_is_an_error() -> None:
@@ -70,20 +68,6 @@ def test_h2d_copy_of_every_gpu_is_reported_and_a_gpu_far_below_its_peers_is_name
     assert "GPU2" in h2d_findings(bandwidth, "n1")[1].message
 
 
-def _bundle(node: str, files: dict[str, str], status: dict[str, str] | None = None) -> NodeBundle:
-    """A standard-level health bundle: outputs from fixtures; ``status``: key -> missing/failed."""
-    meta = NodeMeta(node=node, collected_at="2026-11-26T00:00:00+00:00")
-    outputs = {}
-    for c in health_collectors(level="standard"):
-        state = (status or {}).get(c.key, "ok")
-        meta.sections[c.key] = SectionMeta(
-            argv=list(c.argv), status=state, exit_status=0 if state == "ok" else 127
-        )
-        if state == "ok":
-            outputs[c.key] = fixture_text(files[c.key]) if files[c.key] else ""
-    return NodeBundle(meta=meta, outputs=outputs)
-
-
 STANDARD = {**HEALTHY, "h2d-bandwidth": H2D_8GPU, "dcgmi-diag": DCGM_PASS}
 
 
@@ -92,8 +76,8 @@ def test_standard_bundle_fails_the_node_dcgm_failed_and_a_missing_nvbandwidth_is
 ) -> None:
     inventory = load_inventory(INVENTORY)
     bundles = {
-        "hgx-01": _bundle("hgx-01", STANDARD, {"dcgmi-diag": "missing"}),  # DCGM is optional
-        "hgx-02": _bundle("hgx-02", {**STANDARD, "dcgmi-diag": DCGM_FAIL}),
+        "hgx-01": active_bundle("hgx-01", STANDARD, {"dcgmi-diag": "missing"}),  # DCGM is optional
+        "hgx-02": active_bundle("hgx-02", {**STANDARD, "dcgmi-diag": DCGM_FAIL}),
     }
     report = judge_health(bundles, inventory, tmp_path, 5, "standard")
     ok, bad = report.nodes["hgx-01"], report.nodes["hgx-02"]
@@ -103,7 +87,7 @@ def test_standard_bundle_fails_the_node_dcgm_failed_and_a_missing_nvbandwidth_is
     assert bad.summary().startswith("dcgm-diag-fail: DCGM diagnostic Integration/PCIe")
 
     no_tool = judge_health(
-        {"hgx-01": _bundle("hgx-01", STANDARD, {"h2d-bandwidth": "missing"})}, inventory, tmp_path, 5
+        {"hgx-01": active_bundle("hgx-01", STANDARD, {"h2d-bandwidth": "missing"})}, inventory, tmp_path, 5
     )
     assert no_tool.nodes["hgx-01"].verdict == "unknown" and "h2d-bandwidth" in no_tool.nodes["hgx-01"].unknown
 
@@ -115,7 +99,7 @@ def test_gpu_checks_on_a_cpu_node_say_unknown_without_failing_it(tmp_path: Path)
         "lspci-vvv": "lspci_vvv/gpud-h100-pex890xx-cx7-acs-on-storage-switch-partial.txt"
     }
     missing = {key: "missing" for key in ("nvidia-smi-q", "ibstat", "h2d-bandwidth", "dcgmi-diag")}
-    report = judge_health({node: _bundle(node, files, missing)}, inventory, tmp_path, 5, "standard")
+    report = judge_health({node: active_bundle(node, files, missing)}, inventory, tmp_path, 5, "standard")
     health = report.nodes[node]
     assert (
         health.active["h2d-bandwidth"].status == "unknown"
@@ -141,7 +125,9 @@ def test_collectives_judged_against_the_other_nodes_only_from_three_on() -> None
 def test_from_a_saved_bundle_the_collectives_are_judged_again(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    write_bundle(tmp_path, {"hgx-01": _bundle("hgx-01", STANDARD), "hgx-02": _bundle("hgx-02", STANDARD)})
+    write_bundle(
+        tmp_path, {"hgx-01": active_bundle("hgx-01", STANDARD), "hgx-02": active_bundle("hgx-02", STANDARD)}
+    )
     save_collectives(
         tmp_path,
         [

@@ -13,56 +13,21 @@ import pytest
 from clusterctl.check.drain import MAX_REASON, REASON_PREFIX, SlurmAction, drain_reason, update_argv
 from clusterctl.cli import main
 from clusterctl.diagnostics import parse
-from clusterctl.diagnostics.bundle import NodeBundle, NodeMeta, SectionMeta, write_bundle
-from clusterctl.diagnostics.health import _KERNEL_LOG, health_collectors, judge_health
+from clusterctl.diagnostics.bundle import write_bundle
+from clusterctl.diagnostics.health import _KERNEL_LOG, judge_health
 from clusterctl.diagnostics.parsers.kernel_log import KernelLog, parse_kernel_log
 from clusterctl.diagnostics.parsers.nvidia_smi_q import NvidiaSmiQ
 from clusterctl.diagnostics.parsers.port_counters import PortCounters
 from clusterctl.diagnostics.rules_health import port_error_rules, smi_health_rules, xid_rules
 from clusterctl.inventory import load_inventory
 from tests.fixtures import fixture_text
-from tests.strictjson import strict_loads
+from tests.helpers.health import COUNTERS, HEALTHY, HEALTHY_SMI, INVENTORY, REMAP, XID79, health_bundle
+from tests.helpers.strictjson import strict_loads
 
-INVENTORY = Path(__file__).parents[1] / "inventories" / "modern-h100.yml"
-XID79 = "kernel_log/gpud-xid79-fallen-off-bus-sxid20034-nvswitch-partial.txt"
 XID119 = "kernel_log/gpud-xid119-gsp-rpc-timeout-ctime.txt"
-REMAP = "nvidia_smi_q/gpud-a10-535.129.03-remapped-rows-pending.txt"
 SLOWED = "nvidia_smi_q/gpud-8gpu-535.183.01-power-brake-thermal-slowdown.txt"
-HEALTHY_SMI = "nvidia_smi_q/lent-h100-vm-580.159.04-fabric-na-health-block.txt"
-# 8 GPUs, as the inventory gives each node: one GPU fewer is a fault (gpu-count-mismatch).
-HEALTHY_SMI_8 = "nvidia_smi_q/gpud-8xrtx4090-535.154.05-fabric-na-idle-gen1.txt"
-LSPCI_OK = "lspci_vvv/gpud-h100-pex890xx-cx7-acs-on-storage-switch-partial.txt"
 LSPCI_X8 = "lspci_vvv/fah-readme-2x-rtx2060-width-x8-downgraded-grep-gt.txt"
-IBSTAT = "ibstat/gpud-h100-8cx7-ib-400-plus-bluefield3-bond-eth.txt"
-COUNTERS = "sysfs_counters/gpud-h100-9hca-all-counters-grep.txt"
-# The same node after its saturated counters were cleared: what a healthy node's two reads look like.
-COUNTERS_CLEARED = "sysfs_counters/constructed-h100-9hca-counters-saturated-ones-cleared.txt"
 COUNTERS_FLAPPED = "sysfs_counters/constructed-h100-second-read-mlx5_0-link-downed-plus-1.txt"
-
-# What a healthy H100 node's health bundle holds, by collector key: real outputs, no Xid line.
-HEALTHY: dict[str, str] = {
-    "kernel-log": "",
-    "nvidia-smi-q": HEALTHY_SMI_8,
-    "lspci-vvv": LSPCI_OK,
-    "ibstat": IBSTAT,
-    "ib-port-errors": COUNTERS_CLEARED,
-    "ib-port-errors-2": COUNTERS_CLEARED,
-}
-
-
-def _bundle(node: str, files: dict[str, str], failed: dict[str, str] | None = None) -> NodeBundle:
-    """A node's bundle as `check health` writes it, each output from a fixture (failed: key -> stderr)."""
-    meta = NodeMeta(node=node, collected_at="2026-11-25T12:00:00+00:00")
-    outputs = {}
-    for c in health_collectors():
-        if c.key in (failed or {}):
-            meta.sections[c.key] = SectionMeta(
-                argv=list(c.argv), status="failed", exit_status=1, stderr_tail=(failed or {})[c.key]
-            )
-            continue
-        meta.sections[c.key] = SectionMeta(argv=list(c.argv), status="ok", exit_status=0)
-        outputs[c.key] = fixture_text(files[c.key]) if files[c.key] else ""
-    return NodeBundle(meta=meta, outputs=outputs)
 
 
 def test_kernel_log_reads_xid_and_sxid_lines_and_skips_the_rest() -> None:
@@ -146,7 +111,11 @@ def test_fixture_bundle_names_the_faulty_node_the_finding_and_the_action(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], change: dict[str, str], code: str, action: str
 ) -> None:
     write_bundle(
-        tmp_path, {"hgx-01": _bundle("hgx-01", HEALTHY), "hgx-02": _bundle("hgx-02", {**HEALTHY, **change})}
+        tmp_path,
+        {
+            "hgx-01": health_bundle("hgx-01", HEALTHY),
+            "hgx-02": health_bundle("hgx-02", {**HEALTHY, **change}),
+        },
     )
     assert main(["check", "health", "-i", str(INVENTORY), "--from", str(tmp_path), "--json"]) == 1
     out = strict_loads(capsys.readouterr().out)
@@ -170,8 +139,8 @@ def test_a_check_that_could_not_look_makes_the_node_unknown_not_healthy(tmp_path
     inventory = load_inventory(INVENTORY)
     denied = "dmesg: read kernel buffer failed: Operation not permitted"
     bundles = {
-        "hgx-01": _bundle("hgx-01", HEALTHY, failed={"kernel-log": denied}),
-        "hgx-02": _bundle("hgx-02", HEALTHY),
+        "hgx-01": health_bundle("hgx-01", HEALTHY, failed={"kernel-log": denied}),
+        "hgx-02": health_bundle("hgx-02", HEALTHY),
     }
     report = judge_health(bundles, inventory, tmp_path, 5)
     health = report.nodes["hgx-01"]
@@ -182,7 +151,9 @@ def test_a_check_that_could_not_look_makes_the_node_unknown_not_healthy(tmp_path
 
 
 def test_a_node_missing_from_the_bundle_is_unknown(tmp_path: Path) -> None:
-    report = judge_health({"hgx-02": _bundle("hgx-02", HEALTHY)}, load_inventory(INVENTORY), tmp_path, 5)
+    report = judge_health(
+        {"hgx-02": health_bundle("hgx-02", HEALTHY)}, load_inventory(INVENTORY), tmp_path, 5
+    )
     assert report.nodes["hgx-01"].verdict == "unknown"
     assert report.to_json()["nodes"]["hgx-01"]["findings"][0]["code"] == "node-not-in-bundle"
 

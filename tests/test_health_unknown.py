@@ -23,10 +23,17 @@ from clusterctl.diagnostics.parsers.kernel_log import parse_kernel_log
 from clusterctl.diagnostics.parsers.nvbandwidth import parse_nvbandwidth
 from clusterctl.inventory import load_inventory
 from tests.fixtures import fixture_text
-from tests.strictjson import strict_loads
-from tests.test_health_active import DCGM_PASS, H2D_8GPU
-from tests.test_health_active import _bundle as active_bundle
-from tests.test_health_checks import COUNTERS, COUNTERS_CLEARED, HEALTHY, INVENTORY, _bundle
+from tests.helpers.health import (
+    COUNTERS,
+    COUNTERS_CLEARED,
+    DCGM_PASS,
+    H2D_8GPU,
+    HEALTHY,
+    INVENTORY,
+    active_bundle,
+    health_bundle,
+)
+from tests.helpers.strictjson import strict_loads
 
 XID79 = "[6781741.548779] NVRM: Xid (PCI:0000:91:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
 
@@ -37,9 +44,9 @@ def _judge(bundles: dict[str, NodeBundle], tmp_path: Path) -> HealthReport:
 
 def _healthy_pair(**change: str) -> dict[str, NodeBundle]:
     """hgx-01 healthy; hgx-02 healthy but for ``change`` (collector key -> output text, not a fixture)."""
-    second = _bundle("hgx-02", HEALTHY)
+    second = health_bundle("hgx-02", HEALTHY)
     second.outputs.update(change)
-    return {"hgx-01": _bundle("hgx-01", HEALTHY), "hgx-02": second}
+    return {"hgx-01": health_bundle("hgx-01", HEALTHY), "hgx-02": second}
 
 
 def test_the_healthy_pair_is_ok_and_the_saturated_capture_is_unknown(tmp_path: Path) -> None:
@@ -179,7 +186,7 @@ def test_a_node_that_lost_a_gpu_fails_against_its_own_inventory_count(tmp_path: 
                                             "Attached GPUs                             : 7"), *gpus[:7]])  # fmt: skip
     inventory = load_inventory(INVENTORY)
     assert inventory.nodes[1].gpus.count == 8
-    bundles = {name: _bundle(name, HEALTHY) for name in ("hgx-01", "hgx-02")}
+    bundles = {name: health_bundle(name, HEALTHY) for name in ("hgx-01", "hgx-02")}
     bundles["hgx-01"].outputs["nvidia-smi-q"] = eight
     bundles["hgx-02"].outputs["nvidia-smi-q"] = seven
     report = judge_health(bundles, inventory, tmp_path, 5)

@@ -14,8 +14,8 @@ import pytest
 
 from clusterctl.results.history import HISTORY_FILE, add_run, history_path, load_runs, rebuild_index
 from clusterctl.results.record import RESULT_FILE, RunRecord
-from tests.rundirs import record_run
-from tests.test_report import record
+from tests.helpers.records import record
+from tests.helpers.rundirs import record_run
 
 
 def _runs(tmp_path: Path, *records: RunRecord) -> Path:

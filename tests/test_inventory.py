@@ -11,7 +11,7 @@ from clusterctl.cli import main
 from clusterctl.errors import InventoryError
 from clusterctl.inventory import load_inventory
 from clusterctl.paths import data_dir
-from tests.strictjson import strict_loads
+from tests.helpers.strictjson import strict_loads
 
 BASE = """\
 cluster:

@@ -11,7 +11,7 @@ import yaml
 from clusterctl.cli import main
 from clusterctl.paths import data_dir
 from tests.fixtures import FIXTURES
-from tests.strictjson import strict_loads
+from tests.helpers.strictjson import strict_loads
 
 SANDBOX = data_dir("inventories") / "sandbox-example.yml"
 

@@ -14,8 +14,8 @@ from clusterctl.cli import main
 from clusterctl.diagnostics.bundle import write_bundle
 from clusterctl.diagnostics.junit import Case, junit_xml
 from clusterctl.diagnostics.pairs import NodeVerdict, SlowLink
-from tests.test_diag_collect import FIXTURE_NODE, PAPER, SECOND_NODE, _saved
-from tests.test_health_checks import HEALTHY, INVENTORY, REMAP, _bundle
+from tests.helpers.health import HEALTHY, INVENTORY, REMAP, health_bundle
+from tests.helpers.topology import FIXTURE_NODE, PAPER_C4140, SECOND_NODE, saved_topology
 
 
 def _cases(path: Path) -> dict[str, ET.Element]:
@@ -34,8 +34,8 @@ def test_check_health_junit_fails_the_node_and_its_finding_with_the_action(
     write_bundle(
         bundle,
         {
-            "hgx-01": _bundle("hgx-01", HEALTHY),
-            "hgx-02": _bundle("hgx-02", {**HEALTHY, "nvidia-smi-q": REMAP}),
+            "hgx-01": health_bundle("hgx-01", HEALTHY),
+            "hgx-02": health_bundle("hgx-02", {**HEALTHY, "nvidia-smi-q": REMAP}),
         },
     )
     xml = tmp_path / "health.xml"
@@ -51,9 +51,11 @@ def test_check_health_junit_fails_the_node_and_its_finding_with_the_action(
 
 
 def test_check_topology_junit_has_every_node_and_error_finding(tmp_path: Path) -> None:
-    bundle = _saved(tmp_path / "bundle", {"c4140-1": FIXTURE_NODE, "c4140-2": SECOND_NODE})
+    bundle = saved_topology(tmp_path / "bundle", {"c4140-1": FIXTURE_NODE, "c4140-2": SECOND_NODE})
     xml = tmp_path / "topology.xml"
-    assert main(["check", "topology", "--from", str(bundle), "-i", str(PAPER), "--junit", str(xml)]) == 1
+    assert (
+        main(["check", "topology", "--from", str(bundle), "-i", str(PAPER_C4140), "--junit", str(xml)]) == 1
+    )
     cases = _cases(xml)
     assert {"c4140-1", "c4140-2"} <= set(cases)
     failed = cases["c4140-1 peermem-missing"].find("failure")

@@ -20,9 +20,10 @@ from clusterctl.run.plan import run_options
 from clusterctl.workloads import get_workload
 from clusterctl.workloads.compute import ComputeFacts, MeasuredPeak, parse_peak_lines
 from clusterctl.workloads.flops import resnet50_forward_macs, training_flops
-from tests.test_payload_model import bench
-from tests.test_report import record
-from tests.test_results import _paper_record, fixture
+from tests.fixtures import fixture_text
+from tests.helpers.judged import paper_record
+from tests.helpers.records import record
+from tests.helpers.resnet50_payload import bench
 
 ROOT = Path(__file__).resolve().parents[1]
 PEAKS = load_peaks()
@@ -175,7 +176,7 @@ def test_peak_lines_are_read_per_rank_tagged_or_not() -> None:
 
 
 def test_judging_a_real_tf_cnn_log_on_v100s_reads_the_datasheet_peak_of_its_precision() -> None:
-    _, plan, record = _paper_record(fixture("tf_cnn_benchmarks/lambda-1x1080ti-tf2.2-resnet50-fp32.txt"))
+    _, plan, record = paper_record(fixture_text("tf_cnn_benchmarks/lambda-1x1080ti-tf2.2-resnet50-fp32.txt"))
     flops = record.flops
     assert flops is not None and record.value is not None
     # tf_cnn_benchmarks' resnet50 is v1 at 224x224 with 1001 classes, whatever --image-size says.

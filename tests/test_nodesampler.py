@@ -18,7 +18,7 @@ from clusterctl.payload import nodesampler
 from clusterctl.results.telemetry import parse_samples
 from clusterctl.results.telemetry_status import split_output, telemetry_files, unknown_sources
 from clusterctl.run.sampling import sampler_argv, sampler_script
-from tests.test_slurm_snapshots import _send_over_loopback
+from tests.helpers.traffic import send_over_loopback
 
 FIXTURES = Path("/work/shared/fixtures/nvidia_smi_query_csv")
 # utilization.gpu etc. of an RTX 2080, nvidia-smi 440.64 (the fixture's own source line names the query).
@@ -70,7 +70,7 @@ def test_a_few_seconds_of_samples_are_the_record_format_with_real_rates() -> Non
 
 def test_loopback_bytes_sent_during_sampling_show_in_its_rates() -> None:
     sent = 64 * 1024 * 1024
-    sender = threading.Timer(1.5, _send_over_loopback, [sent])  # after the first two samples
+    sender = threading.Timer(1.5, send_over_loopback, [sent])  # after the first two samples
     sender.start()
     text = _run_sampler(5)
     sender.join(30)

@@ -18,7 +18,7 @@ import pytest
 from clusterctl.cli import main
 from clusterctl.cli.image import print_deliveries
 from clusterctl.image.distribute import DeliveryResult
-from tests.test_diag_collect import FIXTURE_NODE, PAPER, SECOND_NODE, _saved
+from tests.helpers.topology import FIXTURE_NODE, PAPER_C4140, SECOND_NODE, saved_topology
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SANDBOX_BUNDLE = FIXTURES / "bundles" / "sandbox-cpu-2node"
@@ -91,10 +91,10 @@ def test_verbose_shows_the_tables_and_every_finding(
 def test_a_failing_node_leads_with_its_verdict_and_its_findings_read_at_80_columns(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    bundle = _saved(tmp_path / "bundle", {"c4140-1": FIXTURE_NODE, "c4140-2": SECOND_NODE})
-    assert main(["check", "topology", "-i", str(PAPER), "--from", str(bundle), "--json"]) == 1
+    bundle = saved_topology(tmp_path / "bundle", {"c4140-1": FIXTURE_NODE, "c4140-2": SECOND_NODE})
+    assert main(["check", "topology", "-i", str(PAPER_C4140), "--from", str(bundle), "--json"]) == 1
     found = json.loads(capsys.readouterr().out)
-    assert main(["check", "topology", "-i", str(PAPER), "--from", str(bundle)]) == 1
+    assert main(["check", "topology", "-i", str(PAPER_C4140), "--from", str(bundle)]) == 1
     lines = _readable(capsys.readouterr().out)
     every = [f for n in found["nodes"].values() for f in n["findings"]] + found["cluster_findings"]
     assert re.fullmatch(

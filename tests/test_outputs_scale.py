@@ -16,7 +16,7 @@ from rich.console import Console
 from clusterctl.cli import main
 from clusterctl.diagnostics.bundle import write_bundle
 from clusterctl.findings import Finding
-from tests.test_health_checks import HEALTHY, INVENTORY, XID79, _bundle
+from tests.helpers.health import HEALTHY, INVENTORY, XID79, health_bundle
 
 SCREEN = 24  # lines: what "fits one screen" means here
 TOOL = "lspci is not installed, so `lspci -vvv` gave no data"
@@ -142,9 +142,11 @@ def test_health_at_128_nodes_fits_a_screen_and_names_each_node_that_needs_a_look
 ) -> None:
     count = 128
     inventory = _health_inventory(tmp_path / "inventory.yml", count)
-    bundles = {f"hgx-{i:03d}": _bundle(f"hgx-{i:03d}", HEALTHY) for i in range(1, count + 1) if i != 64}
-    bundles["hgx-007"] = _bundle("hgx-007", {**HEALTHY, "kernel-log": XID79})  # an Xid 79: fail
-    bundles["hgx-099"] = _bundle("hgx-099", HEALTHY, failed={"kernel-log": "dmesg: Operation not permitted"})
+    bundles = {f"hgx-{i:03d}": health_bundle(f"hgx-{i:03d}", HEALTHY) for i in range(1, count + 1) if i != 64}
+    bundles["hgx-007"] = health_bundle("hgx-007", {**HEALTHY, "kernel-log": XID79})  # an Xid 79: fail
+    bundles["hgx-099"] = health_bundle(
+        "hgx-099", HEALTHY, failed={"kernel-log": "dmesg: Operation not permitted"}
+    )
     write_bundle(tmp_path / "bundle", bundles)  # hgx-064 did not answer: not in the bundle
     assert main(["check", "health", "-i", str(inventory), "--from", str(tmp_path / "bundle")]) == 1
     lines = _fits(capsys.readouterr().out)

@@ -17,7 +17,7 @@ from clusterctl.run.plan import plan_run, run_options
 from clusterctl.run.runner import run_plans
 from clusterctl.workloads.allreduce import Allreduce
 from clusterctl.workloads.build import build_job
-from tests.localrun import LocalMpirun, local_inventory
+from tests.helpers.localrun import LocalMpirun, local_inventory
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ import pytest
 from clusterctl.run.plan import run_options
 from clusterctl.workloads import get_workload
 from clusterctl.workloads.build import build_job
-from tests.localrun import TINY_GPT, LocalMpirun, local_inventory
+from tests.helpers.localrun import TINY_GPT, LocalMpirun, local_inventory
 
 RUNS = int(os.environ.get("CLUSTERCTL_EXIT_RUNS", "2"))
 MARKERS = re.compile(r"(?:CLUSTERCTL_RESULT|CLUSTERCTL_BREAKDOWN|clusterctl-peak) ")

@@ -8,9 +8,7 @@ import pytest
 import torch
 
 from clusterctl.workloads import resnet50
-from tests.payloads import load_payload
-
-bench = load_payload("resnet50_bench")
+from tests.helpers.resnet50_payload import bench
 
 
 def test_resnet50_has_torchvision_parameter_count() -> None:

@@ -24,8 +24,8 @@ from clusterctl.workloads.build import build_job
 from clusterctl.workloads.compute import parse_peak_lines
 from clusterctl.workloads.flops import resnet50_forward_macs
 from clusterctl.workloads.resnet50 import parse_result_line
-from tests.localrun import LocalMpirun, local_inventory
-from tests.strictjson import report_rows
+from tests.helpers.localrun import LocalMpirun, local_inventory
+from tests.helpers.strictjson import report_rows
 
 TINY = {"image_size": 32, "batch_size": 2, "steps": 2, "warmup_steps": 1, "display_every": 1}
 

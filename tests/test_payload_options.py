@@ -15,7 +15,7 @@ from clusterctl.inventory import load_inventory
 from clusterctl.run.plan import run_options
 from clusterctl.workloads import get_workload
 from clusterctl.workloads.build import build_job
-from tests.test_payload_model import bench
+from tests.helpers.resnet50_payload import bench
 
 ROOT = Path(__file__).resolve().parents[1]
 

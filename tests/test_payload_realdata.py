@@ -16,8 +16,8 @@ import torch
 
 from clusterctl.data.synth import SynthSpec, render_all
 from clusterctl.workloads.resnet50 import ResNet50
-from tests.test_payload_model import bench
-from tests.test_workloads import plan_on
+from tests.helpers.jobs import plan_on
+from tests.helpers.resnet50_payload import bench
 
 assert bench.__file__  # puts the payload's directory on sys.path, as the image's layout has it
 if TYPE_CHECKING:  # the checker reads the payload as the package; the siblings import each other top-level

@@ -22,7 +22,7 @@ from clusterctl.provision.playbook import (
     render_step,
     select_steps,
 )
-from tests.strictjson import strict_loads
+from tests.helpers.strictjson import strict_loads
 
 PLAYBOOK = data_dir("playbooks") / "host-setup.yml"
 

@@ -17,7 +17,7 @@ from clusterctl.results.plot import axis_label, draw_configuration, plot_report,
 from clusterctl.results.predict import predict_throughput
 from clusterctl.results.references import load_references
 from clusterctl.results.report import ReportRow, build_report
-from tests.test_report import PAPER, V100, record
+from tests.helpers.records import PAPER_RUNS, V100, record
 
 # The quickstart's configuration: 1-core sandbox nodes, small synthetic images.
 SANDBOX = V100.model_copy(
@@ -28,7 +28,7 @@ SANDBOX = V100.model_copy(
 
 def _paper_rows() -> list[ReportRow]:
     """The whitepaper's figures (640 img/s on 1 GPU, 3.9x on 4, 6.9x on 8) with a prediction at 4 and 8."""
-    rows = build_report(PAPER, load_references())
+    rows = build_report(PAPER_RUNS, load_references())
     for row in rows:
         if row.devices > 1:  # ResNet-50's 102 MB of gradients at 10 GB/s bus bandwidth
             row.predicted = predict_throughput(single_device=640, batch_size=256, devices=row.devices,

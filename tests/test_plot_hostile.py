@@ -17,8 +17,8 @@ from clusterctl.results.plot import plot_report
 from clusterctl.results.references import load_references
 from clusterctl.results.report import build_report
 from clusterctl.results.telemetry import CpuSample, Sample
-from tests.test_explain_rules import THROTTLED, _cpu_samples, _record
-from tests.test_report import V100, record
+from tests.helpers.breakdowns import THROTTLED, breakdown_record, cpu_samples
+from tests.helpers.records import V100, record
 
 MATHTEXT = "$\\nosuchmacro{$ 50"  # unparsable as mathtext: drawn as written, or ValueError
 
@@ -44,7 +44,7 @@ def test_report_plot_leaves_out_figures_too_large_to_draw(tmp_path: Path, huge: 
 
 
 def test_explain_plot_draws_dollar_hosts_and_leaves_out_huge_figures(tmp_path: Path) -> None:
-    facts = RunFacts(record=_record(THROTTLED), telemetry={"$node1^$": _cpu_samples(0.5)})
+    facts = RunFacts(record=breakdown_record(THROTTLED), telemetry={"$node1^$": cpu_samples(0.5)})
     e = explain(facts)
     hostile = [
         p.model_copy(update={"host": f"{MATHTEXT}{i}", "phases_ms": dict.fromkeys(p.phases_ms, 1.7e308)})
@@ -53,7 +53,7 @@ def test_explain_plot_draws_dollar_hosts_and_leaves_out_huge_figures(tmp_path: P
     e = e.model_copy(update={"phases": hostile, "run_id": "$\\frac$"})
     huge = {"ib0": {"tx_Bps": 1.7e308, "rx_Bps": 1.7e308}}  # their sum overflows to inf
     telemetry = {
-        "$node1^$": [*_cpu_samples(0.5), Sample.model_validate({"t": 1e308, "net": huge})],
+        "$node1^$": [*cpu_samples(0.5), Sample.model_validate({"t": 1e308, "net": huge})],
         "node2": [
             Sample.model_validate({"t": 1001.0, "net": huge}),
             Sample(t=float("inf"), cpu=CpuSample(util=1.0)),

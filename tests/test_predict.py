@@ -11,7 +11,7 @@ from clusterctl.results.report import build_report
 from clusterctl.workloads import get_workload
 from clusterctl.workloads.base import Metric
 from tests.fixtures import fixture_text
-from tests.test_report import record
+from tests.helpers.records import record
 
 GRADIENTS = 25_557_032 * 4  # ResNet-50, float32
 CPU = RunConfig(

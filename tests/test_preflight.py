@@ -10,17 +10,13 @@ import pytest
 from clusterctl.cli import main
 from clusterctl.errors import InputError
 from clusterctl.inventory import Inventory, load_inventory
-from clusterctl.paths import data_dir
 from clusterctl.results.record import RunRecord
 from clusterctl.run.judge import judge_run
 from clusterctl.run.plan import plan_run
 from clusterctl.run.preflight import PreflightRefused, preflight_plans, refusal
 from clusterctl.workloads import get_workload
 from tests.fixtures import fixture_text
-
-INVENTORIES = data_dir("inventories")
-# A real 2-node, 16-GPU all_reduce_perf log: 1 GiB..16 GiB, its largest message at about 367 GB/s busbw.
-NCCL_TESTS = "nccl_tests/oci-bm-gpu-h100-8-2node-16gpu-roce-all_reduce_perf-1G-16G.txt"
+from tests.helpers.baselines import INVENTORIES, NCCL_TESTS
 
 
 @pytest.fixture(scope="module")

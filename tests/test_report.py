@@ -4,64 +4,21 @@ from __future__ import annotations
 
 import csv
 import io
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from clusterctl.diagnostics.parsers.fabric_counters import PortBytes
 from clusterctl.results.counters import CounterProof, NodeTraffic
-from clusterctl.results.nccl_log_proof import FabricProof
 from clusterctl.results.plot import plot_report
-from clusterctl.results.record import RunConfig, RunRecord
 from clusterctl.results.references import load_references
 from clusterctl.results.report import build_report, report_csv
 from clusterctl.results.report_table import amount
-from clusterctl.workloads.base import Metric
-
-V100 = RunConfig(
-    workload="tf_cnn_benchmarks",
-    model="resnet50",
-    framework="horovod",
-    precision="fp16",
-    batch_size=256,
-    image_size=224,
-    image_profile="paper-2020",
-    device="V100-SXM2-16GB",
-)
-
-
-def record(
-    run_id: str, devices: int, value: float, *, valid: bool = True, config: RunConfig = V100
-) -> RunRecord:
-    return RunRecord(
-        run_id=run_id,
-        started_at=datetime(2026, 1, 1, tzinfo=UTC),
-        config=config,
-        nodes=1 if devices <= 4 else 2,
-        world_size=devices,
-        exit_code=0,
-        primary_metric="total_images_per_sec",
-        metrics={"total_images_per_sec": Metric(value=value, unit="img/s")},
-        fabric=FabricProof(fabric_kind="infiniband", transport="NET/IB", gdr=True, valid=valid),
-        findings=[],
-        valid=valid,
-    )
-
-
-# The whitepaper's cluster: 1 GPU 640 img/s; 4 GPUs 2496 (3.9x); 8 GPUs 4419.71 (horovod#288).
-PAPER = [
-    record("a", 1, 630.0),
-    record("b", 1, 640.0),
-    record("c", 1, 650.0),
-    record("d", 4, 2496.0),
-    record("e", 8, 4419.71),
-    record("f", 8, 1000.0, valid=False),  # a socket-fallback run never enters the numbers
-]
+from tests.helpers.records import PAPER_RUNS, V100, record
 
 
 def rows_by_devices():
-    return {row.devices: row for row in build_report(PAPER, load_references())}
+    return {row.devices: row for row in build_report(PAPER_RUNS, load_references())}
 
 
 def test_median_spread_and_invalid_runs() -> None:
@@ -102,14 +59,14 @@ def test_no_one_device_run_means_no_speedup() -> None:
 
 
 def test_csv_has_one_line_per_row() -> None:
-    text = report_csv(build_report(PAPER, load_references()))
+    text = report_csv(build_report(PAPER_RUNS, load_references()))
     lines = list(csv.DictReader(io.StringIO(text)))
     assert [int(line["devices"]) for line in lines] == [1, 4, 8]
     assert float(lines[1]["speedup"]) == pytest.approx(3.9)
 
 
 def test_plot_writes_a_png(tmp_path: Path) -> None:
-    path = plot_report(build_report(PAPER, load_references()), tmp_path / "scaling.png")
+    path = plot_report(build_report(PAPER_RUNS, load_references()), tmp_path / "scaling.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -150,7 +107,7 @@ def test_ssh_and_slurm_runs_of_one_configuration_are_rows_side_by_side() -> None
         record("s1", 8, 4000.0).model_copy(update={"launcher": "slurm"}),
         record("s2", 8, 4200.0).model_copy(update={"launcher": "slurm"}),
     ]
-    rows = build_report([*PAPER, *slurm], load_references())
+    rows = build_report([*PAPER_RUNS, *slurm], load_references())
     assert [(r.devices, r.launcher) for r in rows] == [(1, "ssh"), (4, "ssh"), (8, "ssh"), (8, "slurm")]
     ssh8, slurm8 = rows[2], rows[3]
     assert (ssh8.runs, ssh8.median) == (1, 4419.71)

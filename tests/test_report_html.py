@@ -33,7 +33,7 @@ from clusterctl.results.history import History
 from clusterctl.results.html import Explained, phases_chart, render_html
 from clusterctl.results.references import load_references
 from clusterctl.results.report import build_report
-from tests.test_report import record
+from tests.helpers.records import record
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 RUNS = FIXTURES / "runs"

@@ -16,7 +16,7 @@ from clusterctl.results.report import build_report, report_csv
 from clusterctl.results.report_table import print_report
 from clusterctl.workloads.base import Metric
 from clusterctl.workloads.resnet50 import ResNet50, epoch_metrics
-from tests.test_report import V100, record
+from tests.helpers.records import V100, record
 
 
 def _real(run_id: str, devices: int, value: float, *, loader: float, ttt: float, bound: bool) -> RunRecord:

@@ -20,8 +20,8 @@ import pytest
 from clusterctl.results.history import load_runs
 from clusterctl.results.record import RESULT_FILE, RunRecord
 from clusterctl.results.telemetry import telemetry_path
-from tests.rundirs import record_run
-from tests.test_explain_rules import OLD_RUN, THROTTLED, _cpu_samples, _record
+from tests.helpers.breakdowns import OLD_RUN, THROTTLED, breakdown_record, cpu_samples
+from tests.helpers.rundirs import record_run
 
 RUN = "20261125T210000Z_resnet50_2n"
 DEADLINE_S = 120
@@ -33,10 +33,10 @@ def runs(tmp_path: Path) -> Path:
     runs = tmp_path / "runs"
     runs.mkdir()
     shutil.copytree(OLD_RUN, runs / OLD_RUN.name)
-    directory = record_run(runs, _record(THROTTLED).model_copy(update={"run_id": RUN}))
+    directory = record_run(runs, breakdown_record(THROTTLED).model_copy(update={"run_id": RUN}))
     path = telemetry_path(directory, "node1")
     path.parent.mkdir(exist_ok=True)
-    path.write_text("".join(s.model_dump_json() + "\n" for s in _cpu_samples(0.5)))
+    path.write_text("".join(s.model_dump_json() + "\n" for s in cpu_samples(0.5)))
     return runs
 
 

@@ -12,7 +12,7 @@ import pytest
 from clusterctl.cli import main
 from clusterctl.results.history import add_run, history_path, load_runs
 from clusterctl.results.record import read_record
-from tests.strictjson import report_rows
+from tests.helpers.strictjson import report_rows
 
 FIXTURE_RUNS = Path(__file__).parent / "fixtures" / "runs"
 

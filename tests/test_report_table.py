@@ -16,8 +16,8 @@ from clusterctl.results.record import RunRecord
 from clusterctl.results.references import load_references
 from clusterctl.results.report import ReportRow, build_report
 from clusterctl.results.report_table import print_report
-from tests.rundirs import record_run
-from tests.test_report import V100, record
+from tests.helpers.records import V100, record
+from tests.helpers.rundirs import record_run
 
 # The whitepaper's configuration: the longest workload name, and references to compare with.
 PAPER = V100

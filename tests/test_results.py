@@ -17,8 +17,9 @@ from clusterctl.run.plan import run_options
 from clusterctl.run.rundir import new_run_dir, write_run_dir
 from clusterctl.workloads import get_workload
 from clusterctl.workloads.build import build_job
+from tests.fixtures import fixture_text
+from tests.helpers.judged import ROOT, paper_record
 
-ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"
 # NCCL INFO lines in the format quoted in FIELD-NOTES (horovod#288: the whitepaper's own C4140 setup).
 IB_LINES = (
@@ -26,10 +27,6 @@ IB_LINES = (
     "c4140-1:100:300 [0] NCCL INFO Channel 00 : 3[b000] -> 4[1a000] [send] via NET/IB/0/GDRDMA\n"
 )
 SOCKET_LINES = "c4140-1:100:200 [0] NCCL INFO NET/Socket : Using [0]ib0:192.168.11.1<0>\n"
-
-
-def fixture(relative: str) -> str:
-    return "".join((FIXTURES / relative).read_text(encoding="utf-8").splitlines(keepends=True)[2:])
 
 
 def test_ib_with_gdrdma_is_recorded_with_its_hca() -> None:
@@ -55,27 +52,8 @@ def test_cpu_run_says_no_nccl_honestly() -> None:
     assert proof.gdr is None
 
 
-def _paper_record(log: str, exit_code: int = 0):
-    inventory = load_inventory(ROOT / "inventories" / "paper-c4140.yml")
-    workload = get_workload("tf_cnn_benchmarks")
-    plan = build_job(
-        inventory, run_options(inventory, workload.name, nodes=1, ranks_per_node=1, batch_size=64), workload
-    )
-    started = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
-    record = judge_run(
-        inventory,
-        plan,
-        workload,
-        log,
-        exit_code,
-        run_id="20260102T030405Z_tf_cnn_benchmarks_1n",
-        started_at=started,
-    )
-    return inventory, plan, record
-
-
 def test_judged_real_log_is_valid_with_its_metric() -> None:
-    _, _, record = _paper_record(fixture("tf_cnn_benchmarks/lambda-1x1080ti-tf2.2-resnet50-fp32.txt"))
+    _, _, record = paper_record(fixture_text("tf_cnn_benchmarks/lambda-1x1080ti-tf2.2-resnet50-fp32.txt"))
     assert record.valid, record.findings
     assert record.value == pytest.approx(208.72)
     assert record.config.device == "V100-SXM2-16GB"
@@ -100,8 +78,8 @@ def test_a_cpu_runs_device_names_the_nodes_cpu_share(cpusets: list[str] | None, 
 
 
 def test_failed_mpirun_is_invalid_with_the_mpi_error() -> None:
-    log = fixture("mpi_errors/nccl-tests-issue322-test-nccl-failure-mpirun-detected-nonzero.txt")
-    _, _, record = _paper_record(log, exit_code=3)
+    log = fixture_text("mpi_errors/nccl-tests-issue322-test-nccl-failure-mpirun-detected-nonzero.txt")
+    _, _, record = paper_record(log, exit_code=3)
     assert not record.valid
     assert "run-failed" in [f.code for f in record.findings]
 
@@ -112,7 +90,7 @@ def test_a_lost_secondary_is_named_by_node_and_address() -> None:
     workload = get_workload("resnet50")
     plan = build_job(inventory, run_options(inventory, workload.name, nodes=2), workload)
     lost = plan.hosts[1]
-    log = fixture("mpi_errors/clusterctl-sandbox-orte-lost-remote-daemon-container-killed.txt")
+    log = fixture_text("mpi_errors/clusterctl-sandbox-orte-lost-remote-daemon-container-killed.txt")
     log = log.replace("10.213.218.12", lost.address)
     started = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
     record = judge_run(inventory, plan, workload, log, 205, run_id="r", started_at=started)
@@ -135,11 +113,11 @@ def test_a_lost_secondary_is_named_by_node_and_address() -> None:
 
 
 def test_run_directory_round_trips_and_never_overwrites(tmp_path: Path) -> None:
-    log = fixture("tf_cnn_benchmarks/lambda-1x1080ti-tf2.2-resnet50-fp32.txt")
-    inventory, plan, record = _paper_record(log)
-    from tests.test_diag_collect import FIXTURE_NODE, _bundle
+    log = fixture_text("tf_cnn_benchmarks/lambda-1x1080ti-tf2.2-resnet50-fp32.txt")
+    inventory, plan, record = paper_record(log)
+    from tests.helpers.topology import FIXTURE_NODE, topology_bundle
 
-    topology = {"c4140-1": _bundle("c4140-1", FIXTURE_NODE)}
+    topology = {"c4140-1": topology_bundle("c4140-1", FIXTURE_NODE)}
     first = write_run_dir(
         new_run_dir(tmp_path / "runs", record.run_id),
         inventory,
@@ -166,8 +144,8 @@ def test_the_judged_record_is_finished_before_its_validity_and_run_id_are_decide
     from clusterctl.run.backends import Collected
     from clusterctl.run.judge import judge_collected
 
-    log = fixture("tf_cnn_benchmarks/lambda-1x1080ti-tf2.2-resnet50-fp32.txt")
-    inventory, plan, _ = _paper_record(log)
+    log = fixture_text("tf_cnn_benchmarks/lambda-1x1080ti-tf2.2-resnet50-fp32.txt")
+    inventory, plan, _ = paper_record(log)
     collected = Collected(
         log, "mpirun x", telemetry={"c4140-1": "not json\n"}, telemetry_errors={"c4140-1": "lost 2 samples"}
     )

@@ -1,5 +1,5 @@
 """The library half of `run`, `sweep` and `report`: records reach the caller as they are made, and the
-report of a runs directory is built from its history. The launcher is a stand-in (``tests.localrun.Ended``,
+report of a runs directory is built from its history. The launcher is a stand-in (``tests.helpers.localrun.Ended``,
 given to ``run_context``); everything else (judging, run directories, history) is real."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from clusterctl.run.preflight import PreflightRefused
 from clusterctl.run.runner import run_plans
 from clusterctl.run.sweep import plan_sweep
 from clusterctl.workloads.job import Job
-from tests.localrun import Described, Ended
+from tests.helpers.localrun import Described, Ended
 
 PAPER = data_dir("inventories") / "paper-c4140.yml"
 # The workload the paper image runs (resnet50 is refused there when the plan is built).
@@ -86,9 +86,9 @@ def test_the_runs_topology_snapshot_is_judged_and_settled_by_its_log(
     the run's findings say the log settled it, and the snapshot is kept in the run directory. The
     same whichever launcher took the snapshot (ssh over SSH, slurm inside its allocation)."""
     from tests.fixtures import fixture_text
-    from tests.test_diag_collect import FIXTURE_NODE, _bundle
+    from tests.helpers.topology import FIXTURE_NODE, topology_bundle
 
-    node_bundle = {"c4140-1": _bundle("c4140-1", FIXTURE_NODE)}
+    node_bundle = {"c4140-1": topology_bundle("c4140-1", FIXTURE_NODE)}
     log = fixture_text("nccl_logs/nccl-issue707-a100-channels-net-ib-gdrdma-partial.txt")
     gdr = Ended(0, log, name=launcher, bundles={"topology": node_bundle})
 

@@ -56,7 +56,7 @@ def _stopped_session(tmp_path: Path, *signals: signal.Signals) -> tuple[Path, st
         orphans.RECORDS_ENV: str(tmp_path / "records"),
     }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-p", "tests.session_guard", "-p", "no:cacheprovider", "-q",
+        [sys.executable, "-m", "pytest", "-p", "tests.helpers.session_guard", "-p", "no:cacheprovider", "-q",
          "--rootdir", str(tmp_path), "-c", os.devnull, str(tmp_path / "test_slow.py")],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         preexec_fn=_in_the_background,

@@ -15,7 +15,7 @@ from clusterctl.hosts.sftp import write_file, write_private_dir
 from clusterctl.hosts.ssh import connect
 from clusterctl.inventory import Inventory
 from clusterctl.paths import STATE_DIR_ENV
-from tests.sshserver import Keys, SshServer, one_node_inventory
+from tests.helpers.sshserver import Keys, SshServer, one_node_inventory
 
 SECRET = b"the victim's own content\n"
 

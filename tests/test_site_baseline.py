@@ -12,7 +12,7 @@ import pytest
 
 from clusterctl.check.pairs import check_pairs, pairs_baseline
 from clusterctl.cli import main
-from clusterctl.inventory import Inventory, load_inventory
+from clusterctl.inventory import load_inventory
 from clusterctl.results.baselines import baselines_for, load_baselines
 from clusterctl.results.record import RESULT_FILE, read_record
 from clusterctl.run.judge import judge_run
@@ -20,41 +20,21 @@ from clusterctl.run.plan import plan_run
 from clusterctl.run.preflight import INVENTORY_MINIMUM, preflight_minimum, preflight_plans, refusal
 from clusterctl.workloads import get_workload
 from tests.fixtures import fixture_text
-from tests.test_check_pairs import Cluster, _inventory
-from tests.test_preflight import INVENTORIES, NCCL_TESTS
-
-
-def _with_baselines(tmp_path: Path, source: Path, extra: str = "") -> Path:
-    """``source``'s inventory with ``baselines: site.yml`` (beside it, in ``tmp_path``)."""
-    path = tmp_path / "inventory.yml"
-    path.write_text(source.read_text() + f"\nbaselines: site.yml\n{extra}")
-    return path
-
-
-def _run_dir(
-    tmp_path: Path, inventory: Inventory, workload: str = "nccl-tests", log: str = NCCL_TESTS
-) -> Path:
-    """A run directory holding the record of a real 2-node all_reduce_perf log, judged on ``inventory``."""
-    [plan] = preflight_plans(inventory, plan_run(inventory, "resnet50", nodes=2))
-    record = judge_run(inventory, plan, get_workload(workload), fixture_text(log), 0, run_id="good",
-                       started_at=datetime.now(UTC))  # fmt: skip
-    directory = tmp_path / "good"
-    directory.mkdir()
-    (directory / RESULT_FILE).write_text(record.model_dump_json())
-    return directory
+from tests.helpers.baselines import INVENTORIES, NCCL_TESTS, run_dir_of, with_baselines
+from tests.helpers.pairs import Cluster, pairs_inventory
 
 
 def test_a_good_run_becomes_the_baseline_preflight_and_pairs_judge_by(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = _with_baselines(tmp_path, INVENTORIES / "modern-h100.yml")
+    path = with_baselines(tmp_path, INVENTORIES / "modern-h100.yml")
     inventory = load_inventory(path)
     assert inventory.baselines == tmp_path / "site.yml"
     assert preflight_minimum(inventory, 2, baselines_for(inventory)) == (
         None,
         "",
     )  # no NDR H100 figure shipped
-    run = _run_dir(tmp_path, inventory)
+    run = run_dir_of(tmp_path, inventory)
     assert main(["baseline", "save", str(run), "-i", str(path)]) == 0
     assert "saved site-h100-pair-2n" in capsys.readouterr().out
     [saved] = load_baselines(tmp_path / "site.yml")
@@ -72,16 +52,14 @@ def test_a_good_run_becomes_the_baseline_preflight_and_pairs_judge_by(
     assert pairs_baseline(inventory, baselines_for(inventory)) == saved
     # The inventory's own minimum still wins.
     strict = load_inventory(
-        _with_baselines(
-            tmp_path, INVENTORIES / "modern-h100.yml", "preflight:\n  min_bus_bandwidth_gb_s: 5\n"
-        )
+        with_baselines(tmp_path, INVENTORIES / "modern-h100.yml", "preflight:\n  min_bus_bandwidth_gb_s: 5\n")
     )
     assert preflight_minimum(strict, 2, baselines_for(strict)) == (5, INVENTORY_MINIMUM)
 
 
 def test_saving_again_replaces_the_entry_of_that_name(tmp_path: Path) -> None:
-    path = _with_baselines(tmp_path, INVENTORIES / "modern-h100.yml")
-    run = _run_dir(tmp_path, load_inventory(path))
+    path = with_baselines(tmp_path, INVENTORIES / "modern-h100.yml")
+    run = run_dir_of(tmp_path, load_inventory(path))
     for tolerance in ("0.1", "0.2"):
         assert main(["baseline", "save", str(run), "-i", str(path), "--tolerance", tolerance]) == 0
     assert [b.tolerance for b in load_baselines(tmp_path / "site.yml")] == [0.2]
@@ -89,7 +67,7 @@ def test_saving_again_replaces_the_entry_of_that_name(tmp_path: Path) -> None:
 
 def test_a_clean_check_pairs_becomes_the_pair_baseline(tmp_path: Path) -> None:
     check = tmp_path / "pairs.json"
-    check.write_text(json.dumps(check_pairs(_inventory(4), Cluster(slow=None)).to_json()))
+    check.write_text(json.dumps(check_pairs(pairs_inventory(4), Cluster(slow=None)).to_json()))
     out = tmp_path / "mine.yml"
     sandbox = INVENTORIES / "sandbox-example.yml"
     assert (
@@ -107,9 +85,9 @@ def test_a_clean_check_pairs_becomes_the_pair_baseline(tmp_path: Path) -> None:
 def test_what_is_not_known_good_is_refused_and_nothing_written(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = _with_baselines(tmp_path, INVENTORIES / "modern-h100.yml")
+    path = with_baselines(tmp_path, INVENTORIES / "modern-h100.yml")
     named = tmp_path / "named.json"
-    named.write_text(json.dumps(check_pairs(_inventory(4), Cluster(slow="n02")).to_json()))
+    named.write_text(json.dumps(check_pairs(pairs_inventory(4), Cluster(slow="n02")).to_json()))
     resnet = tmp_path / "resnet"
     resnet.mkdir()
     (resnet / RESULT_FILE).write_text(
@@ -131,7 +109,7 @@ def test_what_is_not_known_good_is_refused_and_nothing_written(
 
 
 def test_a_broken_site_file_is_an_input_error_naming_it(tmp_path: Path) -> None:
-    path = _with_baselines(tmp_path, INVENTORIES / "modern-h100.yml")
+    path = with_baselines(tmp_path, INVENTORIES / "modern-h100.yml")
     (tmp_path / "site.yml").write_text("baselines:\n  - name: x\n    metric: m\n")
     assert main(["check", "pairs", "-i", str(path), "--runs-dir", str(tmp_path / "runs")]) == 2
     assert not (tmp_path / "runs").exists()

@@ -28,7 +28,7 @@ from clusterctl.cli.slurm_hc import slurm_hc
 from clusterctl.inventory import Inventory, validate_document
 from clusterctl.yamlio import load_yaml
 from tests.fixtures import fixture_text
-from tests.test_health_checks import HEALTHY_SMI, REMAP, XID79
+from tests.helpers.health import HEALTHY_SMI, REMAP, XID79
 
 ROOT = Path(__file__).resolve().parents[1]
 MODERN = ROOT / "inventories" / "modern-h100.yml"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -15,29 +14,10 @@ from clusterctl.run.context import get_backend
 from clusterctl.run.plan import plan_run
 from clusterctl.run.slurm.script import DEFAULT_TELEMETRY_CAP_S, plan_batch, telemetry_cap_s
 from clusterctl.yamlio import load_yaml
+from tests.helpers.slurm import ROOT, SANDBOX, STARTED, slurm_inventory, slurm_script
 
-ROOT = Path(__file__).resolve().parents[1]
-SANDBOX = ROOT / "inventories" / "sandbox-example.yml"
 # The Debian package scripts/setup-env.sh installs; never another copy that happens to be on PATH.
 SHELLCHECK = Path("/usr/bin/shellcheck")
-STARTED = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
-
-
-def _inventory(**slurm: Any) -> Inventory:
-    document = load_yaml(SANDBOX)
-    document["slurm"] = {
-        "login": {"address": "10.213.0.11"},
-        "run_dir": "/shared/clusterctl",
-        "runtime": "docker",
-        "image": "clusterctl/sandbox:cpu-0123456789ab",
-        **slurm,
-    }
-    return validate_document(document, SANDBOX)
-
-
-def _script(**slurm: Any) -> str:
-    inventory = _inventory(**slurm)
-    return plan_batch(inventory, plan_run(inventory, "resnet50"), STARTED, "abc123").script
 
 
 RUNTIMES: dict[str, dict[str, Any]] = {
@@ -50,7 +30,7 @@ RUNTIMES: dict[str, dict[str, Any]] = {
 
 @pytest.mark.parametrize("runtime", sorted(RUNTIMES))
 def test_each_runtime_renders_a_script_bash_and_shellcheck_accept(runtime: str, tmp_path: Path) -> None:
-    script = _script(runtime=runtime, **RUNTIMES[runtime])
+    script = slurm_script(runtime=runtime, **RUNTIMES[runtime])
     path = tmp_path / f"{runtime}.sh"
     path.write_text(script)
     subprocess.run(["bash", "-n", str(path)], check=True)
@@ -66,9 +46,9 @@ def test_each_runtime_renders_a_script_bash_and_shellcheck_accept(runtime: str, 
 
 
 def test_runtime_flags_are_the_ones_each_runtime_needs() -> None:
-    pyxis = _script(runtime="pyxis", image="nvcr.io#nvidia/pytorch:24.01-py3")
+    pyxis = slurm_script(runtime="pyxis", image="nvcr.io#nvidia/pytorch:24.01-py3")
     assert "'--container-image=nvcr.io#nvidia/pytorch:24.01-py3' --no-container-mount-home" in pyxis
-    apptainer = _script(runtime="apptainer", image="/shared/bench.sif")
+    apptainer = slurm_script(runtime="apptainer", image="/shared/bench.sif")
     job = "/shared/clusterctl/sandbox-20260102T030405Z-abc123"
     # --nv only on GPU nodes; the job's payload bound where the image's would be, then the inventory's
     # mounts (sandbox-example.yml's: the nodes' /srv at /data, read-only)
@@ -76,7 +56,7 @@ def test_runtime_flags_are_the_ones_each_runtime_needs() -> None:
         f"apptainer exec --bind={job}/payload:/opt/clusterctl/payload:ro --bind=/srv:/data:ro /shared/bench.sif"
         in apptainer
     )
-    docker = _script()
+    docker = slurm_script()
     for flag in (
         "--ipc host --pid host",
         "-v /var/spool/slurmd:/var/spool/slurmd",
@@ -86,13 +66,13 @@ def test_runtime_flags_are_the_ones_each_runtime_needs() -> None:
     assert "--network=host" in docker and "clusterctl/sandbox:cpu-0123456789ab" in docker
     assert "/etc/clusterctl/ssh" not in docker  # no mpirun: the cluster's SSH material stays out
     assert f"-v {job}/payload:/opt/clusterctl/payload:ro" in docker and "-v /srv:/data:ro" in docker
-    none = _script(runtime="none", image=None)
+    none = slurm_script(runtime="none", image=None)
     assert "docker run" not in none and "apptainer" not in none
     assert f"python {job}/payload/resnet50_bench.py --framework=" in none  # on the host: the job's copy
 
 
 def test_the_ssh_launchers_environment_reaches_every_rank() -> None:
-    script = _script()
+    script = slurm_script()
     assert "export NCCL_SOCKET_IFNAME='=eth0'" in script
     assert "export NCCL_DEBUG='INFO'" in script
     assert "export OMPI_MCA_btl_tcp_if_include='eth0'" in script
@@ -100,7 +80,7 @@ def test_the_ssh_launchers_environment_reaches_every_rank() -> None:
 
 
 def test_inventory_options_become_sbatch_lines() -> None:
-    script = _script(partition="gpu", account="proj1", time_limit="2-00:00:00", nodelist="node[1-2]",
+    script = slurm_script(partition="gpu", account="proj1", time_limit="2-00:00:00", nodelist="node[1-2]",
                      gpus_per_node=4, exclusive=True, extra_sbatch=["--mail-type=END"])  # fmt: skip
     for line in ("--partition=gpu", "--account=proj1", "--time=2-00:00:00", "--nodelist=node[1-2]",
                  "--gpus-per-node=4", "--exclusive", "--mail-type=END"):  # fmt: skip
@@ -122,13 +102,13 @@ def test_inventory_options_become_sbatch_lines() -> None:
 )
 def test_values_that_would_reach_a_shell_are_refused(field: str, value: object, words: str) -> None:
     with pytest.raises(InventoryError, match=r"slurm\.") as info:
-        _inventory(**{field: value})
+        slurm_inventory(**{field: value})
     assert words in str(info.value) and "Fix:" in str(info.value)
 
 
 def test_apptainer_needs_its_image() -> None:
     with pytest.raises(InventoryError, match="sif"):
-        _inventory(runtime="apptainer", image=None)
+        slurm_inventory(runtime="apptainer", image=None)
 
 
 def test_unequal_ranks_per_node_are_refused() -> None:
@@ -141,9 +121,9 @@ def test_unequal_ranks_per_node_are_refused() -> None:
 
 
 def test_launcher_default_follows_the_slurm_block() -> None:
-    assert get_backend(_inventory(), None).name == "slurm"
-    assert get_backend(_inventory(default=False), None).name == "ssh"
-    assert get_backend(_inventory(), "ssh").name == "ssh"
+    assert get_backend(slurm_inventory(), None).name == "slurm"
+    assert get_backend(slurm_inventory(default=False), None).name == "ssh"
+    assert get_backend(slurm_inventory(), "ssh").name == "ssh"
     plain = validate_document(load_yaml(SANDBOX), SANDBOX)
     assert get_backend(plain, None).name == "ssh"
     with pytest.raises(InputError, match="no slurm block"):
@@ -189,7 +169,7 @@ def test_pyxis_without_an_image_names_the_fix() -> None:
 
 
 def test_a_cpu_job_asks_for_no_gpu_binding() -> None:
-    script = _script()
+    script = slurm_script()
     assert '--cpus-per-task="$cpus_per_task" --cpu-bind=cores \\\n' in script
     assert "--gpu-bind" not in script and "MELLANOX_VISIBLE_DEVICES" not in script
 
@@ -198,7 +178,7 @@ def test_the_ranks_know_their_image() -> None:
     inventory = _modern_pyxis(image="nvcr.io#nvidia/pytorch:24.01-py3")
     script = plan_batch(inventory, plan_run(inventory, "resnet50"), STARTED, "t").script
     assert "export CLUSTERCTL_IMAGE='nvcr.io#nvidia/pytorch:24.01-py3'" in script
-    assert "|CLUSTERCTL_*) args+=" in _script()  # the docker runtime passes it into the task's container
+    assert "|CLUSTERCTL_*) args+=" in slurm_script()  # the docker runtime passes it into the task's container
 
 
 @pytest.mark.parametrize(
@@ -219,7 +199,7 @@ def test_the_samplers_cap_is_the_jobs_time_limit_and_a_minute(limit: str | None,
 
 
 def test_the_sampler_runs_on_every_node_beside_the_run_and_is_stopped_after_it() -> None:
-    script = _script(time_limit="01:30:00")
+    script = slurm_script(time_limit="01:30:00")
     start = script.index("telemetry_pid=$!")
     assert script.index("snapshot before\n") < start < script.index("srun --mpi=")
     assert script.index("trap stop_telemetry EXIT") < script.index("srun --mpi=")
@@ -243,7 +223,7 @@ def test_the_snapshot_and_telemetry_steps_ask_for_the_nodes_gpus_on_a_gpu_invent
     assert '${overlap[@]+"${overlap[@]}"}' in sampler and '${sampler_gpus[@]+"${sampler_gpus[@]}"}' in sampler
     assert "step_gpus" not in sampler
     # a CPU inventory asks for no GPU in any step
-    assert "step_gpus=()" in _script() and "--gpus-per-node" not in _script()
+    assert "step_gpus=()" in slurm_script() and "--gpus-per-node" not in slurm_script()
 
 
 def _section(script: str, start: str, end: str) -> str:
@@ -269,7 +249,7 @@ def test_the_overlap_probe_reads_srun_help_whole_before_matching(tmp_path: Path)
         "srun",
         'echo "  --overlap"; i=0; while [ $i -lt 20000 ]; do echo "help line $i"; i=$((i+1)); done',
     )
-    probe = _section(_script(), "srun_help=", "\n\n")
+    probe = _section(slurm_script(), "srun_help=", "\n\n")
     env = {"PATH": f"{stubs}:/usr/bin:/bin"}
     new = subprocess.run(["bash", "-c", f"set -euo pipefail\n{probe}\necho \"${{overlap[*]}}\""],
                          capture_output=True, text=True, env=env, check=True)  # fmt: skip
@@ -278,7 +258,7 @@ def test_the_overlap_probe_reads_srun_help_whole_before_matching(tmp_path: Path)
     raced = subprocess.run(["bash", "-c", f"set -euo pipefail\n{old}\necho \"${{overlap[*]}}\""],
                            capture_output=True, text=True, env=env, check=True)  # fmt: skip
     assert raced.stdout.strip() == ""  # the race the new form removes
-    assert "srun --help 2>&1 | grep" not in _script()
+    assert "srun --help 2>&1 | grep" not in slurm_script()
 
 
 def _memlock(tmp_path: Path, script: str, limits: str) -> subprocess.CompletedProcess[str]:
@@ -310,7 +290,7 @@ def test_a_gpu_run_stops_below_unlimited_memlock_naming_the_slurm_settings(tmp_p
 
 
 def test_a_cpu_run_on_ethernet_only_reports_a_low_memlock(tmp_path: Path) -> None:
-    run = _memlock(tmp_path, _script(gpus_per_node=4), "node1 64\\nnode2 8192\\n")
+    run = _memlock(tmp_path, slurm_script(gpus_per_node=4), "node1 64\\nnode2 8192\\n")
     assert run.returncode == 0 and "reached-the-run" in run.stdout, run
     assert "warning: locked memory is not unlimited on node1 (64 KiB), node2 (8192 KiB)" in run.stdout
 
@@ -337,12 +317,12 @@ def test_pyxis_without_the_plugin_stops_the_job_and_the_jobs_variables_win_over_
         "OMP_NUM_THREADS",
         "CLUSTERCTL_GPUS_PER_NODE",
     } <= set(names)
-    assert "--container-env" not in _script()  # the docker runtime passes them by name itself
+    assert "--container-env" not in slurm_script()  # the docker runtime passes them by name itself
 
 
 def test_more_ranks_per_node_than_gpus_is_refused_before_sbatch() -> None:
     # CPU nodes whose Slurm declares 4 GPUs each (the GPU-shaped sandbox): the plan cannot know them
-    inventory = _inventory(gpus_per_node=4)
+    inventory = slurm_inventory(gpus_per_node=4)
     plan_batch(inventory, plan_run(inventory, "resnet50", framework="ddp", ranks_per_node=4), STARTED, "t")
     with pytest.raises(
         InputError, match=r"5 ranks per node on nodes with 4 GPU.*share a GPU.*--ranks-per-node 4"
@@ -350,5 +330,5 @@ def test_more_ranks_per_node_than_gpus_is_refused_before_sbatch() -> None:
         plan_batch(
             inventory, plan_run(inventory, "resnet50", framework="ddp", ranks_per_node=5), STARTED, "t"
         )
-    script = _script(gpus_per_node=4)
+    script = slurm_script(gpus_per_node=4)
     assert "export CLUSTERCTL_GPUS_PER_NODE=4" in script and "--gpu-bind=closest" in script

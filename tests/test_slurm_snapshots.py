@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import json
 import shlex
-import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -33,30 +31,12 @@ from clusterctl.run.slurm.snapshots import (
     read_job_snapshots,
     split_job_files,
 )
-from tests.localrun import Ended
+from tests.helpers.localrun import Ended
+from tests.helpers.traffic import send_over_loopback
 
 # Every Linux machine has the loopback interface: the test's own traffic goes through it.
 LOOPBACK = FabricSpec(kind="ethernet", interface="lo")
 MB = 10**6
-
-
-def _send_over_loopback(size: int) -> None:
-    """Send ``size`` bytes to a local TCP listener (they cross ``lo`` twice: out and in)."""
-    with socket.create_server(("127.0.0.1", 0)) as server:
-        received = []
-
-        def drain() -> None:
-            conn, _ = server.accept()
-            with conn:
-                while chunk := conn.recv(1 << 16):
-                    received.append(len(chunk))
-
-        reader = threading.Thread(target=drain)
-        reader.start()
-        with socket.create_connection(server.getsockname()) as client:
-            client.sendall(b"x" * size)
-        reader.join(timeout=30)
-    assert sum(received) == size
 
 
 def _snapshot(job: Path, moment: str, node: str) -> None:
@@ -71,7 +51,7 @@ def test_the_job_snapshots_become_bundles_and_counter_readings(tmp_path: Path) -
     job.mkdir()
     _snapshot(job, "before", "node1")
     _snapshot(job, "before", "node2")  # node2's second snapshot never came (a node lost mid-job)
-    _send_over_loopback(5 * MB)
+    send_over_loopback(5 * MB)
     _snapshot(job, "after", "node1")
     (job / "output.log").write_text("0: done\n")
     (job / "job.sh").write_text("#!/bin/bash\n")
@@ -108,10 +88,10 @@ def test_a_snapshot_without_counters_or_no_snapshot_at_all_says_so() -> None:
 
 
 def test_the_batch_script_reads_the_fabric_counters_on_every_node() -> None:
-    from tests.test_slurm_script import _inventory, _script
+    from tests.helpers.slurm import slurm_inventory, slurm_script
 
-    script = _script()
-    fabric = _inventory().primary.fabric
+    script = slurm_script()
+    fabric = slurm_inventory().primary.fabric
     assert shlex.join(("sh", "-c", counter_command(fabric))) in script
     assert f"@@clusterctl-collect@@ begin {COUNTERS_KEY}" in script
 
@@ -155,11 +135,11 @@ def test_the_jobs_telemetry_files_are_read_back_into_the_run_directory(
 ) -> None:
     """The sampler as the batch script runs it (the job's copy, stdout in telemetry-<node>.jsonl, its
     stop file), its file printed by the real ``job_files_command``, and the conductor writing it."""
-    from tests.test_slurm_script import _script
+    from tests.helpers.slurm import slurm_script
 
     job = tmp_path / "job"
     job.mkdir()
-    script = _script()
+    script = slurm_script()
     assert "--output=/shared/clusterctl/" in script and "/telemetry-%N.jsonl" in script
     assert f"python3 '/shared/clusterctl/{job_name(script)}/payload/{NODE_SAMPLER}' --max-seconds" in script
     assert "trap stop_telemetry EXIT" in script

@@ -18,7 +18,7 @@ from clusterctl.hosts.ssh import cluster_known_hosts, connect
 from clusterctl.hosts.sshkeys import fingerprint
 from clusterctl.inventory import Inventory
 from clusterctl.paths import STATE_DIR_ENV
-from tests.sshserver import Keys, SshServer, one_node_inventory
+from tests.helpers.sshserver import Keys, SshServer, one_node_inventory
 
 
 @pytest.fixture

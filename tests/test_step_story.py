@@ -30,9 +30,17 @@ from clusterctl.results.step import FABRIC_LIMIT, LIMITS
 from clusterctl.results.telemetry import telemetry_path
 from clusterctl.workloads.base import Metric
 from clusterctl.workloads.breakdown import PhaseStats, RankBreakdown, parse_breakdown
-from tests.rundirs import record_run
-from tests.strictjson import strict_loads
-from tests.test_explain_rules import DDP, FIXTURES, HOROVOD, THROTTLED, _cpu_samples, _record, _with_phase
+from tests.helpers.breakdowns import (
+    DDP,
+    FIXTURES,
+    HOROVOD,
+    THROTTLED,
+    breakdown_record,
+    cpu_samples,
+    with_phase,
+)
+from tests.helpers.rundirs import record_run
+from tests.helpers.strictjson import strict_loads
 
 SCALING = FIXTURES / "explain" / "scaling"
 ONE, PREFLIGHT, TWO = (
@@ -104,7 +112,7 @@ def quickstart(tmp_path: Path) -> Path:
             busy = 1.0 if value < 30 and node == "node1" else 0.6
             path = telemetry_path(directory, node)
             path.parent.mkdir(exist_ok=True)
-            path.write_text("".join(s.model_dump_json() + "\n" for s in _cpu_samples(busy)))
+            path.write_text("".join(s.model_dump_json() + "\n" for s in cpu_samples(busy)))
     return runs
 
 
@@ -184,12 +192,14 @@ def _breakdown_runs(tmp_path: Path) -> list[Path]:
     made = []
     collective = read_record(PREFLIGHT)
     for name, breakdown in (("ddp", DDP), ("horovod", HOROVOD), ("throttled", THROTTLED), ("fsdp", GPT_FSDP)):
-        grown = [_with_phase(b, "exposed_comm", 3 * (b.useful_ms or 0.0)) for b in breakdown]
+        grown = [with_phase(b, "exposed_comm", 3 * (b.useful_ms or 0.0)) for b in breakdown]
         for variant, ranks in (("measured", breakdown), ("comm", grown)):
             for busbw in (0.001, 0.05, 10.0):
                 runs = tmp_path / f"{name}-{variant}-{busbw}"
-                two = _record(list(ranks), framework="horovod")
-                one = _record([ranks[0].model_copy(update={"rank": 0})], nodes=1, framework="horovod")
+                two = breakdown_record(list(ranks), framework="horovod")
+                one = breakdown_record(
+                    [ranks[0].model_copy(update={"rank": 0})], nodes=1, framework="horovod"
+                )
                 one = one.model_copy(update={"run_id": "20261125T160000Z_resnet50_1n",
                                              "started_at": two.started_at - timedelta(hours=1)})  # fmt: skip
                 for record in (one, two):
@@ -229,6 +239,6 @@ def test_the_sentence_never_names_another_cause_than_the_verdict(tmp_path: Path)
 
 
 def test_every_verdict_a_rule_can_give_has_a_limit_in_words() -> None:
-    codes = {d.code for d in diagnose(RunFacts(record=_record(THROTTLED)))}
+    codes = {d.code for d in diagnose(RunFacts(record=breakdown_record(THROTTLED)))}
     assert len(codes) == len(RULES)
     assert codes - ACROSS_RUNS | {"balanced"} == set(LIMITS)

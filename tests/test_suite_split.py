@@ -9,7 +9,7 @@ from pathlib import Path
 
 from _pytest.mark.expression import Expression, ExpressionMatcher
 
-from tests.conftest import beside_on_the_session_sandbox
+from tests.helpers.suite import beside_on_the_session_sandbox
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "test.sh"
 

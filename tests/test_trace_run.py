@@ -19,7 +19,7 @@ from clusterctl.run.runner import run_plans
 from clusterctl.workloads import get_workload
 from clusterctl.workloads.build import build_job
 from clusterctl.workloads.resnet50 import TRACE_STEPS
-from tests.localrun import LocalMpirun, local_inventory
+from tests.helpers.localrun import LocalMpirun, local_inventory
 
 TINY = {"image_size": 32, "batch_size": 2, "steps": 2, "warmup_steps": 1, "display_every": 2}
 

@@ -10,27 +10,19 @@ import pytest
 from clusterctl.diagnostics.parsers.nccl_tests import parse_nccl_tests
 from clusterctl.errors import InputError
 from clusterctl.inventory import RunDefaults, load_inventory
-from clusterctl.run.plan import run_options
 from clusterctl.workloads import NAMES, get_workload
-from clusterctl.workloads.build import build_job
 from clusterctl.workloads.job import Job
 from clusterctl.workloads.nccl_tests import LARGE_BUSBW
 from clusterctl.workloads.resnet50 import parse_result_line
 from tests.fixtures import fixture_text
+from tests.helpers.jobs import ROOT, plan_on
 
-ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def fixture(relative: str) -> str:
     """A fixture's output without its `# source:` and `# notes:` lines."""
     return "".join((FIXTURES / relative).read_text(encoding="utf-8").splitlines(keepends=True)[2:])
-
-
-def plan_on(example: str, workload: str, **overrides) -> Job:
-    inventory = load_inventory(ROOT / "inventories" / example)
-    options = run_options(inventory, workload, **overrides)
-    return build_job(inventory, options, get_workload(workload))
 
 
 def paper_plan(workload: str, **overrides) -> Job:
@@ -196,7 +188,6 @@ def test_judging_a_run_parses_the_payloads_result_line_once(
 
     import clusterctl.workloads.gpt as gpt_module
     import clusterctl.workloads.resnet50 as resnet50_module
-    from clusterctl.inventory import load_inventory
     from clusterctl.run.judge import judge_run
     from clusterctl.run.plan import plan_run
 
@@ -233,7 +224,6 @@ def test_judging_a_run_parses_the_workloads_output_once(
     import importlib
     from datetime import UTC, datetime
 
-    from clusterctl.inventory import load_inventory
     from clusterctl.run.judge import judge_run
     from clusterctl.run.plan import plan_run
 

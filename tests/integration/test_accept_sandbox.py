@@ -14,8 +14,8 @@ from clusterctl.cli import main
 from clusterctl.containers import lifecycle
 from clusterctl.image.record import effective_image_ref
 from clusterctl.inventory import Inventory
-from tests.integration.conftest import Sandbox
-from tests.strictjson import strict_loads
+from tests.helpers.sandbox import Sandbox
+from tests.helpers.strictjson import strict_loads
 
 pytestmark = pytest.mark.integration
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.benchrun import run_bench_on
-from tests.integration.conftest import Sandbox, private_sandbox
+from tests.helpers.benchrun import run_bench_on
+from tests.helpers.sandbox import Sandbox, private_sandbox
 
 pytestmark = [pytest.mark.integration, pytest.mark.beside]
 

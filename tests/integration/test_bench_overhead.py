@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from clusterctl.inventory import Inventory
-from tests.integration.benchrun import run_bench_on
-from tests.integration.conftest import Sandbox
+from tests.helpers.benchrun import run_bench_on
+from tests.helpers.sandbox import Sandbox
 
 pytestmark = pytest.mark.integration
 

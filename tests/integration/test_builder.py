@@ -35,7 +35,7 @@ from clusterctl.image.distribute import StreamTransport
 from clusterctl.image.record import image_tag, read_image_record, record_path
 from clusterctl.image.render import write_context
 from clusterctl.inventory import Inventory, Node
-from tests.integration.conftest import Sandbox
+from tests.helpers.sandbox import Sandbox
 
 pytestmark = pytest.mark.integration
 

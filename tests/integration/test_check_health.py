@@ -17,8 +17,8 @@ import pytest
 from clusterctl.check.healthcheck import STATE_DIR
 from clusterctl.cli import main
 from tests.fixtures import fixture_text
-from tests.integration.conftest import Sandbox, on_node
-from tests.strictjson import strict_loads
+from tests.helpers.sandbox import Sandbox, on_node
+from tests.helpers.strictjson import strict_loads
 
 pytestmark = pytest.mark.integration
 

@@ -20,8 +20,8 @@ from clusterctl.run.context import run_context
 from clusterctl.run.plan import plan_run
 from clusterctl.run.runner import run_plans
 from clusterctl.workloads import get_workload
-from tests.integration.conftest import Sandbox, on_node, private_sandbox
-from tests.strictjson import strict_loads
+from tests.helpers.sandbox import Sandbox, on_node, private_sandbox
+from tests.helpers.strictjson import strict_loads
 
 pytestmark = [pytest.mark.integration, pytest.mark.beside]
 

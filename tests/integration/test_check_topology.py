@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from clusterctl.cli import main
-from tests.strictjson import strict_loads
+from tests.helpers.strictjson import strict_loads
 
 pytestmark = pytest.mark.integration
 

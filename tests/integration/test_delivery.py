@@ -28,7 +28,7 @@ import pytest
 from clusterctl.hosts.docker_remote import docker_client
 from clusterctl.image.distribute import StreamTransport, deliver_all, deliver_to, summary
 from clusterctl.inventory import Inventory, Node
-from tests.integration.conftest import Sandbox, on_node
+from tests.helpers.sandbox import Sandbox, on_node
 
 pytestmark = pytest.mark.integration
 

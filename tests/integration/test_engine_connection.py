@@ -21,7 +21,7 @@ import pytest
 import requests
 
 from clusterctl.hosts.docker_remote import ENGINE_POOL, IDLE_REUSE_S, channel_dropped, docker_client
-from tests.integration.conftest import Sandbox, on_node
+from tests.helpers.sandbox import Sandbox, on_node
 
 pytestmark = pytest.mark.integration
 

@@ -24,7 +24,7 @@ from clusterctl.containers.plan import container_name
 from clusterctl.hosts import container_exec
 from clusterctl.image.record import effective_image_ref
 from clusterctl.inventory import Inventory
-from tests.integration.conftest import Sandbox, on_node
+from tests.helpers.sandbox import Sandbox, on_node
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults]
 

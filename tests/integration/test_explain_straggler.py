@@ -23,8 +23,8 @@ from clusterctl.containers.plan import CLUSTER_LABEL
 from clusterctl.hosts.docker_remote import docker_client
 from clusterctl.image.record import effective_image_ref
 from clusterctl.inventory import Inventory
-from tests.integration.conftest import Sandbox
-from tests.strictjson import strict_loads
+from tests.helpers.sandbox import Sandbox
+from tests.helpers.strictjson import strict_loads
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,7 @@ import docker
 import pytest
 
 from clusterctl.hosts import ssh
-from tests.integration.conftest import private_sandbox
+from tests.helpers.sandbox import private_sandbox
 
 pytestmark = [pytest.mark.integration, pytest.mark.beside]
 

@@ -30,8 +30,8 @@ from clusterctl.errors import ConnectError
 from clusterctl.hosts.docker_remote import docker_client
 from clusterctl.hosts.sshkeys import ensure_keypair, fingerprint
 from clusterctl.inventory import Inventory, load_inventory
-from tests.integration.conftest import Sandbox, benchmark_containers
-from tests.strictjson import strict_loads
+from tests.helpers.sandbox import Sandbox, benchmark_containers
+from tests.helpers.strictjson import strict_loads
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults]
 

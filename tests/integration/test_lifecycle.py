@@ -21,7 +21,7 @@ from clusterctl.hosts.docker_remote import DOCKER_CALL_TIMEOUT_S, docker_client
 from clusterctl.image.distribute import distribute
 from clusterctl.image.record import effective_image_ref
 from clusterctl.inventory import Inventory, Node
-from tests.integration.conftest import benchmark_containers
+from tests.helpers.sandbox import benchmark_containers
 
 pytestmark = pytest.mark.integration
 

@@ -29,7 +29,7 @@ from clusterctl.paths import data_dir
 from clusterctl.provision.executor import provision
 from clusterctl.provision.playbook import load_playbook, select_steps
 from clusterctl.yamlio import load_yaml
-from tests.integration.conftest import Sandbox, remove_from_nodes
+from tests.helpers.sandbox import Sandbox, remove_from_nodes
 
 pytestmark = pytest.mark.integration
 

@@ -13,8 +13,8 @@ from clusterctl.containers import lifecycle
 from clusterctl.image.record import effective_image_ref
 from clusterctl.inventory import Inventory
 from clusterctl.results.history import load_runs
-from tests.integration.conftest import Sandbox
-from tests.strictjson import report_rows, strict_loads
+from tests.helpers.sandbox import Sandbox
+from tests.helpers.strictjson import report_rows, strict_loads
 
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,7 @@ import pytest
 
 from clusterctl.cli import main
 from clusterctl.sandbox import cluster as sandbox_cluster
-from tests.strictjson import strict_loads
+from tests.helpers.strictjson import strict_loads
 
 pytestmark = pytest.mark.integration
 

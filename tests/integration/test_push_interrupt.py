@@ -35,8 +35,8 @@ from clusterctl.hosts.docker_remote import docker_client
 from clusterctl.image.record import read_image_record
 from clusterctl.image.registry import registry_files
 from clusterctl.inventory import Inventory
-from tests.integration.conftest import Sandbox, on_node
-from tests.strictjson import strict_loads
+from tests.helpers.sandbox import Sandbox, on_node
+from tests.helpers.strictjson import strict_loads
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults]
 

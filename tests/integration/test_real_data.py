@@ -16,8 +16,8 @@ import pytest
 from ruamel.yaml import YAML
 
 from clusterctl.cli import main
-from tests.integration.conftest import Sandbox, benchmark_containers, on_node
-from tests.strictjson import strict_loads
+from tests.helpers.sandbox import Sandbox, benchmark_containers, on_node
+from tests.helpers.strictjson import strict_loads
 
 pytestmark = pytest.mark.integration
 

@@ -21,7 +21,7 @@ from clusterctl.image.distribute import distribute
 from clusterctl.image.record import read_image_record, record_path
 from clusterctl.inventory import Inventory
 from clusterctl.paths import payload_files
-from tests.integration.conftest import remove_from_nodes
+from tests.helpers.sandbox import remove_from_nodes
 
 pytestmark = pytest.mark.integration
 

@@ -13,8 +13,8 @@ import pytest
 from clusterctl.cli import main
 from clusterctl.results.record import read_record
 from clusterctl.results.telemetry import load_telemetry
-from tests.integration.conftest import Sandbox, on_node
-from tests.strictjson import strict_loads
+from tests.helpers.sandbox import Sandbox, on_node
+from tests.helpers.strictjson import strict_loads
 
 pytestmark = pytest.mark.integration
 

@@ -17,7 +17,7 @@ from clusterctl.sandbox import cluster, nodes
 from clusterctl.sandbox.nodeimage import base_image
 from clusterctl.sandbox.plan import LABEL
 from clusterctl.sandbox.scratch import unique_name
-from tests.integration.conftest import Sandbox, free_subnet
+from tests.helpers.sandbox import Sandbox, free_subnet
 
 pytestmark = pytest.mark.integration
 

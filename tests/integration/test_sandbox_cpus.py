@@ -22,7 +22,7 @@ from clusterctl.image.record import effective_image_ref
 from clusterctl.inventory import Inventory, parse_cpu_list
 from clusterctl.sandbox import cluster as sandbox_cluster
 from clusterctl.sandbox.slurm import CPUS_PER_NODE
-from tests.integration.conftest import Sandbox
+from tests.helpers.sandbox import Sandbox
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.integration.conftest import Sandbox, on_node
+from tests.helpers.sandbox import Sandbox, on_node
 
 pytestmark = pytest.mark.integration
 

@@ -24,7 +24,7 @@ from clusterctl.hosts.docker_remote import docker_client
 from clusterctl.hosts.sshkeys import ensure_keypair
 from clusterctl.image.render import CONTAINER_SSH_DIR
 from clusterctl.inventory import Inventory
-from tests.integration.conftest import Sandbox
+from tests.helpers.sandbox import Sandbox
 
 pytestmark = pytest.mark.integration
 

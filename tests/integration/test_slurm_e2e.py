@@ -29,8 +29,8 @@ from clusterctl.run.plan import plan_run
 from clusterctl.run.runner import run_plans
 from clusterctl.run.slurm.script import JOB_LABEL, login_node
 from clusterctl.sandbox import cluster as sandbox_cluster
-from tests.integration.conftest import Sandbox, on_node
-from tests.strictjson import report_rows, strict_loads
+from tests.helpers.sandbox import Sandbox, on_node
+from tests.helpers.strictjson import report_rows, strict_loads
 
 pytestmark = pytest.mark.integration
 

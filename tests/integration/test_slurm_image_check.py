@@ -16,8 +16,8 @@ from clusterctl.image.record import effective_image_ref
 from clusterctl.inventory import Inventory
 from clusterctl.workloads.image_caps import IMAGE_CHECK_EXIT
 from clusterctl.yamlio import load_yaml
-from tests.integration.conftest import Sandbox
-from tests.strictjson import strict_loads
+from tests.helpers.sandbox import Sandbox
+from tests.helpers.strictjson import strict_loads
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,7 @@ from clusterctl.cli import main
 from clusterctl.containers import lifecycle
 from clusterctl.image.record import effective_image_ref
 from clusterctl.inventory import Inventory
-from tests.integration.conftest import benchmark_containers
+from tests.helpers.sandbox import benchmark_containers
 
 pytestmark = pytest.mark.integration
 

@@ -15,7 +15,7 @@ from clusterctl.hosts.docker_remote import docker_client
 from clusterctl.hosts.ssh import connect, run
 from clusterctl.image.record import effective_image_ref
 from clusterctl.inventory import Inventory
-from tests.integration.conftest import benchmark_containers
+from tests.helpers.sandbox import benchmark_containers
 
 pytestmark = pytest.mark.integration
 

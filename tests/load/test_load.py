@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.load.cycles import run_cycles
+from tests.helpers.cycles import run_cycles
 
 NODES, CYCLES = 8, 3
 

@@ -8,18 +8,15 @@
 from __future__ import annotations
 
 import struct
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from clusterctl.cli import main
-from clusterctl.results.nccl_log_proof import FabricProof
 from clusterctl.results.plot import MAX_PANELS, plot_report
-from clusterctl.results.record import RunConfig, RunRecord
 from clusterctl.results.report import build_report
-from clusterctl.workloads.base import Metric
-from tests.reliability.hostile import BASE, assert_one_paragraph_refusal, validate
+from tests.helpers.hostile import BASE, assert_one_paragraph_refusal, validate
+from tests.helpers.records import SOCKET, cpu_config, record
 
 ROOT = Path(__file__).resolve().parents[2]
 SANDBOX = str(ROOT / "inventories" / "sandbox-example.yml")
@@ -71,26 +68,14 @@ def test_unbounded_inventory_numbers_are_refused(
     assert field in outcome.err
 
 
-def _record(batch: int) -> RunRecord:
-    config = RunConfig(workload="resnet50", model="resnet50", framework="ddp", precision="fp32",
-                       batch_size=batch, image_size=64, image_profile="cpu", device="cpu")  # fmt: skip
-    return RunRecord(
-        run_id=f"r{batch}",
-        started_at=datetime(2026, 1, 1, tzinfo=UTC),
-        config=config,
-        nodes=1,
-        world_size=1,
-        exit_code=0,
-        primary_metric="total_images_per_sec",
-        metrics={"total_images_per_sec": Metric(value=float(batch), unit="img/s")},
-        fabric=FabricProof(fabric_kind="ethernet", transport="socket", gdr=False, valid=True),
-        findings=[],
-        valid=True,
-    )
-
-
 def test_the_plot_draws_a_bounded_number_of_panels(tmp_path: Path) -> None:
-    rows = build_report([_record(batch) for batch in range(1, 2 * MAX_PANELS + 1)], [])
+    rows = build_report(
+        [
+            record(f"r{batch}", 1, float(batch), config=cpu_config(batch), fabric=SOCKET)
+            for batch in range(1, 2 * MAX_PANELS + 1)
+        ],
+        [],
+    )
     assert len(rows) == 2 * MAX_PANELS
     path = plot_report(rows, tmp_path / "scaling.png")
     width = struct.unpack(">I", path.read_bytes()[16:20])[0]  # the PNG's IHDR width

@@ -27,7 +27,7 @@ from clusterctl.inventory.types import sbatch_option_problem
 from clusterctl.provision.plan import hosts_lines
 from clusterctl.run.plan import plan_run
 from clusterctl.run.slurm.script import plan_batch
-from tests.reliability.hostile import BASE, assert_one_paragraph_refusal, reproducible, validate
+from tests.helpers.hostile import BASE, assert_one_paragraph_refusal, reproducible, validate
 
 BOUND_S = 10.0
 SLURM = {"login": {"address": "10.0.0.9"}, "run_dir": "/shared/clusterctl", "runtime": "pyxis",

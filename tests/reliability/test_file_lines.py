@@ -26,7 +26,7 @@ from clusterctl.run.launchers.mpirun import Mpirun
 from clusterctl.run.plan import run_options
 from clusterctl.workloads import get_workload
 from clusterctl.workloads.build import build_job
-from tests.reliability.hostile import BASE, reproducible
+from tests.helpers.hostile import BASE, reproducible
 
 HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB7bB0Xl0lOuRbYzq6Uq5M5V1w8x8b2L3Jm6c0Wm0R1d"
 HOSTILE_CHARS = "\n\r\t ,:%#[]*?!;|&$`'\"\\/=@\x00\x0b\x0c\x85\u2028\u200b\u202e\ufeffаеоі０"  # noqa: RUF001

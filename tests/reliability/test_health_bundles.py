@@ -29,9 +29,9 @@ from clusterctl.diagnostics.health import health_collectors, judge_health
 from clusterctl.diagnostics.junit import Case, junit_xml
 from clusterctl.diagnostics.parsers.kernel_log import parse_kernel_log
 from clusterctl.inventory import load_inventory
-from tests.reliability.hostile import reproducible
-from tests.strictjson import strict_loads
-from tests.test_health_checks import HEALTHY, INVENTORY, _bundle
+from tests.helpers.health import HEALTHY, INVENTORY, health_bundle
+from tests.helpers.hostile import reproducible
+from tests.helpers.strictjson import strict_loads
 
 INPUTS = int(os.environ.get("CLUSTERCTL_FUZZ_INPUTS", "100"))
 KEYS = [c.key for c in health_collectors()]
@@ -66,7 +66,7 @@ collectives = st.one_of(st.none(), st.lists(st.sampled_from(SAMPLES), min_size=1
 
 def _mutated(actions: dict[str, str], texts: list[str]) -> tuple[NodeBundle, bool]:
     """hgx-02's bundle with ``actions`` applied; whether a section it needs was taken away."""
-    bundle = _bundle("hgx-02", HEALTHY)
+    bundle = health_bundle("hgx-02", HEALTHY)
     defect = False
     for key, action in actions.items():
         if action == "drop-section":
@@ -100,7 +100,7 @@ def test_a_hostile_health_bundle_is_refused_or_judged_and_what_is_missing_is_nev
     monkeypatch.setenv(DEBUG_ENV, "1")
     directory = tmp_path_factory.mktemp("bundle")
     bundle, defect = _mutated(actions, list(texts))
-    write_bundle(directory, {"hgx-01": _bundle("hgx-01", HEALTHY), "hgx-02": bundle})
+    write_bundle(directory, {"hgx-01": health_bundle("hgx-01", HEALTHY), "hgx-02": bundle})
     if samples is not None:
         save_collectives(directory, [NodeCollective("hgx-01", (150.0,), (), ("r1",)),
                                      NodeCollective("hgx-02", tuple(samples), (), ("r2",))])  # fmt: skip
@@ -149,7 +149,7 @@ def test_each_defect_alone_makes_the_node_unknown(tmp_path: Path) -> None:
         for action in DEFECTS:
             bundle, defect = _mutated({key: action}, [])
             report = judge_health(
-                {"hgx-01": _bundle("hgx-01", HEALTHY), "hgx-02": bundle}, inventory, tmp_path, 5
+                {"hgx-01": health_bundle("hgx-01", HEALTHY), "hgx-02": bundle}, inventory, tmp_path, 5
             )
             health = report.nodes["hgx-02"]
             assert defect and health.verdict == "unknown" and key in health.unknown, (

@@ -16,7 +16,7 @@ from ruamel.yaml import YAML
 from clusterctl.errors import InputError, InventoryError
 from clusterctl.inventory import load_inventory, validate_document
 from clusterctl.yamlio import LIMITS
-from tests.reliability.hostile import BASE, assert_one_paragraph_refusal, validate
+from tests.helpers.hostile import BASE, assert_one_paragraph_refusal, validate
 
 # Every bound below is far above what the fixed code needs (milliseconds) and far below what the
 # defect took (minutes, or forever).

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
 from clusterctl.inventory.location import MAX_PROBLEMS_SHOWN
-from tests.reliability.hostile import BASE, Outcome, assert_one_paragraph_refusal, reproducible, validate
+from tests.helpers.hostile import BASE, Outcome, assert_one_paragraph_refusal, reproducible, validate
 
 EXAMPLES = {"mutation": 500, "random": 250, "structure": 250, "encoding": 250}
 BOUND_S = 5.0  # per inventory; the valid ones take milliseconds

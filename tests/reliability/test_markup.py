@@ -14,7 +14,7 @@ from clusterctl.cli import inventory as inventory_cli
 from clusterctl.cli import main
 from clusterctl.cli.check import findings_table
 from clusterctl.findings import Finding
-from tests.reliability.hostile import BASE
+from tests.helpers.hostile import BASE
 
 MARKUP = ["[/x]", "[/]", "[bold]", "[link=file:///etc/passwd]"]
 FIXTURES = Path(__file__).parents[1] / "fixtures"

@@ -20,7 +20,7 @@ import pytest
 from clusterctl.cli import main
 from clusterctl.image.render import CONTEXT_MANIFEST
 from clusterctl.paths import STATE_DIR_ENV
-from tests.reliability.hostile import BASE, assert_one_paragraph_refusal, validate
+from tests.helpers.hostile import BASE, assert_one_paragraph_refusal, validate
 
 ROOT = Path(__file__).resolve().parents[2]
 PAPER = str(ROOT / "inventories" / "paper-c4140.yml")

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from clusterctl.diagnostics import PARSERS, detect_kind, parse
 from tests.fixtures import FIXTURES, FOLDER_KIND
-from tests.reliability.hostile import reproducible
+from tests.helpers.hostile import reproducible
 
 # Inputs per parser: 200 in the normal run (CI's time is shared with the sandbox tests);
 # CLUSTERCTL_FUZZ_INPUTS=1000 runs the thousand per parser that issue 15 asks of a full run.

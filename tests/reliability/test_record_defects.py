@@ -34,9 +34,9 @@ from clusterctl.run.plan import plan_run
 from clusterctl.run.rundir import new_run_dir, write_run_dir
 from clusterctl.workloads import get_workload
 from clusterctl.workloads.nccl_tests import LARGE_BUSBW
-from tests.reliability.hostile import reproducible
-from tests.rundirs import record_run
-from tests.strictjson import report_rows, strict_loads
+from tests.helpers.hostile import reproducible
+from tests.helpers.rundirs import record_run
+from tests.helpers.strictjson import report_rows, strict_loads
 
 ROOT = Path(__file__).resolve().parents[2]
 NCCL_TESTS = ROOT / "tests/fixtures/nccl_tests/oci-bm-gpu4-8-2node-16xa100-g8-all_reduce_perf-10G.txt"

@@ -20,7 +20,7 @@ from clusterctl.cli import main
 from clusterctl.diagnostics.bundle import MAX_OUTPUT_BYTES, META, read_bundle
 from clusterctl.diagnostics.inspect import inspect_file
 from clusterctl.errors import InputError
-from tests.strictjson import strict_loads
+from tests.helpers.strictjson import strict_loads
 
 LSPCI = (
     Path(__file__).parents[1]

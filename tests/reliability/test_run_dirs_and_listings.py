@@ -29,8 +29,8 @@ from clusterctl.results.history import load_runs
 from clusterctl.results.html import render_html
 from clusterctl.results.record import RESULT_FILE
 from clusterctl.results.report import build_report
-from tests.reliability.hostile import BASE, assert_one_paragraph_refusal, reproducible, validate
-from tests.test_report import record
+from tests.helpers.hostile import BASE, assert_one_paragraph_refusal, reproducible, validate
+from tests.helpers.records import record
 
 _SEGMENT = st.sampled_from(["train", "val", "tfrecords", "..", ".", "", "n00000000", "etc", "x.JPEG", "~"])
 _OURS = st.builds(

@@ -8,7 +8,6 @@ terminal), so rich adds no escape sequences of its own: any ESC in it came from 
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -16,13 +15,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from clusterctl.cli import main
-from clusterctl.results.nccl_log_proof import FabricProof
-from clusterctl.results.record import RunConfig, RunRecord
 from clusterctl.terminal import safe_text
-from clusterctl.workloads.base import Metric
-from tests.reliability.hostile import BASE, reproducible
-from tests.rundirs import record_run
-from tests.strictjson import report_rows
+from tests.helpers.hostile import BASE, reproducible
+from tests.helpers.records import SOCKET, cpu_config
+from tests.helpers.records import record as record_of
+from tests.helpers.rundirs import record_run
+from tests.helpers.strictjson import report_rows
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 IBSTAT = FIXTURES / "ibstat" / "gpud-h100-12ca-roce-two-cx7-down-disabled.txt"
@@ -76,27 +74,8 @@ def test_a_file_path_with_controls_is_escaped_in_errors_and_output(
 def test_report_wide_shows_a_records_controls_escaped(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    record = RunRecord(
-        run_id="r",
-        started_at=datetime(2026, 1, 1, tzinfo=UTC),
-        config=RunConfig(
-            workload="resnet50",
-            model="resnet50",
-            framework="ddp",
-            precision="fp32",
-            batch_size=8,
-            image_size=64,
-            image_profile="cpu",
-            device=f"cpu{RETITLE_AND_CLEAR}",
-        ),
-        nodes=1,
-        world_size=1,
-        exit_code=0,
-        primary_metric="total_images_per_sec",
-        metrics={"total_images_per_sec": Metric(value=3.0, unit=f"img/s{C1_CSI}")},
-        fabric=FabricProof(fabric_kind="ethernet", transport="socket", gdr=False, valid=True),
-        findings=[],
-        valid=True,
+    record = record_of(
+        "r", 1, 3.0, config=cpu_config(8, f"cpu{RETITLE_AND_CLEAR}"), fabric=SOCKET, unit=f"img/s{C1_CSI}"
     )
     record_run(tmp_path, record)
     for argv in (["--wide"], [], ["--json"]):

@@ -23,7 +23,7 @@ import docker
 from clusterctl.sandbox import cluster as sandbox_cluster
 from clusterctl.sandbox.plan import LABEL
 from clusterctl.sandbox.scratch import unique_name, untag_cluster_images
-from tests.integration.conftest import free_subnet
+from tests.helpers.sandbox import free_subnet
 
 _STATUS_STAMP = re.compile(r"status/\d{8}T\d{6}Z/")
 # Small enough to run 8 ranks on a 2-core machine; the cycle tests the tool, not the payload.

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-PAYLOAD_DIR = Path(__file__).resolve().parents[1] / "clusterctl" / "payload"
+PAYLOAD_DIR = Path(__file__).resolve().parents[2] / "clusterctl" / "payload"
 
 
 def load_payload(name: str) -> ModuleType:

@@ -1,6 +1,6 @@
 """Shared material of the reliability suite: a valid inventory to mutate, and running `inventory validate`.
 
-Imported by the suite's modules (pytest puts this directory on ``sys.path``).
+Imported by the reliability suite's modules (tests/reliability/).
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from clusterctl.run.plan import rendezvous_ports, with_rendezvous_port
 from clusterctl.workloads.image_caps import JobImage, built_job_image
 from clusterctl.workloads.job import Job
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LOCAL_PAYLOAD_DIR = ROOT / "clusterctl" / "payload"
 
 

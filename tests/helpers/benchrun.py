@@ -9,7 +9,7 @@ from pathlib import Path
 
 import docker
 
-from tests.integration.conftest import Sandbox
+from tests.helpers.sandbox import Sandbox
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
