@@ -273,3 +273,53 @@ def test_the_results_stage_reaches_no_connector() -> None:
         if target.startswith("hosts")
     )
     assert not reached, "results/ modules that import a connector:\n" + "\n".join(reached)
+
+
+# The tests follow the same house: what tests share is in tests/helpers/ (builders, the sandbox's class)
+# or tests/fixtures/ (captured data), and fixtures in conftest.py files, which pytest loads itself.
+TESTS = Path(__file__).resolve().parent
+
+
+def _imported_test_modules(source: str) -> list[str]:
+    """The test modules (``test_*``) and conftest modules that ``source`` imports, as written."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            names = [base] + [f"{base}.{alias.name}" if base else alias.name for alias in node.names]
+        else:
+            continue
+        found += [
+            name
+            for name in names
+            if any(part.startswith("test_") or part == "conftest" for part in name.split("."))
+        ]
+    return sorted(set(found))
+
+
+def test_no_test_file_imports_a_test_module_or_a_conftest() -> None:
+    """A test module's names are its own: a builder two test files need lives in tests/helpers/."""
+    found = [
+        f"{path.relative_to(TESTS.parent)}: imports {name}"
+        for path in sorted(TESTS.rglob("*.py"))
+        for name in _imported_test_modules(path.read_text())
+    ]
+    assert not found, (
+        "test files that import a test module or a conftest (move what they share to tests/helpers/):\n"
+        + "\n".join(found)
+    )
+
+
+def test_the_test_import_check_sees_each_form() -> None:
+    source = (
+        "from tests.test_report import record\nimport tests.integration.conftest\n"
+        "from tests import test_render\nfrom tests.helpers.records import record\n"
+    )
+    assert _imported_test_modules(source) == [
+        "tests.integration.conftest",
+        "tests.test_render",
+        "tests.test_report",
+        "tests.test_report.record",
+    ]
