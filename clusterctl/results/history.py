@@ -11,7 +11,7 @@ those, at the same size and time, it is current and gives the order to read them
 an index older than the run directories, one SQLite cannot read, one an older clusterctl wrote with the
 records inside) the run directories are read as they are. Either way every record comes from its
 ``result.json``; a run directory whose ``result.json`` is no record is skipped and counted. Reading never
-writes: the index is rebuilt by the next ``add_run`` (the runner, after each run) when it is not current
+writes: the index is rebuilt by the next ``add_run`` (the conductor, after each run) when it is not current
 for the other runs, and on request (``rebuild_index``: `clusterctl report --rebuild-index`). A file that is
 not a current index is set aside when the index is rebuilt, never deleted (``history.sqlite.corrupt-<UTC
 time>`` when SQLite cannot read it, ``history.sqlite.old-<UTC time>`` otherwise: an older history holds
@@ -319,7 +319,7 @@ def add_run(db: Path, record: RunRecord, run_dir: Path) -> None:
     """Index the run directory ``run_dir`` (inside ``db``'s runs directory), whose ``result.json`` holds
     ``record``.
 
-    The row is made from the ``result.json`` itself (``record`` is what the runner just wrote there), so
+    The row is made from the ``result.json`` itself (``record`` is what the conductor just wrote there), so
     the index never says what the file does not. An index that is not current for the other run
     directories (none yet, older than them, unreadable) is rebuilt from all of them instead.
 
