@@ -1,7 +1,7 @@
 """Release version strings (NCCL's, CUDA's) as tuples that compare in release order.
 
 One parser for every place that asks "is this release older than the one that introduced X": the
-launch plan (NCCL's exact-name lists) and the diagnostics rules (GDR semantics, DMA-BUF).
+job's environment (``workloads/job.py``: NCCL's exact-name lists) and the diagnostics rules (GDR semantics, DMA-BUF).
 """
 
 from __future__ import annotations

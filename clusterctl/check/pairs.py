@@ -221,7 +221,7 @@ def collective_workload(inventory: Inventory, *, all_sizes: bool = False) -> Wor
 def group_plan(
     inventory: Inventory, group: Sequence[str], workload: Workload, ranks_per_node: int | None = None
 ) -> Job:
-    """The collective's launch plan on ``group``'s nodes, its first node starting mpirun. Pure.
+    """The collective's job on ``group``'s nodes, its first node starting mpirun. Pure.
 
     Raises:
         InputError: the image cannot run ``workload``, or more ranks than a node's GPUs.

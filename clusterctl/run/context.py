@@ -1,6 +1,6 @@
 """The run context: what the conductor needs for `run` and `sweep`, resolved once.
 
-``run_context`` takes the launch plans and the command's settings and resolves, before anything
+``run_context`` takes the jobs and the command's settings and resolves, before anything
 runs, the backend (by name, or the inventory's default), the workload the plans run and, with
 preflight, every plan's collective plan and workload; the conductor (``clusterctl.run.runner``) and
 `--dry-run` read them from the ``RunContext``.

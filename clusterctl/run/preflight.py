@@ -35,7 +35,7 @@ COLLECTIVES = {"fsdp": ("allgather", "reducescatter")}
 
 
 def preflight_plans(inventory: Inventory, plan: Job) -> tuple[Job, ...]:
-    """The collective benchmark's launch plans on ``plan``'s nodes, ranks and settings: one allreduce,
+    """The collective benchmark's jobs on ``plan``'s nodes, ranks and settings: one allreduce,
     or under FSDP one all-gather and one reduce-scatter.
 
     Raises:

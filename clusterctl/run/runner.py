@@ -1,4 +1,4 @@
-"""The conductor: the one place a launch plan is run, judged, recorded and remembered.
+"""The conductor: the one place a job is run, judged, recorded and remembered.
 
 ``run_plans`` is what `clusterctl run` does with a ``RunContext`` (``clusterctl.run.context``): for
 each plan, its collective first with preflight (refused below the inventory's minimum), then the plan

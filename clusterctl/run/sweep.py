@@ -32,7 +32,7 @@ def placement(inventory: Inventory, devices: int) -> tuple[int, int]:
 def plan_sweep(
     inventory: Inventory, workload: str, devices: list[int], grid: dict[str, list[Any]]
 ) -> list[Job]:
-    """The launch plans of every combination of ``devices`` and the ``grid`` of settings (field -> values).
+    """The jobs of every combination of ``devices`` and the ``grid`` of settings (field -> values).
 
     In order: for each combination of settings, every device count.
 

@@ -3,7 +3,7 @@ and the refusal or the in-job check between them. Pure.
 
 A job needs ``Piece``s: Python modules its ranks import (``torch``, ``horovod.torch``, ...) and files
 they run (nccl-tests' ``all_reduce_perf``, tf_cnn_benchmarks' script); ``job_needs`` derives them from
-the launch plan (its workload, framework and rank argv). What an image provides comes from its family:
+the job (its workload, framework and rank argv). What an image provides comes from its family:
 the NGC families in ``image_caps.yml`` (each with the release notes that list its contents), or, for
 the image `clusterctl image build` makes, from the inventory's ``image.versions``
 (``built_image_provides``). ``check_job_image`` refuses a job whose image is known to lack a piece;

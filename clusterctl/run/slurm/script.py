@@ -1,4 +1,4 @@
-"""The batch script of a launch plan, rendered from ``templates/slurm-batch.sh.j2``. Pure.
+"""The batch script of a job, rendered from ``templates/slurm-batch.sh.j2``. Pure.
 
 The script asks for the job's nodes and ranks per node, exports the variables its launcher gives
 (the srun launcher's by default: the job's NCCL/Horovod environment and its MPI parameters as
