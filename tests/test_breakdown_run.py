@@ -11,9 +11,9 @@ import pytest
 
 from clusterctl.cli import main
 from clusterctl.results.record import RunRecord, read_record
+from clusterctl.run.conductor import run_plans
 from clusterctl.run.context import run_context
 from clusterctl.run.plan import run_options
-from clusterctl.run.runner import run_plans
 from clusterctl.workloads import get_workload
 from clusterctl.workloads.breakdown import RankBreakdown
 from clusterctl.workloads.build import build_job

@@ -34,10 +34,10 @@ from clusterctl.results.counters import (
 from clusterctl.results.nccl_log_proof import in_network_reduction
 from clusterctl.results.record import RunRecord
 from clusterctl.run.backends.ssh import SshBackend, SshLaunch
+from clusterctl.run.conductor import run_plans
 from clusterctl.run.context import run_context
 from clusterctl.run.judge import judge_run
 from clusterctl.run.plan import plan_run
-from clusterctl.run.runner import run_plans
 from clusterctl.workloads import get_workload
 from clusterctl.workloads.base import Volume
 from tests.fixtures import fixture_text

@@ -162,10 +162,10 @@ def test_sweep_ends_with_its_worst_row_s_verdict(
     """The command's own path after the runs: the launch is left out (its runs are the fixtures')."""
     from clusterctl.results.record import read_record
     from clusterctl.results.report import report_of
-    from clusterctl.run import runner
+    from clusterctl.run import conductor
 
     done = [(read_record(d), d) for d in sorted(runs.iterdir()) if (d / RESULT_FILE).is_file()]
-    monkeypatch.setattr(runner, "run_sweep", lambda context: (done, *report_of(context.runs_dir)))
+    monkeypatch.setattr(conductor, "run_sweep", lambda context: (done, *report_of(context.runs_dir)))
     inventory = Path(__file__).resolve().parents[1] / "inventories" / "modern-h100.yml"
     argv = ["sweep", "resnet50", "-i", str(inventory), "--gpus", "2", "--runs-dir", str(runs)]
     assert main(argv) == 0

@@ -12,9 +12,9 @@ import pytest
 from clusterctl.diagnostics.parsers.nccl_tests import parse_nccl_tests
 from clusterctl.inventory import Inventory
 from clusterctl.results.record import RunRecord
+from clusterctl.run.conductor import run_plans
 from clusterctl.run.context import run_context
 from clusterctl.run.plan import plan_run, run_options
-from clusterctl.run.runner import run_plans
 from clusterctl.workloads.allreduce import Allreduce
 from clusterctl.workloads.build import build_job
 from tests.helpers.localrun import LocalMpirun, local_inventory

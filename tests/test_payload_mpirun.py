@@ -16,9 +16,9 @@ from clusterctl.results.history import history_path, load_runs
 from clusterctl.results.record import read_record
 from clusterctl.results.references import load_references
 from clusterctl.results.report import build_report
+from clusterctl.run.conductor import run_plans
 from clusterctl.run.context import run_context
 from clusterctl.run.plan import run_options
-from clusterctl.run.runner import run_plans
 from clusterctl.workloads import get_workload
 from clusterctl.workloads.build import build_job
 from clusterctl.workloads.compute import parse_peak_lines

@@ -77,5 +77,5 @@ def test_a_stale_index_changes_nothing_and_the_next_run_brings_it_up_to_date(
     out, err = _report(capsys, runs, "--json")
     assert [r["launcher"] for r in report_rows(out)] == ["ssh", "ssh", "slurm"] and err == ""
     assert len(report_rows(slurm_less)) == 2
-    add_run(history_path(runs), read_record(slurm), slurm)  # what the runner does after a run
+    add_run(history_path(runs), read_record(slurm), slurm)  # what the conductor does after a run
     assert load_runs(runs).index == "current" and _report(capsys, runs, "--json")[0] == out

@@ -21,9 +21,9 @@ from clusterctl.paths import NODE_SAMPLER, data_dir, payload_dir
 from clusterctl.results.history import load_runs
 from clusterctl.results.telemetry import load_telemetry
 from clusterctl.results.telemetry_status import SOURCES
+from clusterctl.run.conductor import run_plans
 from clusterctl.run.context import run_context
 from clusterctl.run.plan import plan_run
-from clusterctl.run.runner import run_plans
 from clusterctl.run.slurm.snapshots import (
     COUNTERS_KEY,
     job_collectors,

@@ -13,9 +13,9 @@ import pytest
 
 from clusterctl.payload.tracing import MAX_TRACE_BYTES, PART_CHARS, trace_lines
 from clusterctl.results.traces import TRACE_PREFIX, shown, split_traces
+from clusterctl.run.conductor import run_plans
 from clusterctl.run.context import run_context
 from clusterctl.run.plan import run_options
-from clusterctl.run.runner import run_plans
 from clusterctl.workloads import get_workload
 from clusterctl.workloads.build import build_job
 from clusterctl.workloads.resnet50 import TRACE_STEPS

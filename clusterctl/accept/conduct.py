@@ -44,10 +44,10 @@ from clusterctl.inventory import Inventory
 from clusterctl.results.baselines import baselines_for
 from clusterctl.results.record import RunRecord
 from clusterctl.results.report import ReportRow
+from clusterctl.run.conductor import run_plans
 from clusterctl.run.context import run_context
 from clusterctl.run.plan import plan_run
 from clusterctl.run.preflight import preflight_minimum, preflight_plans
-from clusterctl.run.runner import run_plans
 from clusterctl.workloads.job import Job
 from clusterctl.workloads.nccl_tests import LARGE_BUSBW
 

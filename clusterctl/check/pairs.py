@@ -252,7 +252,7 @@ def conductor_measure(
     """
     # Imported on use: the conductor and the launcher pull SSH and the docker SDK.
     from clusterctl.run.backends.ssh import SshBackend
-    from clusterctl.run.runner import run_plans
+    from clusterctl.run.conductor import run_plans
 
     workload = collective_workload(inventory, all_sizes=all_sizes)
     launcher = SshBackend(take_snapshot=lambda inv, nodes: {})

@@ -208,9 +208,9 @@ def run(
     as_json: bool = JsonOption,
 ) -> int:
     """Run WORKLOAD across the cluster (mpirun over SSH, or through Slurm); record and judge it."""
+    from clusterctl.run.conductor import run_plans
     from clusterctl.run.context import run_context
     from clusterctl.run.plan import plan_run
-    from clusterctl.run.runner import run_plans
 
     if trace and workload != "resnet50":
         from clusterctl.errors import InputError
@@ -457,8 +457,8 @@ def sweep(
     from clusterctl.results.history import load_runs
     from clusterctl.results.report import report_json
     from clusterctl.results.report_table import print_report
+    from clusterctl.run.conductor import run_sweep
     from clusterctl.run.context import run_context
-    from clusterctl.run.runner import run_sweep
     from clusterctl.run.sweep import plan_sweep
 
     devices = split_option(gpus, "--gpus", positive_int, "a whole number of at least 1")

@@ -6,7 +6,7 @@ judges one run into a ``RunRecord``; ``slurm/`` is the pure Slurm half (batch sc
 states, the job's snapshots).
 Effectful: ``backends/`` (the contract in ``__init__``; ``ssh``, ``slurm``) prepares, starts, follows,
 cancels and collects a job; ``context.py`` resolves the backend, the workload and the preflight once;
-``rundir.py`` writes the run directory; ``runner.py`` is the conductor, the one place a job is run.
+``rundir.py`` writes the run directory; ``conductor.py`` is the conductor, the one place a job is run.
 
 What checks the cluster through runs (`check pairs`, `check health`'s collectives, baselines, Slurm
 drains and health checks) is ``clusterctl.check``, a layer above.

@@ -2,7 +2,7 @@
 
 ``run_context`` takes the jobs and the command's settings and resolves, before anything
 runs, the backend (by name, or the inventory's default), the workload the plans run and, with
-preflight, every plan's collective plan and workload; the conductor (``clusterctl.run.runner``) and
+preflight, every plan's collective plan and workload; the conductor (``clusterctl.run.conductor``) and
 `--dry-run` read them from the ``RunContext``.
 """
 

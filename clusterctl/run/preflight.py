@@ -11,7 +11,7 @@ bus bandwidth below the minimum, refuses the model run with the reason. The mini
 ``preflight.min_bus_bandwidth_gb_s``, else the floor of the baseline matching the run's hardware and
 node count (the site's own first, `clusterctl baseline save`), else none (``preflight_minimum``).
 This module is the pure half (the collective's plan, the verdict); the conductor runs it
-(``clusterctl.run.runner``).
+(``clusterctl.run.conductor``).
 """
 
 from __future__ import annotations

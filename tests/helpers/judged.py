@@ -1,4 +1,4 @@
-"""A run judged as the runner judges it, from a real log, on the whitepaper's cluster (paper-c4140): for
+"""A run judged as the conductor judges it, from a real log, on the whitepaper's cluster (paper-c4140): for
 the tests of run judgement and of MFU."""
 
 from __future__ import annotations

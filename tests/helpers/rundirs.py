@@ -1,4 +1,4 @@
-"""Run directories for the tests of the history and the report: what the runner leaves behind for a
+"""Run directories for the tests of the history and the report: what the conductor leaves behind for a
 record (its ``result.json``, indexed), without judging a log."""
 
 from __future__ import annotations

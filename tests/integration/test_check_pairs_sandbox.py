@@ -16,9 +16,9 @@ from clusterctl.containers import lifecycle
 from clusterctl.image.build import build_image
 from clusterctl.image.distribute import distribute
 from clusterctl.image.record import effective_image_ref
+from clusterctl.run.conductor import run_plans
 from clusterctl.run.context import run_context
 from clusterctl.run.plan import plan_run
-from clusterctl.run.runner import run_plans
 from clusterctl.workloads import get_workload
 from tests.helpers.sandbox import Sandbox, on_node, private_sandbox
 from tests.helpers.strictjson import strict_loads

@@ -12,9 +12,9 @@ from clusterctl.containers import lifecycle
 from clusterctl.image.record import effective_image_ref
 from clusterctl.inventory import Inventory
 from clusterctl.results.record import RunRecord
+from clusterctl.run.conductor import run_plans
 from clusterctl.run.context import run_context
 from clusterctl.run.plan import plan_run
-from clusterctl.run.runner import run_plans
 
 pytestmark = pytest.mark.integration
 

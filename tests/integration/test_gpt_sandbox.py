@@ -14,9 +14,9 @@ from clusterctl.image.record import effective_image_ref
 from clusterctl.inventory import Inventory
 from clusterctl.results.counters import expected_bytes_per_node
 from clusterctl.results.report import report_of
+from clusterctl.run.conductor import run_plans
 from clusterctl.run.context import run_context
 from clusterctl.run.plan import plan_run
-from clusterctl.run.runner import run_plans
 from clusterctl.workloads.gpt_arith import GptShape
 
 pytestmark = pytest.mark.integration

@@ -24,9 +24,9 @@ from clusterctl.hosts.ssh import connect, run
 from clusterctl.inventory import Inventory, parse_cpu_list
 from clusterctl.results.telemetry import load_telemetry
 from clusterctl.run.backends.slurm import SlurmBackend
+from clusterctl.run.conductor import run_plans
 from clusterctl.run.context import run_context
 from clusterctl.run.plan import plan_run
-from clusterctl.run.runner import run_plans
 from clusterctl.run.slurm.script import JOB_LABEL, login_node
 from clusterctl.sandbox import cluster as sandbox_cluster
 from tests.helpers.sandbox import Sandbox, on_node

@@ -1,7 +1,7 @@
 """The backend contract: what runs a job once it is built (describe, prepare, start, follow, cancel, collect).
 
 A ``Backend`` runs a job (``clusterctl.workloads.job``) through a launcher (``clusterctl.run.launchers``:
-the command that starts the ranks) and returns a ``Launch``; the conductor (``clusterctl.run.runner``)
+the command that starts the ranks) and returns a ``Launch``; the conductor (``clusterctl.run.conductor``)
 follows every launch the same way: until it ends or its deadline passes, cancelling it on timeout or
 Ctrl-C, then collecting it. Whatever started it, a launch collects the same things (``Collected``):
 its whole output, what ran, and the fabric counters and topology snapshots it took of the nodes the

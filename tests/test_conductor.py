@@ -14,10 +14,10 @@ from clusterctl.results.history import load_runs
 from clusterctl.results.record import TIMEOUT_EXIT_CODE, LauncherName, RunRecord
 from clusterctl.results.report import report_of
 from clusterctl.run.backends import Collected
+from clusterctl.run.conductor import run_plans
 from clusterctl.run.context import run_context
 from clusterctl.run.plan import plan_run
 from clusterctl.run.preflight import PreflightRefused
-from clusterctl.run.runner import run_plans
 from clusterctl.run.sweep import plan_sweep
 from clusterctl.workloads.job import Job
 from tests.helpers.localrun import Described, Ended
