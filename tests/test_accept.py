@@ -287,3 +287,16 @@ def test_the_result_prints_the_verdict_first_then_every_criterion_in_80_columns(
                      ["collective", "SKIPPED"], ["scaling", "SKIPPED"], ["balance", "FAIL"]], lines  # fmt: skip
     assert "34152 vs 13419 ms" in " ".join(lines)
     assert lines[-1].startswith("explain: straggler")
+
+
+def test_a_criterion_without_a_threshold_keeps_a_space_before_what_it_shows(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # a by-hand `accept` on the sandbox printed "collective  NO-THRESHOLDnone (no baseline ...)"
+    from clusterctl.cli.accept import print_result
+
+    shown = "none (no baseline for this hardware)"
+    print_result(_result(CriterionResult("collective", "no-threshold", shown, "busbw 0.245 GB/s")))
+    lines = capsys.readouterr().out.splitlines()
+    assert f"collective  NO-THRESHOLD {shown}" in lines, lines
+    assert all(len(line) <= 80 for line in lines), lines

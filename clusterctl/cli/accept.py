@@ -206,8 +206,9 @@ def print_result(result: AcceptResult) -> None:
     if result.excluded:
         console.print(_wrapped(f"left out: {', '.join(result.excluded)}", ""), markup=False, highlight=False)
     for c in criteria:
-        console.print(f"{c.name:<11} [{_STYLE[c.status]}]{c.status.upper():<12}[/]", end="", highlight=False)
-        console.print(safe_text(c.threshold[: WIDTH - 25]), markup=False, highlight=False)
+        # the longest status, NO-THRESHOLD, is 12 characters: one space always parts it from the threshold
+        console.print(f"{c.name:<11} [{_STYLE[c.status]}]{c.status.upper():<13}[/]", end="", highlight=False)
+        console.print(safe_text(c.threshold[: WIDTH - 26]), markup=False, highlight=False)
         console.print(_wrapped(c.evidence, "    "), markup=False, highlight=False)
     if result.explanation:
         console.print(_wrapped(f"explain: {result.explanation}", ""), markup=False, highlight=False)
