@@ -4,6 +4,7 @@ verdict, the JSON and JUnit forms, and `--plan`'s output (80 columns, nothing co
 
 from __future__ import annotations
 
+import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -31,6 +32,10 @@ from tests.helpers.strictjson import strict_loads
 ROOT = Path(__file__).resolve().parents[1]
 SANDBOX = ROOT / "inventories" / "sandbox-example.yml"
 H100 = ROOT / "inventories" / "modern-h100.yml"
+
+
+# Real run directories of a 1- and a 2-node scaling pair, each with its breakdown (explain's fixtures).
+SCALING_RUNS = Path(__file__).parent / "fixtures" / "explain" / "scaling"
 
 
 def test_plan_runs_the_steps_in_order_each_with_its_bound() -> None:
@@ -300,3 +305,19 @@ def test_a_criterion_without_a_threshold_keeps_a_space_before_what_it_shows(
     lines = capsys.readouterr().out.splitlines()
     assert f"collective  NO-THRESHOLD {shown}" in lines, lines
     assert all(len(line) <= 80 for line in lines), lines
+
+
+def test_the_page_explains_the_runs_its_table_gives_a_verdict(tmp_path: Path) -> None:
+    # a by-hand accept with node2 slowed: the table's verdict said straggler, while the page's verdict
+    # section said "Not explained" for every run (accept wrote the page without the explanations)
+    from clusterctl.cli.accept import _write_page
+
+    runs = Path(shutil.copytree(SCALING_RUNS, tmp_path / "runs", ignore=shutil.ignore_patterns("*.md")))
+    _write_page(runs, tmp_path / "page")
+    html = (tmp_path / "page" / "index.html").read_text()
+    assert '<section class="why" id="why-2">' in html
+    assert '<p class="verdict compute-scaling"><b>compute-scaling</b>: ' in html
+    unexplained = html[html.index('id="unexplained"') :].split("</p>")[0]
+    assert "allreduce" in unexplained and "resnet50" not in unexplained, (
+        unexplained
+    )  # no breakdown: the collective

@@ -155,16 +155,18 @@ def accept(
 
 
 def _write_page(runs_dir: Path, page_dir: Path) -> None:
-    """The report page (`report --html`'s writer) of the acceptance's runs, when it made any."""
-    from clusterctl.explain.gather import explained_report
+    """The report page (`report --html`'s writer) of the acceptance's runs, when it made any, with the
+    verdict sections `report --html` gives them (the page shows why, as the table's verdicts say)."""
+    from clusterctl.explain.gather import explained_report, page_explanations
     from clusterctl.results.history import load_runs
     from clusterctl.results.html import write_html
 
     if not runs_dir.is_dir():
         return
     rows, _ = explained_report(runs_dir)
+    history = load_runs(runs_dir)
     with writing(page_dir, "--html"):
-        write_html(rows, load_runs(runs_dir), runs_dir, page_dir)
+        write_html(rows, history, runs_dir, page_dir, page_explanations(rows, history, runs_dir))
 
 
 def _wrapped(text: str, indent: str) -> str:

@@ -331,7 +331,7 @@ def write_html(
     history: History,
     runs_dir: Path,
     directory: Path,
-    explained: Sequence[Explained] = (),
+    explained: Sequence[Explained],
 ) -> Path:
     """Write the page (``render_html``) to ``directory/index.html`` (the directory made when missing)
     and return its path.
