@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from clusterctl.cli import main
+from tests.helpers import inventories
 
 
 def reproducible(examples: int) -> settings:
@@ -32,44 +33,18 @@ def reproducible(examples: int) -> settings:
 
 
 # A valid two-node inventory; every generated inventory is a mutation of it (or random YAML).
-BASE = """\
-cluster:
-  name: testcluster
-  defaults:
-    ssh:
-      user: root
-      port: 22
-    gpus:
-      count: 4
-      model: V100-SXM2-16GB
-    fabric:
-      kind: infiniband
-      interface: ib0
-      hca: mlx5_0
-      rate_gbps: 100
-nodes:
-  - name: node1
-    address: 10.0.0.1
-    role: primary
-    fabric:
-      address: 192.168.11.1/24
-  - name: node2
-    address: gpu02.example.org
-    fabric:
-      address: 192.168.11.2/24
-container:
-  sshd_port: 50000
-  shm_size: 16g
-  cap_add: [IPC_LOCK]
-  devices: [/dev/infiniband]
-  mounts:
-    - source: /srv/data
-      target: /data
-image:
-  profile: paper-2020
-run:
-  batch_size: 64
-"""
+BASE = (
+    inventories.BASE.replace(
+        "  defaults:\n    gpus:", "  defaults:\n    ssh:\n      user: root\n      port: 22\n    gpus:", 1
+    )
+    .replace("    address: 10.0.0.2\n", "    address: gpu02.example.org\n", 1)
+    .replace(
+        "  sshd_port: 50000\n",
+        "  sshd_port: 50000\n  shm_size: 16g\n  cap_add: [IPC_LOCK]\n  devices: [/dev/infiniband]\n",
+        1,
+    )
+    + "run:\n  batch_size: 64\n"
+)
 
 
 @dataclass
