@@ -118,3 +118,23 @@ def test_a_trace_piece_glued_after_another_ranks_cut_line_is_left_out() -> None:
     line = f"[1,1]<stdout>:CLUSTER[1,0]<stdout>:{tail}"
     assert shown(line) == "[1,1]<stdout>:CLUSTER"
     assert shown("[1,0]<stdout>:Step 10/20: 3.2 img/s total") == "[1,0]<stdout>:Step 10/20: 3.2 img/s total"
+
+
+def test_a_first_part_cut_by_mpirun_still_shows_its_file() -> None:
+    # Seen in a unit run: mpirun reads 4 KiB at a time, so a burst of 3 KB trace parts comes out with a
+    # part cut in two pieces, each tagged; cut through the first part, output.log lost the file's line.
+    data = json.dumps({"traceEvents": [{"name": f"op{i}", "ph": "X"} for i in range(3000)]}).encode()
+    first, *rest = trace_lines("rank0.json", data)
+    want = f"[1,0]<stdout>:CLUSTERCTL_TRACE rank0.json: {len(rest) + 1} part(s)"
+    for cut in (10, 40, 700, len(first) - 3):  # in the marker, in the header, in the data, at the end
+        glued = f"[1,0]<stdout>:{first[:cut]}[1,0]<stdout>:{first[cut:]}"
+        assert shown(glued) == want, cut
+    # Cut after its header, the rest on a later line after another rank's piece: still its file's line.
+    cut = f"[1,0]<stdout>:{first[:700]}[1,1]<stdout>:Step 1/2"
+    assert shown(cut) == f"{want}\n[1,1]<stdout>:Step 1/2"
+    assert shown(f"[1,0]<stdout>:{first[700:]}") is None
+    kept, files, problems = split_traces(
+        "\n".join([cut, f"[1,0]<stdout>:{first[700:]}", *("[1,0]<stdout>:" + line for line in rest)])
+    )
+    assert files == {"rank0.json": data} and problems == []
+    assert kept.splitlines() == [want, "[1,1]<stdout>:Step 1/2"]

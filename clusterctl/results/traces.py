@@ -22,6 +22,7 @@ import gzip
 import io
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from clusterctl.diagnostics.model import PIECE_TAG, marker_values
@@ -35,6 +36,11 @@ _NAME = re.compile(r"^(rank\d{1,6}|horovod-timeline)\.json$")
 MAX_DECODED_BYTES = 64 * 1024 * 1024
 MAX_PARTS = 100_000
 # The tail of a trace part that mpirun forwarded as a piece of its own (base64, then the JSON's end).
+# The start of a trace part as the payload writes it (``clusterctl.payload.tracing``): enough of a part
+# that mpirun cut, with the rest on another line after another rank's piece, to show its file.
+_HEADER = re.compile(
+    r'\{"name": "(?P<name>[\w.-]{1,80})", "part": (?P<part>\d{1,6}), "parts": (?P<parts>\d{1,6})'
+)
 _FRAGMENT = re.compile(r'^(.*": "[A-Za-z0-9+/=]*"\}|[A-Za-z0-9+/=]{16,}"?\}?)$')
 
 
@@ -85,9 +91,22 @@ def shown(line: str) -> str | None:
         return line
     pieces = PIECE_TAG.split(line)
     kept = [_shown_piece("", pieces[0])] + [
-        _shown_piece(tag, data) for tag, data in zip(pieces[1::2], pieces[2::2], strict=True)
+        _shown_piece(tag, data) for tag, data in _joined(zip(pieces[1::2], pieces[2::2], strict=True))
     ]
     return "\n".join(piece for piece in kept if piece is not None) or None
+
+
+def _joined(pieces: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Tagged pieces with each run of one tag's adjacent pieces joined: mpirun tags every piece it
+    forwards, so a line it read in two pieces (it reads 4 KiB at a time, and a burst of trace parts
+    crosses that) comes out as ``[1,0]<stdout>:CLUSTERCTL_TRACE {...[1,0]<stdout>:...}``."""
+    joined: list[tuple[str, str]] = []
+    for tag, data in pieces:
+        if joined and joined[-1][0] == tag:
+            joined[-1] = (tag, joined[-1][1] + data)
+        else:
+            joined.append((tag, data))
+    return joined
 
 
 def _has_fragment(line: str) -> bool:
@@ -101,7 +120,12 @@ def _shown_piece(tag: str, data: str) -> str | None:
     if at < 0:
         return None if _FRAGMENT.match(data) or not (tag or data) else tag + data
     part = _parse(data[at + len(TRACE_PREFIX) :])
-    if part.index or (part.problem == "not a trace line"):  # a later part, or a piece of one
+    if part.problem == "not a trace line":  # cut: its header says which part it is
+        header = _HEADER.match(data, at + len(TRACE_PREFIX))
+        if header is None or int(header["part"]):
+            return None
+        part = _part({"name": header["name"], "part": 0, "parts": int(header["parts"]), "gzip_base64": ""})
+    if part.index:  # a later part
         return None
     what = part.dropped or part.problem or f"{part.count} part(s)"
     return f"{tag}{data[:at]}{TRACE_PREFIX}{part.name or '?'}: {what}"
