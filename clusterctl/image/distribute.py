@@ -8,9 +8,11 @@ the ID on the node is compared with the builder's. Two transports:
   (``clusterctl.image.registry``, started for this push only, and only when some node lacks the image); every node pulls in parallel, only the layers
   it lacks. A payload-only rebuild moves only the last, small layers.
 - ``StreamTransport`` (``stream``): ``docker save`` on the builder streamed into ``docker load`` on the
-  node over SSH, the whole image each time, at most ``SOURCE_STREAMS`` at once; for nodes that cannot
-  reach the registry. Compressed with zstd where the node has ``zstd`` (``clusterctl.image.zstd_load``;
-  ``delivery.stream.compression: none`` turns it off), the docker API's plain stream elsewhere.
+  node over SSH, the whole image each time; for nodes that cannot reach the registry. Compressed with
+  zstd where the node has ``zstd`` (``clusterctl.image.zstd_load``; ``delivery.stream.compression:
+  none`` turns it off): the builder saves and the controller compresses once for all such nodes
+  (``clusterctl.image.spool``). Elsewhere the docker API's plain stream, one ``docker save`` per node, at
+  most ``SOURCE_STREAMS`` at once.
 
 Ctrl-C (or SIGTERM) stops a delivery cleanly: every node's engine connection is closed, which ends its
 stream at once and makes the engine cancel its pull or load (a compressed stream's SSH connection is
@@ -42,6 +44,7 @@ from clusterctl.image.push_lock import push_lock
 from clusterctl.image.record import ImageRecord, read_image_record
 from clusterctl.image.registry import layer_sizes, trust_on_controller
 from clusterctl.image.registry_node import running_registry
+from clusterctl.image.spool import CompressedSpool
 from clusterctl.image.zstd_load import Compression, choose, load_compressed, probe_node_tools
 from clusterctl.interrupts import sigterm_interrupts
 from clusterctl.inventory import Inventory, Node
@@ -206,8 +209,9 @@ class StreamTransport:
     """``docker save`` on the builder streamed into ``docker load`` on the node, counted as it goes.
 
     With ``inventory`` (and its ``delivery.stream.compression`` auto), a node that has zstd gets the stream
-    compressed over an SSH exec channel; any other node gets the docker API's plain stream. At most
-    ``streams`` nodes are served at once; the others wait their turn.
+    compressed over an SSH exec channel, every such node from one compressed copy (``close`` removes it);
+    any other node gets the docker API's plain stream, at most ``streams`` of those at once (the others
+    wait their turn).
     """
 
     source: docker.DockerClient
@@ -218,6 +222,13 @@ class StreamTransport:
 
     def __post_init__(self) -> None:
         self._slots = threading.BoundedSemaphore(self.streams)
+        self._spool = CompressedSpool(
+            lambda: self.source.api.get_image(self.reference, CHUNK_BYTES), f"docker save {self.reference}"
+        )
+
+    def close(self) -> None:
+        """Remove the compressed copy of the image, once every node's delivery has ended."""
+        self._spool.close()
 
     def deliver(
         self, node: Node, client: docker.DockerClient, on_bytes: Callable[[int], None]
@@ -229,9 +240,8 @@ class StreamTransport:
         if self.inventory is not None and self.inventory.delivery.stream.compression == "auto":
             with connect(self.inventory, node) as conn, (self.in_flight or InFlight()).closing(conn):
                 if choose("auto", probe_node_tools(conn, node)) == "zstd":
-                    with self._slots:
-                        chunks = self.source.api.get_image(self.reference, CHUNK_BYTES)
-                        load_compressed(conn, node, chunks, on_bytes, timeout_s=LOAD_TIMEOUT_S)
+                    chunks = self._spool.chunks(timeout_s=LOAD_TIMEOUT_S)
+                    load_compressed(conn, node, chunks, on_bytes, timeout_s=LOAD_TIMEOUT_S)
                     return "zstd"
 
         def counted(chunks: Iterable[bytes]) -> Iterator[bytes]:
@@ -469,7 +479,9 @@ def _deliver(
                 trust_on_controller(inventory)
             chosen = RegistryTransport(inventory, source, record.reference, stack, in_flight.stopped)
         else:
-            chosen = StreamTransport(source, record.reference, inventory, in_flight)
+            stream = StreamTransport(source, record.reference, inventory, in_flight)
+            stack.callback(stream.close)
+            chosen = stream
         try:
             with sigterm_interrupts():
                 results = deliver_all(

@@ -3,7 +3,8 @@
 Debian's docker.io 20.10 cannot ``docker load`` a zstd stream itself, so the node runs ``zstd -dc |
 docker load`` (bash with ``pipefail``: either side failing fails the load) on an SSH exec channel of
 ``clusterctl.hosts.ssh.connect`` (the cluster's identity, host key verified), and the controller
-compresses with the ``zstandard`` library (libzstd, multi-threaded). ``NODE_TOOLS_PROBE`` finds out in
+compresses with the ``zstandard`` library (libzstd, multi-threaded), once for every node
+(``clusterctl.image.spool``). ``NODE_TOOLS_PROBE`` finds out in
 one command whether the node has what that needs; ``choose`` picks the way from its answer.
 
 Closing the channel (on any failure or interruption on the controller) ends the node's pipeline:
@@ -21,17 +22,12 @@ from typing import Literal
 
 import fabric
 import paramiko
-import zstandard
 
 from clusterctl.errors import StepError
 from clusterctl.hosts.docker_remote import KEEPALIVE_S
 from clusterctl.hosts.ssh import run
 from clusterctl.inventory import Node
 
-# zstd level 1: on the cpu image (1.4 GB tar) with 2 threads, level 1 compresses 365 MB/s to 33%, level 3
-# 175 MB/s to 28%, level 6 64 MB/s to 26%; the SSH link carries 23-62 MB/s, and on 2 cores the builder's
-# `docker save`, the SSH cipher and the node's load share the CPU, so only level 1 stays ahead of the link.
-LEVEL = 1
 # What the node needs for the compressed way.
 NODE_TOOLS = frozenset({"zstd", "docker", "bash"})
 # One read-only command: the path of each of NODE_TOOLS the node's shell finds, one a line.
@@ -99,9 +95,10 @@ def load_compressed(
     *,
     timeout_s: float,
 ) -> None:
-    """Compress ``chunks`` (a ``docker save`` stream) into ``zstd -dc | docker load`` on ``node``.
+    """Send ``chunks`` (a zstd-compressed ``docker save`` stream) into ``zstd -dc | docker load`` on
+    ``node``.
 
-    ``on_bytes`` gets the size of every compressed piece sent. ``timeout_s`` bounds every wait on the
+    ``on_bytes`` gets the size of every piece sent. ``timeout_s`` bounds every wait on the
     node (reading what is sent, loading after the end, its output).
 
     Raises:
@@ -112,7 +109,6 @@ def load_compressed(
     if transport is None:
         raise StepError(f"{node.name}: the SSH connection closed before the compressed load")
     transport.set_keepalive(KEEPALIVE_S)
-    compressor = zstandard.ZstdCompressor(level=LEVEL, threads=-1).compressobj()
     with contextlib.closing(transport.open_session(timeout=timeout_s)) as channel:
         channel.settimeout(timeout_s)
         channel.set_combine_stderr(True)
@@ -127,8 +123,7 @@ def load_compressed(
 
         try:
             for chunk in chunks:
-                send(compressor.compress(chunk))
-            send(compressor.flush())
+                send(chunk)
             channel.shutdown_write()
         except (OSError, paramiko.SSHException) as exc:  # the node stopped reading; its output says why
             channel.settimeout(AFTER_FAILURE_S)
