@@ -130,11 +130,11 @@ def test_a_first_part_cut_by_mpirun_still_shows_its_file() -> None:
         glued = f"[1,0]<stdout>:{first[:cut]}[1,0]<stdout>:{first[cut:]}"
         assert shown(glued) == want, cut
     # Cut after its header, the rest on a later line after another rank's piece: still its file's line.
-    cut = f"[1,0]<stdout>:{first[:700]}[1,1]<stdout>:Step 1/2"
-    assert shown(cut) == f"{want}\n[1,1]<stdout>:Step 1/2"
+    split = f"[1,0]<stdout>:{first[:700]}[1,1]<stdout>:Step 1/2"
+    assert shown(split) == f"{want}\n[1,1]<stdout>:Step 1/2"
     assert shown(f"[1,0]<stdout>:{first[700:]}") is None
     kept, files, problems = split_traces(
-        "\n".join([cut, f"[1,0]<stdout>:{first[700:]}", *("[1,0]<stdout>:" + line for line in rest)])
+        "\n".join([split, f"[1,0]<stdout>:{first[700:]}", *("[1,0]<stdout>:" + line for line in rest)])
     )
     assert files == {"rank0.json": data} and problems == []
     assert kept.splitlines() == [want, "[1,1]<stdout>:Step 1/2"]
