@@ -11,7 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from clusterctl.check.pairs import CPU_MAX_BYTES, check_pairs, pairs_baseline, sub_inventory
+from clusterctl.check.pairs import (
+    CPU_MAX_BYTES,
+    check_pairs,
+    collective_workload,
+    pairs_baseline,
+    sub_inventory,
+)
 from clusterctl.cli import main
 from clusterctl.inventory import validate_document
 from clusterctl.results.baselines import load_baselines
@@ -115,14 +121,18 @@ def test_bad_input_is_refused_before_anything_runs(
     assert not (tmp_path / "runs").exists()
 
 
-def test_the_cpu_collective_of_a_pair_is_kept_small() -> None:
+def test_the_cpu_collective_of_a_pair_measures_only_the_size_it_is_judged_by() -> None:
     inventory = pairs_inventory(2)
-    small = Allreduce(max_bytes=CPU_MAX_BYTES)
-    assert small.argv(inventory.run, gpu=False)[-1] == "--max-bytes=4194304"
+    small = collective_workload(inventory)
+    assert isinstance(small, Allreduce)
+    assert small.argv(inventory.run, gpu=False)[-2:] == ["--min-bytes=4194304", "--max-bytes=4194304"]
+    assert small.allreduce_volume(inventory.run).bytes == CPU_MAX_BYTES * 6  # warm-up + 5, one size
     assert Allreduce().argv(inventory.run, gpu=False)[-1] == "--framework=horovod"  # `run`'s own sizes
-    assert small.allreduce_volume(inventory.run).bytes == (1 + 2 + 4) * (1 << 20) * 6
+    assert Allreduce(max_bytes=1 << 22).allreduce_volume(inventory.run).bytes == (1 + 2 + 4) * (1 << 20) * 6
     with pytest.raises(ValueError, match="not one of the payload's sizes"):
         Allreduce(max_bytes=3 << 20)
+    with pytest.raises(ValueError, match="above max_bytes"):
+        Allreduce(min_bytes=1 << 23, max_bytes=1 << 22)
 
 
 def test_the_verdict_lines_come_first_within_80_columns(

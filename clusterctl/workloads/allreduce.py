@@ -26,21 +26,27 @@ REPEATS = 1 + 5
 
 
 class Allreduce(NcclTests):
-    """Float32 sum allreduce from 1 MiB to ``max_bytes`` (default 64 MiB) on CPU ranks, over the run's
-    framework."""
+    """Float32 sum allreduce from ``min_bytes`` (default 1 MiB) to ``max_bytes`` (default 64 MiB),
+    doubling, on CPU ranks, over the run's framework."""
 
     name = "allreduce"
     model = "allreduce"
     description = "clusterctl's CPU allreduce bandwidth benchmark (Horovod or Gloo, as the payload trains)"
 
-    def __init__(self, max_bytes: int = SIZES[-1]) -> None:
-        """``max_bytes``: the largest size (one of ``SIZES``); smaller keeps the run short (check pairs)."""
-        if max_bytes not in SIZES:
-            raise ValueError(f"max_bytes {max_bytes} is not one of the payload's sizes {SIZES}")
+    def __init__(self, max_bytes: int = SIZES[-1], min_bytes: int = SIZES[0]) -> None:
+        """``max_bytes`` and ``min_bytes``: the largest and smallest sizes (each one of ``SIZES``); fewer
+        keep the run short (check pairs judges one size only)."""
+        for name, value in (("max_bytes", max_bytes), ("min_bytes", min_bytes)):
+            if value not in SIZES:
+                raise ValueError(f"{name} {value} is not one of the payload's sizes {SIZES}")
+        if min_bytes > max_bytes:
+            raise ValueError(f"min_bytes {min_bytes} is above max_bytes {max_bytes}")
         self.max_bytes = max_bytes
+        self.min_bytes = min_bytes
 
     def argv(self, settings: RunDefaults, *, gpu: bool) -> list[str]:
-        """``python allreduce_bench.py`` over the settings' framework (and ``--max-bytes`` when smaller).
+        """``python allreduce_bench.py`` over the settings' framework (and ``--min-bytes``/``--max-bytes``
+        where they narrow the default sizes).
 
         Raises:
             InputError: the run has GPUs (nccl-tests measures those).
@@ -49,14 +55,15 @@ class Allreduce(NcclTests):
             raise InputError("allreduce measures CPU ranks; on GPUs run nccl-tests.")
         # FSDP's collectives go through torch.distributed's backend, as DDP's do.
         framework = "ddp" if settings.framework == "fsdp" else settings.framework
-        smaller = [f"--max-bytes={self.max_bytes}"] if self.max_bytes != SIZES[-1] else []
+        smaller = [f"--min-bytes={self.min_bytes}"] if self.min_bytes != SIZES[0] else []
+        smaller += [f"--max-bytes={self.max_bytes}"] if self.max_bytes != SIZES[-1] else []
         op = [f"--op={settings.collective}"] if settings.collective != "allreduce" else []
         return ["python", SCRIPT, f"--framework={framework}", *op, *smaller]
 
     def allreduce_volume(self, settings: RunDefaults) -> Volume:
         """Every size, warm-up and timed: sum(sizes) x (warm-up + iterations), halved for an allgather or
         a reduce-scatter (``allreduce_equivalent``)."""
-        total = sum(size for size in SIZES if size <= self.max_bytes)
+        total = sum(size for size in SIZES if self.min_bytes <= size <= self.max_bytes)
         op = settings.collective
         return Volume(
             bytes=allreduce_equivalent(total * REPEATS, op),
