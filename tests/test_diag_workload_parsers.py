@@ -200,6 +200,20 @@ def test_mpi_error_lost_daemon_names_the_remote_host_not_mpiruns() -> None:
     assert plain.lost_host is None and "on the other nodes" in plain.summary
 
 
+def test_a_failed_slurm_step_names_the_task_that_failed_first() -> None:
+    # srun --kill-on-bad-exit on the sandbox's real Slurm: task 1 exited 3, then srun ended task 0 (143).
+    failed = parse_mpi_error(fixture_text("slurm/sandbox_srun_kill_on_bad_exit.out"))
+    assert (failed.category, failed.rank, failed.exit_code) == ("nonzero-exit", 1, 3)
+    assert failed.summary == (
+        "task 1 on node2 (Exited with exit code 3) failed first; srun ended the other tasks after it"
+    )
+    assert failed.hosts[0] == "node2"
+    assert not any(line.startswith("srun: error:") for line in failed.unparsed_lines)
+    crashed = parse_mpi_error("srun: error: node1: tasks 0-3: Segmentation fault (core dumped)\n")
+    assert (crashed.category, crashed.signal, crashed.rank) == ("rank-crashed", 11, None)
+    assert crashed.summary == "tasks 0-3 on node1 (Segmentation fault (core dumped)) failed first"
+
+
 def test_mpi_error_ssh_and_unknown() -> None:
     ssh = parse_mpi_error("ssh: connect to host node2 port 50000: Connection refused\n")
     assert ssh.category == "ssh-connect-failed"

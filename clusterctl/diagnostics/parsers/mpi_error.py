@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import Field
 
 from clusterctl.diagnostics.model import Parsed, split_tag, to_int
+from clusterctl.diagnostics.parsers.srun_tasks import TaskFailure, is_task_failure_line, task_failures
 
 MpiCategory = Literal[
     "ssh-connect-failed",
@@ -93,11 +94,31 @@ def parse_mpi_error(text: str) -> MpiError:
         if not stripped:
             continue
         _read_details(result, stripped)
-        known = _RECOGNISED.search(stripped) or _any_category(stripped) or _EXIT.search(stripped)
+        known = (
+            _RECOGNISED.search(stripped)
+            or _any_category(stripped)
+            or _EXIT.search(stripped)
+            or is_task_failure_line(stripped)
+        )
         if not (in_block or known):
             result.unparsed_lines.append(line)
-    result.category, result.summary = _classify(joined, result)
+    failures = task_failures(lines)
+    if failures:
+        _read_first_task(result, failures[0])
+    result.category, result.summary = _classify(joined, result, failures)
     return result
+
+
+def _read_first_task(result: MpiError, first: TaskFailure) -> None:
+    """The details of srun's first failed task: its host, its task as the rank, its code or signal."""
+    if first.host not in result.hosts:
+        result.hosts.insert(0, first.host)
+    if result.rank is None and first.tasks.isdigit():
+        result.rank = int(first.tasks)
+    if first.how.startswith("Exited"):
+        result.exit_code = result.exit_code if result.exit_code is not None else first.exit_code
+    elif first.exit_code is not None and result.signal is None:
+        result.signal = first.exit_code - 128
 
 
 def _read_details(result: MpiError, line: str) -> None:
@@ -123,7 +144,7 @@ def _any_category(line: str) -> bool:
     return any(p.search(line) for p in (_SSH, _LOST, _DAEMONS, _SLOTS, _OPENIB, _CRASH, _NONZERO))
 
 
-def _classify(text: str, result: MpiError) -> tuple[MpiCategory, str]:
+def _classify(text: str, result: MpiError, failures: list[TaskFailure]) -> tuple[MpiCategory, str]:
     hosts = ", ".join(result.hosts) or "unknown host"
     if _SSH.search(text):
         return "ssh-connect-failed", f"mpirun could not reach a node over SSH ({hosts})"
@@ -146,6 +167,11 @@ def _classify(text: str, result: MpiError) -> tuple[MpiCategory, str]:
         )
     if _SLOTS.search(text):
         return "not-enough-slots", f"{result.requested_slots} slots requested, more than the hosts offer"
+    if failures:  # srun's: the first task it learned of is the cause; the others it ended after
+        first = failures[0]
+        after = "; srun ended the other tasks after it" if len(failures) > 1 else ""
+        category: MpiCategory = "nonzero-exit" if first.how.startswith("Exited") else "rank-crashed"
+        return category, f"{first.describe()} failed first{after}"
     if _CRASH.search(text):
         rank = f"rank {result.rank}" if result.rank is not None else "a rank"
         signal = f" on signal {result.signal}" if result.signal else ""

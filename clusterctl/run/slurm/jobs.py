@@ -9,9 +9,9 @@ asks for. Parsers never raise: text they cannot read gives None.
 from __future__ import annotations
 
 import re
-import signal
 from dataclasses import dataclass
 
+from clusterctl.diagnostics.parsers.srun_tasks import task_failures
 from clusterctl.results.record import TIMEOUT_EXIT_CODE
 
 # States in which a job may still run or is still being cleaned up (squeue's default set).
@@ -123,45 +123,6 @@ def job_outcome(status: JobStatus) -> JobOutcome:
     if signal and signal <= MAX_SIGNAL:
         return JobOutcome(128 + signal, message)
     return JobOutcome(code or 1, message)
-
-
-# srun's line for each task (or tasks, folded) that ended badly, on its stderr:
-# ``srun: error: node2: task 1: Exited with exit code 3``, ``srun: error: node1: tasks 0-3: Killed``.
-_TASK_FAILURE = re.compile(r"^srun: error: (?P<host>[^:\s]+): tasks? (?P<tasks>[0-9][0-9,-]*): (?P<how>.+)$")
-_EXITED = re.compile(r"Exited with exit code (\d+)")
-# The signal descriptions srun prints (strsignal's, as a shell prints them), as 128 + the signal.
-_SIGNAL_CODES = {signal.strsignal(s): 128 + s for s in signal.Signals if signal.strsignal(s)}
-
-
-@dataclass(frozen=True)
-class TaskFailure:
-    """One of srun's lines about tasks that ended badly: where, which tasks, how, as an exit code."""
-
-    host: str
-    tasks: str
-    how: str
-    exit_code: int | None
-
-    def describe(self) -> str:
-        plural = "s" if any(c in self.tasks for c in ",-") else ""
-        return f"task{plural} {self.tasks} on {self.host} ({self.how})"
-
-
-def task_failures(lines: list[str]) -> list[TaskFailure]:
-    """srun's task failure lines in ``lines``, in the order srun printed them (the order it learned of
-    them); an exit code of 0 is no failure. A signal description srun did not get from this libc's
-    ``strsignal`` gives no exit code."""
-    found: list[TaskFailure] = []
-    for line in lines:
-        match = _TASK_FAILURE.match(line.strip())
-        if match is None:
-            continue
-        how = match["how"].strip()
-        exited = _EXITED.fullmatch(how)
-        code = int(exited[1]) if exited else _SIGNAL_CODES.get(how.removesuffix(" (core dumped)"))
-        if code != 0:
-            found.append(TaskFailure(match["host"], match["tasks"], how, code))
-    return found
 
 
 def blame_first_task(outcome: JobOutcome, status: JobStatus, lines: list[str]) -> JobOutcome:
