@@ -7,6 +7,8 @@
 #   requirements/wheelhouse.txt  torch (+cpu), Horovod and numpy with their dependencies; torch and
 #                                Horovod resolve from the wheelhouse only, and every version a package
 #                                shares with dev.txt is dev.txt's
+#   requirements/dali.txt        NVIDIA DALI and its dependencies, from PyPI, with hashes (the CPU
+#                                pipeline test's; installed beside .venv, not in it)
 # Needs the wheelhouse (run scripts/setup-env.sh first); scripts/setup-env.sh then fetches the
 # wheelhouse's locked versions. uv is installed, at a fixed version, in a cache venv of its own.
 # Extra arguments go to both compiles, e.g. `--upgrade-package typer` (the default is --upgrade).
@@ -32,4 +34,7 @@ compile "$@" --generate-hashes --extra dev -o requirements/dev.txt pyproject.tom
 # --no-build: Horovod's sdist on PyPI is never built; its wheel (and torch's +cpu one) come from the wheelhouse.
 compile "$@" --no-build --find-links "$WHEELHOUSE" --constraint requirements/dev.txt \
   -o requirements/wheelhouse.txt requirements/wheelhouse.in
-echo "[lock] wrote requirements/dev.txt and requirements/wheelhouse.txt" >&2
+# DALI for the CPU pipeline test, beside .venv (scripts/setup-env.sh): dev.txt's versions; numpy is .venv's.
+compile "$@" --generate-hashes --constraint requirements/dev.txt --no-emit-package numpy \
+  -o requirements/dali.txt requirements/dali.in
+echo "[lock] wrote requirements/dev.txt, requirements/wheelhouse.txt and requirements/dali.txt" >&2

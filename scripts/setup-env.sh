@@ -8,15 +8,20 @@
 #      under the same name
 #   3. the host programs the tests run: mpirun (openmpi-bin; the payload tests launch real ranks here,
 #      and the Horovod wheel links its MPI library), ssh (openssh-client; the sandbox tests log in),
-#      shellcheck and chromium (headless: the HTML report's test opens the page in it)
+#      the linter shellcheck, and chromium (headless: the HTML report's test opens the page in it)
 #   4. the wheelhouse the `cpu` image and scripts/dev-env.sh install from (CLUSTERCTL_WHEELHOUSE):
 #      the PyTorch CPU wheel, its and Horovod's dependencies at the versions
 #      requirements/wheelhouse.txt locks, and a Horovod wheel built here against that PyTorch (C++17)
+#   5. NVIDIA DALI at the versions requirements/dali.txt locks (hash-checked), in a directory of its own
+#      (CLUSTERCTL_DALI_DIR), not in .venv: tests/test_dali_cpu.py runs the payload's DALI pipeline on
+#      DALI's CPU backend with it. About 450 MB downloaded and 1 GB on disk, once per machine: the
+#      directory is kept while the lock file's hash matches the one it was installed from.
 #
 # Settings (environment): CLUSTERCTL_BASE_IMAGE (default debian:bookworm-slim),
 # CLUSTERCTL_WHEELHOUSE (default ~/.cache/clusterctl/wheelhouse), CLUSTERCTL_TORCH_VERSION (2.13.0),
 # CLUSTERCTL_HOROVOD_VERSION (0.28.1), CLUSTERCTL_TORCH_INDEX (PyTorch's CPU wheel index),
-# CLUSTERCTL_SKIP_WHEELHOUSE=1 to skip step 4.
+# CLUSTERCTL_SKIP_WHEELHOUSE=1 to skip step 4, CLUSTERCTL_DALI_DIR (default ~/.cache/clusterctl/dali-cpu),
+# CLUSTERCTL_SKIP_DALI=1 to skip step 5.
 set -euo pipefail
 
 BASE_IMAGE="${CLUSTERCTL_BASE_IMAGE:-debian:bookworm-slim}"
@@ -26,6 +31,8 @@ HOROVOD_VERSION="${CLUSTERCTL_HOROVOD_VERSION:-0.28.1}"
 TORCH_INDEX="${CLUSTERCTL_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}"
 PYTHON="${PYTHON:-python3}"
 WHEELHOUSE_LOCK="$(cd "$(dirname "$0")/.." && pwd)/requirements/wheelhouse.txt"
+DALI_DIR="${CLUSTERCTL_DALI_DIR:-$HOME/.cache/clusterctl/dali-cpu}"
+DALI_LOCK="$(cd "$(dirname "$0")/.." && pwd)/requirements/dali.txt"
 
 log() { printf '[setup-env] %s\n' "$*" >&2; }
 die() { printf '[setup-env] error: %s\n' "$*" >&2; exit 2; }
@@ -137,13 +144,31 @@ ensure_registry() {
   fi
 }
 
+# DALI beside .venv: installed into a fresh directory, which replaces the old one only once complete
+# (an interrupted install leaves the old one, or none, never half of one); the stamp names the lock.
+ensure_dali() {
+  local want have
+  want="$(sha256sum "$DALI_LOCK" | cut -d' ' -f1)"
+  have="$(cat "$DALI_DIR/.clusterctl-lock-sha256" 2>/dev/null || true)"
+  if [ "$want" = "$have" ]; then log "dali: $DALI_DIR"; return; fi
+  log "dali: installing requirements/dali.txt into $DALI_DIR"
+  rm -rf "$DALI_DIR.new"
+  "$PYTHON" -m pip install -q --root-user-action=ignore --no-compile --no-deps --require-hashes --only-binary=:all: \
+    --target "$DALI_DIR.new" -r "$DALI_LOCK" || die "the DALI install failed (requirements/dali.txt)"
+  echo "$want" >"$DALI_DIR.new/.clusterctl-lock-sha256"
+  rm -rf "$DALI_DIR"
+  mv "$DALI_DIR.new" "$DALI_DIR"
+  log "dali: $DALI_DIR"
+}
+
 ensure_docker
 ensure_base_image
 apt_install openmpi-bin openssh-client
-# shellcheck: tests lint the Slurm batch scripts clusterctl renders (tests/test_slurm_script.py).
+# The linter shellcheck: tests lint the Slurm batch scripts clusterctl renders (tests/test_slurm_script.py).
 apt_install shellcheck
 # chromium: tests open `clusterctl report --html`'s page in a real headless browser (tests/test_report_html.py).
 apt_install chromium
 ensure_registry
 [ "${CLUSTERCTL_SKIP_WHEELHOUSE:-0}" = 1 ] || ensure_wheelhouse
+[ "${CLUSTERCTL_SKIP_DALI:-0}" = 1 ] || ensure_dali
 log "ready"

@@ -7,13 +7,14 @@
 # Lint and tests run in an environment limited to what the two scripts installed, so that a machine
 # with extras behaves like a fresh one: PATH is .venv/bin, then the system's directories; no user
 # site-packages; of the caller's variables only HOME, CI, DOCKER_HOST and the settings of
-# setup-env.sh that clusterctl reads too (CLUSTERCTL_WHEELHOUSE, CLUSTERCTL_BASE_IMAGE) pass.
+# setup-env.sh that clusterctl or the tests read too (CLUSTERCTL_WHEELHOUSE, CLUSTERCTL_BASE_IMAGE,
+# CLUSTERCTL_DALI_DIR) pass.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-env.sh
 bash scripts/dev-env.sh
 limited=(env -i "PATH=$PWD/.venv/bin:/usr/sbin:/usr/bin:/sbin:/bin" "HOME=$HOME" LANG=C.UTF-8 PYTHONNOUSERSITE=1)
-for name in CI DOCKER_HOST CLUSTERCTL_WHEELHOUSE CLUSTERCTL_BASE_IMAGE; do
+for name in CI DOCKER_HOST CLUSTERCTL_WHEELHOUSE CLUSTERCTL_BASE_IMAGE CLUSTERCTL_DALI_DIR; do
   [ -z "${!name:-}" ] || limited+=("$name=${!name}")
 done
 "${limited[@]}" .venv/bin/ruff check .

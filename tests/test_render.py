@@ -11,7 +11,10 @@ import pytest
 
 from clusterctl.cli import main
 from clusterctl.image.render import CONTAINER_SSH_DIR, render_config, render_dockerfile, write_context
+from clusterctl.inventory.profiles import MODERN
 from tests.helpers.examples import EXAMPLES, example_inventory
+
+ROOT = Path(__file__).resolve().parents[1]
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -87,12 +90,21 @@ def test_modern_profile_builds_horovod_with_cxx17_and_nccl_tests() -> None:
 
 def test_modern_profile_installs_pillow_and_dali_for_real_data() -> None:
     text = render_dockerfile(example_inventory("modern"))
-    assert _args(text)["DALI_VERSION"] == "1.44.0"
+    assert _args(text)["DALI_VERSION"] == "2.4.0"
     # CUDA 12.4.1 -> the cuda120 wheel, from PyPI; Pillow beside it (the payload's decoder without DALI).
     assert (
         'pillow \\\n      "nvidia-dali-cuda$(echo "${CUDA_VERSION}" | cut -d. -f1)0==${DALI_VERSION}"' in text
     )
     assert "dali" not in render_dockerfile(example_inventory("cpu")).lower()
+
+
+def test_the_dali_the_suite_runs_on_cpu_is_the_one_the_modern_image_installs() -> None:
+    pins = [
+        line
+        for line in (ROOT / "requirements" / "dali.in").read_text().splitlines()
+        if line.startswith("nvidia")
+    ]
+    assert pins == [f"nvidia-dali-cuda120=={MODERN['versions']['dali']}"]
 
 
 def test_modern_profile_without_mofed_uses_rdma_core() -> None:
