@@ -10,24 +10,17 @@
 #   requirements/dali.txt        NVIDIA DALI and its dependencies, from PyPI, with hashes (the CPU
 #                                pipeline test's; installed beside .venv, not in it)
 # Needs the wheelhouse (run scripts/setup-env.sh first); scripts/setup-env.sh then fetches the
-# wheelhouse's locked versions. uv is installed, at a fixed version, in a cache venv of its own.
+# wheelhouse's locked versions. uv is scripts/uv.sh's (the version requirements/uv.txt pins).
 # Extra arguments go to both compiles, e.g. `--upgrade-package typer` (the default is --upgrade).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WHEELHOUSE="${CLUSTERCTL_WHEELHOUSE:-$HOME/.cache/clusterctl/wheelhouse}"
-PYTHON="${PYTHON:-python3}"
-UV_VERSION=0.13.9
-TOOLS="$HOME/.cache/clusterctl/lock-tools"
-
-if ! "$TOOLS/bin/uv" --version 2>/dev/null | grep -qx "uv $UV_VERSION.*"; then
-  "$PYTHON" -m venv "$TOOLS"
-  "$TOOLS/bin/python" -m pip install -q "uv==$UV_VERSION"
-fi
+UV="$(bash scripts/uv.sh)"
 ls "$WHEELHOUSE"/horovod-*.whl >/dev/null 2>&1 || { echo "[lock] no Horovod wheel in $WHEELHOUSE: run scripts/setup-env.sh" >&2; exit 2; }
 [ $# -gt 0 ] || set -- --upgrade
 
 compile() {
-  "$TOOLS/bin/uv" pip compile -q --no-config --custom-compile-command "bash scripts/lock.sh" \
+  "$UV" pip compile -q --no-config --custom-compile-command "bash scripts/lock.sh" \
     --python-version 3.11 --python-platform x86_64-manylinux_2_28 "$@"
 }
 compile "$@" --generate-hashes --extra dev -o requirements/dev.txt pyproject.toml requirements/dev.in
