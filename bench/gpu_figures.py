@@ -15,6 +15,11 @@ readable table under ``--out``.
    it with the decoder the image would use (DALI where it imports, else Pillow), and the loader alone.
 4. ``collect``: the collection script ``check topology`` runs on a node (``nvidia-smi``, its topology,
    ...), its output kept for the parsers' fixtures.
+5. ``recipes``: what the best ResNet-50 recipes do that section 1's payload may not, each as one change
+   of it, run once and set over section 1's compiled payload median: channels-first (what
+   channels-last gains), the SGD update as foreach or for-loop kernels (the payload's is fused on a
+   GPU), CUDA graphs (``--compile-mode=reduce-overhead``) and max-autotune without them. Last, so that
+   a spent budget costs the settling, never the figures.
 
 Every section is in the JSON: its figures, or why it has none (a package absent, a run's error, the
 time budget spent). ``--cpu-smoke`` runs the same code with tiny sizes on this machine's CPU in
@@ -48,7 +53,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PAYLOAD_DIR = ROOT / "clusterctl" / "payload"
 PLAIN = Path(__file__).resolve().parent / "plain_loops.py"
 SCHEMA = "clusterctl.gpu-figures/1"
-SECTIONS = ("resnet50", "gpt", "real_data", "collect")
+# In this order; the recipes last, so that what the budget cannot hold is the settling, not the figures.
+SECTIONS = ("resnet50", "gpt", "real_data", "collect", "recipes")
 RESULT = "CLUSTERCTL_RESULT "
 BREAKDOWN = "CLUSTERCTL_BREAKDOWN "
 PLAIN_RESULT = "PLAIN_RESULT "
@@ -74,6 +80,16 @@ GPU_SIZES = {
         "steps": 30,
         "compile": True,
     },
+    # The payload's recipe options, each measured once against section 1's compiled payload (which is
+    # channels-last, the fused SGD and compile's default mode): the name, then what it changes (an
+    # option added, or "-" and one of section 1's options taken away).
+    "recipes": {
+        "channels-first": ["-", "--channels-last"],
+        "sgd-foreach": ["--optimizer-impl=foreach"],
+        "sgd-for-loop": ["--optimizer-impl=for-loop"],
+        "cuda-graphs": ["--compile-mode=reduce-overhead"],
+        "max-autotune-no-cudagraphs": ["--compile-mode=max-autotune-no-cudagraphs"],
+    },
     "data": {
         "classes": 8,
         "train_per_class": 256,
@@ -90,6 +106,8 @@ SMOKE_SIZES = {
     | {"batch": 2, "image_size": 32, "warmup_steps": 1, "steps": 2, "compile": False},
     "gpt": GPU_SIZES["gpt"]
     | {"batch": 2, "seq_len": 32, "shape": "2,2,64", "warmup_steps": 1, "steps": 2, "compile": False},
+    # One recipe runs (the loop's code path); the compile modes need compile, which the smoke leaves off.
+    "recipes": {"sgd-foreach": GPU_SIZES["recipes"]["sgd-foreach"]},
     "data": GPU_SIZES["data"]
     | {
         "classes": 2,
@@ -178,15 +196,7 @@ def ratio(a: float | None, b: float | None) -> float | None:
 def resnet_section(sizes: dict[str, Any], runs: int, clock: Clock, cache: Path) -> dict[str, Any]:
     """Payload (breakdown on, sampler beside), payload (breakdown off) and plain loop, alternated;
     then eager once each."""
-    common = [
-        f"--batch-size={sizes['batch']}",
-        "--precision=bf16",
-        "--channels-last",
-        f"--image-size={sizes['image_size']}",
-        f"--warmup-steps={sizes['warmup_steps']}",
-        f"--steps={sizes['steps']}",
-        f"--display-every={sizes['steps']}",
-    ]
+    common = _resnet_common(sizes)
     plain_common = [
         "resnet50",
         f"--batch={sizes['batch']}",
@@ -231,6 +241,49 @@ def resnet_section(sizes: dict[str, Any], runs: int, clock: Clock, cache: Path) 
         ),
         "bound": "the payload with its breakdown and the sampler on within 2% of it with both off",
     }
+    return out
+
+
+def _resnet_common(sizes: dict[str, Any]) -> list[str]:
+    """The payload's options of section 1's runs (bf16, channels-last, the sizes)."""
+    return [
+        f"--batch-size={sizes['batch']}",
+        "--precision=bf16",
+        "--channels-last",
+        f"--image-size={sizes['image_size']}",
+        f"--warmup-steps={sizes['warmup_steps']}",
+        f"--steps={sizes['steps']}",
+        f"--display-every={sizes['steps']}",
+    ]
+
+
+def recipe_options(sizes: dict[str, Any], change: list[str]) -> list[str]:
+    """Section 1's compiled payload options with one recipe's ``change`` made."""
+    options = _resnet_common(sizes) + (["--compile"] if sizes["compile"] else [])
+    if change[:1] == ["-"]:
+        return [o for o in options if o not in change[1:]]
+    return options + change
+
+
+def recipes_section(
+    sizes: dict[str, Any], recipes: dict[str, list[str]], base: dict[str, Any], clock: Clock, cache: Path
+) -> dict[str, Any]:
+    """Each recipe option once: the compiled payload with that one change, over section 1's compiled
+    payload median (``base``), so that one GPU window settles which options are faster."""
+    median = (base.get("compiled") or {}).get("payload_median")
+    out: dict[str, Any] = {
+        "base": {"options": "bf16, channels-last, fused SGD, compile default", "median": median}
+    }
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(cache)}
+    for name, change in recipes.items():
+        compile_mode = any(option.startswith("--compile-mode") for option in change)
+        if compile_mode and not sizes["compile"]:
+            out[name] = {"options": change, "note": "not run: compile is off (--cpu-smoke)"}
+            continue
+        options = recipe_options(sizes, change)
+        got = run_json(payload_argv("resnet50_bench.py", options), (RESULT,), clock, single_rank_env(**env))
+        run = _payload_run(got, "total_images_per_sec")
+        out[name] = {"options": change, **run, "over_base": ratio(run.get("value"), median)}
     return out
 
 
@@ -455,6 +508,12 @@ def table(figures: dict[str, Any]) -> str:
     )
     c = figures["collect"]
     lines.append(f"collect: {c.get('file', '-')} ({c.get('how') or c.get('error')})")
+    recipes = figures["recipes"]
+    for name, recipe in recipes.items():
+        if name != "base" and isinstance(recipe, dict):
+            said = recipe.get("note") or recipe.get("error")
+            figure = f"{num(recipe.get('value'))} img/s, {num(recipe.get('over_base'), 3)} of the base"
+            lines.append(f"recipe {name:<27} {said[:40] if said else figure}")
     errors = [f"  {path}: {e}" for path, e in _errors(figures)]
     return "\n".join(lines + (["errors:", *errors] if errors else [])) + "\n"
 
@@ -497,6 +556,9 @@ def main(argv: list[str] | None = None) -> int:
             "gpt": lambda: gpt_section(sizes["gpt"], runs, clock, cache),
             "real_data": lambda: real_data_section(sizes["data"], clock, Path(scratch)),
             "collect": lambda: collect_section(args.out, clock),
+            "recipes": lambda: recipes_section(
+                sizes["resnet"], sizes["recipes"], figures.get("resnet50") or {}, clock, cache
+            ),
         }
         for name in SECTIONS:
             try:

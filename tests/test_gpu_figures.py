@@ -53,9 +53,28 @@ def test_the_cpu_smoke_writes_every_section_with_figures(tmp_path: Path) -> None
     assert data["decoder"] in ("pillow", "dali") and data["train"]["value"] > 0
     assert data["loader_only"]["value"] > 0
     assert "nvidia-smi" in figures["collect"]["error"]  # said, not faked
+    recipe = figures["recipes"]["sgd-foreach"]
+    assert recipe["value"] > 0 and recipe["over_base"] == round(
+        recipe["value"] / compiled["payload_median"], 4
+    )
     table = (tmp_path / "gpu-figures.txt").read_text()
     assert table == done.stdout and table.startswith("GPU figures (cpu-smoke)")
-    assert "payload/plain" in table and "no nvidia-smi" in table
+    assert "payload/plain" in table and "no nvidia-smi" in table and "recipe sgd-foreach" in table
+
+
+def test_each_gpu_recipe_changes_one_thing_of_the_compiled_payload() -> None:
+    module = _module()
+    sizes = module.GPU_SIZES["resnet"]
+    base = module.recipe_options(sizes, [])
+    assert "--channels-last" in base and "--compile" in base and "--precision=bf16" in base
+    recipes = module.GPU_SIZES["recipes"]
+    assert set(module.recipe_options(sizes, recipes["channels-first"])) == set(base) - {"--channels-last"}
+    graphs = module.recipe_options(sizes, recipes["cuda-graphs"])
+    assert graphs == [*base, "--compile-mode=reduce-overhead"]
+    # the payload accepts every recipe's options (a typo would cost the GPU window its run)
+    payload = importlib.import_module("tests.helpers.resnet50_payload").bench
+    for name, change in recipes.items():
+        assert payload.parse_args(module.recipe_options(sizes, change)), name
 
 
 def test_mfu_is_the_flops_done_over_the_device_s_dense_bf16_peak() -> None:

@@ -73,6 +73,31 @@ def test_ddp_is_wrapped_with_bucket_views_no_buffer_broadcast_and_a_static_graph
         trainer.shutdown()
 
 
+def test_the_sgd_update_runs_as_asked_and_auto_is_fused_on_a_gpu_only() -> None:
+    cpu, gpu = torch.device("cpu"), torch.device("cuda", 0)
+    assert bench.optimizer_impl("auto", gpu) == "fused" and bench.optimizer_impl("auto", cpu) == "for-loop"
+    assert bench.optimizer_impl("foreach", gpu) == "foreach"
+    for impl, foreach, fused in (
+        ("for-loop", False, False),
+        ("foreach", True, False),
+        ("fused", False, True),
+    ):
+        model = torch.nn.Linear(4, 2)
+        optimizer = bench._sgd(model.parameters(), 0.1, impl)
+        assert (optimizer.defaults["foreach"], optimizer.defaults["fused"]) == (foreach, fused), impl
+        before = model.weight.detach().clone()
+        model(torch.ones(3, 4)).sum().backward()
+        optimizer.step()  # each runs here (torch's fused SGD has a CPU kernel too) and moves the weights
+        assert not torch.equal(before, model.weight), impl
+
+
+def test_compile_modes_reach_the_parser_and_the_default_is_torch_s() -> None:
+    assert _args().compile_mode == "default" and _args().optimizer_impl == "auto"
+    assert _args("--compile", "--compile-mode=reduce-overhead").compile_mode == "reduce-overhead"
+    with pytest.raises(SystemExit):
+        _args("--compile-mode=fastest")
+
+
 def test_a_horovod_run_asked_to_compile_gets_an_info_finding_not_a_failure() -> None:
     inventory = load_inventory(ROOT / "inventories" / "modern-h100.yml")
     workload = get_workload("resnet50")

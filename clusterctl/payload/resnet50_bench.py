@@ -203,8 +203,9 @@ class Trainer:
         optional fp16 compression of the allreduce (``--fp16-allreduce``).
         """
         lr = 0.01 * self.world_size
+        impl = optimizer_impl(args.optimizer_impl, self.device)
         if self.framework == "horovod":
-            optimizer = _sgd(model.parameters(), lr, self.device)
+            optimizer = _sgd(model.parameters(), lr, impl)
             compression = self.hvd.Compression.fp16 if args.fp16_allreduce else self.hvd.Compression.none
             optimizer = self.hvd.DistributedOptimizer(
                 optimizer, named_parameters=model.named_parameters(), compression=compression
@@ -222,7 +223,7 @@ class Trainer:
             static_graph=not compiled,  # a compiled model's graph is split by DDPOptimizer instead
             **_no_forward_buffer_sync(DistributedDataParallel),
         )
-        return ddp, _sgd(ddp.parameters(), lr, self.device)
+        return ddp, _sgd(ddp.parameters(), lr, impl)
 
     def barrier(self) -> None:
         """Wait until every rank gets here (the clock starts together everywhere)."""
@@ -315,9 +316,22 @@ def _no_forward_buffer_sync(ddp_class: type[object]) -> dict[str, Any]:
     return {"broadcast_buffers": False}
 
 
-def _sgd(params, lr: float, device: torch.device) -> torch.optim.Optimizer:
-    """Plain SGD; on a GPU the fused kernel (one launch for every parameter instead of one each)."""
-    return torch.optim.SGD(params, lr=lr, fused=device.type == "cuda")
+# How the optimizer's update runs over the parameters (``--optimizer-impl``): one loop iteration per
+# parameter, torch's multi-tensor ``foreach`` kernels, or one ``fused`` kernel for all of them.
+OPTIMIZER_IMPLS = ("auto", "for-loop", "foreach", "fused")
+
+
+def optimizer_impl(asked: str, device: torch.device) -> str:
+    """The update the run uses: ``auto`` is the fused kernel on a GPU (one launch for every parameter
+    instead of one each) and torch's own default on a CPU, the for-loop."""
+    if asked != "auto":
+        return asked
+    return "fused" if device.type == "cuda" else "for-loop"
+
+
+def _sgd(params, lr: float, impl: str) -> torch.optim.Optimizer:
+    """Plain SGD, its update run as ``impl`` (``optimizer_impl``'s answer)."""
+    return torch.optim.SGD(params, lr=lr, foreach=impl == "foreach", fused=impl == "fused")
 
 
 # TF32 tensor cores arrived with Ampere (compute capability 8.0).
@@ -355,6 +369,11 @@ def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
             "before Ampere); use --precision fp16 (mixed precision with a gradient scaler) or fp32."
         )
     return torch.float16 if precision == "fp16" else torch.bfloat16
+
+
+# torch.compile's modes (``--compile-mode``): "reduce-overhead" captures the compiled step in CUDA graphs
+# (the static-shape step replayed with one launch), the max-autotune ones benchmark kernel choices first.
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
 def compile_wanted(args: argparse.Namespace) -> tuple[bool, str | None]:
@@ -401,6 +420,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--precision", choices=["fp32", "fp16", "bf16"], default="fp32")
     p.add_argument("--channels-last", action="store_true", help="NHWC memory format")
     p.add_argument("--compile", action="store_true", help="torch.compile the model (DDP only)")
+    p.add_argument(
+        "--compile-mode",
+        choices=COMPILE_MODES,
+        default="default",
+        help="torch.compile's mode with --compile: reduce-overhead replays the step's kernels as CUDA graphs",
+    )
+    p.add_argument(
+        "--optimizer-impl",
+        choices=OPTIMIZER_IMPLS,
+        default="auto",
+        help="the SGD update: auto (fused on a GPU, torch's for-loop on a CPU), for-loop, foreach or fused",
+    )
     p.add_argument(
         "--bucket-cap-mb", type=float, default=25.0, help="DDP gradient bucket size (MB); torch's default"
     )
@@ -491,7 +522,7 @@ def main(argv: list[str] | None = None) -> int:
     model = ResNet50(args.num_classes).to(device, memory_format=memory_format)  # type: ignore[call-overload]  # Module.to takes memory_format; torch's overloads omit it
     model, optimizer = trainer.wrap(model, args, compiled=compile_model)
     if compile_model:
-        model = torch.compile(model)
+        model = torch.compile(model, mode=args.compile_mode)
     scaler = torch.amp.GradScaler("cuda") if dtype == torch.float16 else None
 
     images = torch.randn(args.batch_size, 3, args.image_size, args.image_size, device=device)
@@ -601,6 +632,8 @@ def _finish(
             "channels_last": args.channels_last,
             "tf32": tf32,
             "compile": compile_model,
+            "compile_mode": args.compile_mode if compile_model else None,
+            "optimizer_impl": optimizer_impl(args.optimizer_impl, device),
             "seconds": round(slowest, 6),
             **device_facts(device, cpu_threads),
             "horovod_version": trainer.horovod_version,
