@@ -15,15 +15,20 @@ from clusterctl.check.pairs import (
     CPU_MAX_BYTES,
     check_pairs,
     collective_workload,
+    group_plan,
     pairs_baseline,
     sub_inventory,
 )
 from clusterctl.cli import main
 from clusterctl.inventory import validate_document
 from clusterctl.results.baselines import load_baselines
+from clusterctl.run.backends.slurm import SlurmBackend
+from clusterctl.run.backends.ssh import SshBackend
+from clusterctl.run.slurm.script import plan_batch
 from clusterctl.workloads.allreduce import Allreduce
 from clusterctl.yamlio import load_yaml
 from tests.helpers.pairs import ROOT, SANDBOX, Cluster, pairs_inventory
+from tests.helpers.slurm import STARTED, slurm_inventory
 
 MODERN = ROOT / "inventories" / "modern-h100.yml"
 
@@ -104,6 +109,18 @@ def test_a_group_runs_as_its_own_inventory_with_its_first_node_primary() -> None
     sub = sub_inventory(pairs_inventory(4), ["n03", "n01"])
     assert [n.name for n in sub.nodes] == ["n03", "n01"]
     assert sub.primary.name == "n03" and [n.name for n in sub.secondaries] == ["n01"]
+
+
+def test_under_slurm_a_group_s_job_is_pinned_to_the_group_s_nodes() -> None:
+    inventory = slurm_inventory(partition="debug")
+    sub = SlurmBackend().on_exactly(sub_inventory(inventory, ["node2", "node1"]))
+    assert sub.slurm is not None and sub.slurm.nodelist == "node[1-2]" and sub.slurm.partition == "debug"
+    assert sub.primary.name == "node2"
+    group = sub_inventory(inventory, ["node2", "node1"])
+    assert SshBackend().on_exactly(group) == group  # over ssh the nodes are where mpirun starts ranks
+    plan = group_plan(sub, collective_workload(sub))
+    script = plan_batch(sub, plan, STARTED, "abc123").script
+    assert "#SBATCH --nodelist=node[1-2]" in script and "#SBATCH --nodes=2" in script
 
 
 def test_bad_input_is_refused_before_anything_runs(

@@ -11,7 +11,7 @@ from xml.etree import ElementTree
 import pytest
 
 from clusterctl.check.health_collective import COLLECTIVES_FILE, node_ranks, save_collectives
-from clusterctl.check.pairs import collective_workload, group_plan
+from clusterctl.check.pairs import collective_workload, group_plan, sub_inventory
 from clusterctl.cli import main
 from clusterctl.cli.check import DEFAULT_TIMEOUT_S
 from clusterctl.diagnostics.active import (
@@ -184,7 +184,7 @@ def test_the_single_node_collective_on_cpus_is_the_allreduce_on_two_ranks_of_one
     inventory = load_inventory(CPU_INVENTORY)
     node = inventory.nodes[1].name
     workload = collective_workload(inventory, all_sizes=TIERS[level].all_sizes)  # type: ignore[index]
-    plan = group_plan(inventory, [node], workload, node_ranks(inventory))
+    plan = group_plan(sub_inventory(inventory, [node]), workload, node_ranks(inventory))
     assert [(h.node, h.slots) for h in plan.hosts] == [(node, 2)] and plan.world_size == 2
     assert workload.name == "allreduce" and not plan.gpu
     assert [a for a in plan.rank_argv if a.startswith("--max-bytes")] == ([max_bytes] if max_bytes else [])
@@ -193,6 +193,8 @@ def test_the_single_node_collective_on_cpus_is_the_allreduce_on_two_ranks_of_one
 def test_the_single_node_collective_on_gpus_is_nccl_tests_over_every_gpu_of_the_node() -> None:
     inventory = load_inventory(INVENTORY)
     node = inventory.nodes[1]
-    plan = group_plan(inventory, [node.name], collective_workload(inventory), node_ranks(inventory))
+    plan = group_plan(
+        sub_inventory(inventory, [node.name]), collective_workload(inventory), node_ranks(inventory)
+    )
     assert plan.gpu and plan.world_size == node.gpus.count == 8
     assert any("all_reduce_perf" in a for a in plan.rank_argv)

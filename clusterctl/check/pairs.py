@@ -223,17 +223,15 @@ def collective_workload(inventory: Inventory, *, all_sizes: bool = False) -> Wor
     return Allreduce(min_bytes=CPU_MAX_BYTES, max_bytes=CPU_MAX_BYTES)
 
 
-def group_plan(
-    inventory: Inventory, group: Sequence[str], workload: Workload, ranks_per_node: int | None = None
-) -> Job:
-    """The collective's job on ``group``'s nodes, its first node starting mpirun. Pure.
+def group_plan(inventory: Inventory, workload: Workload, ranks_per_node: int | None = None) -> Job:
+    """The collective's job on a group's inventory (``sub_inventory``), its first node starting
+    mpirun. Pure.
 
     Raises:
         InputError: the image cannot run ``workload``, or more ranks than a node's GPUs.
     """
-    sub = sub_inventory(inventory, group)
-    options = run_options(sub, workload.name, nodes=len(group), ranks_per_node=ranks_per_node)
-    return build_job(sub, options, workload)
+    options = run_options(inventory, workload.name, nodes=len(inventory.nodes), ranks_per_node=ranks_per_node)
+    return build_job(inventory, options, workload)
 
 
 def conductor_measure(
@@ -245,27 +243,36 @@ def conductor_measure(
     on_group: Callable[[Group], None] | None = None,
     ranks_per_node: int | None = None,
     all_sizes: bool = False,
+    launcher: str | None = "ssh",
 ) -> Measure:
-    """A ``Measure`` that runs the collective on a group through the conductor (ssh launcher, no
-    snapshot), each run bounded by ``timeout_s`` and recorded under ``runs_dir``. ``ranks_per_node``
+    """A ``Measure`` that runs the collective on a group through the conductor, each run bounded by
+    ``timeout_s`` and recorded under ``runs_dir``. ``launcher``: ``ssh`` (mpirun in the first node's
+    container, no topology snapshot: `check topology` takes it), ``slurm`` (one job per run on exactly
+    the group's nodes, ``--nodelist``) or None (the inventory's default launcher). ``ranks_per_node``
     (None: the node's GPUs, or its ranks) and ``all_sizes`` (the CPU allreduce up to 64 MiB, not 4 MiB)
     serve `check health`'s single-node collective.
+
+    Raises:
+        InputError: an unknown launcher, or slurm for an inventory without a slurm block.
 
     Raises (when called):
         InputError: the image cannot run the collective.
         StepError, ConnectError: a node's container or engine cannot be reached.
     """
-    # Imported on use: the conductor and the launcher pull SSH and the docker SDK.
+    # Imported on use: the conductor and the launchers pull SSH and the docker SDK.
     from clusterctl.run.backends.ssh import SshBackend
     from clusterctl.run.conductor import run_plans
+    from clusterctl.run.context import get_backend
 
     workload = collective_workload(inventory, all_sizes=all_sizes)
-    launcher = SshBackend(take_snapshot=lambda inv, nodes: {})
+    backend = get_backend(inventory, launcher)
+    if isinstance(backend, SshBackend):
+        backend = SshBackend(take_snapshot=lambda inv, nodes: {})
 
     def measure(group: Sequence[str]) -> Group:
-        plan = group_plan(inventory, group, workload, ranks_per_node)
-        sub = sub_inventory(inventory, group)
-        context = RunContext(sub, (plan,), workload, launcher, runs_dir, timeout_s, repeats=repeats)
+        sub = backend.on_exactly(sub_inventory(inventory, group))
+        plan = group_plan(sub, workload, ranks_per_node)
+        context = RunContext(sub, (plan,), workload, backend, runs_dir, timeout_s, repeats=repeats)
         done = run_plans(context)
         result = Group(
             tuple(group),

@@ -61,9 +61,17 @@ def pairs(
         False, "--json", help="Print the report as JSON (schema clusterctl.check-pairs/1, see docs/check.md)."
     ),
     junit: Path | None = JunitOption,
+    launcher: str | None = typer.Option(
+        None,
+        "--launcher",
+        help="ssh (mpirun in the group's first container: needs `clusterctl up`) or slurm (one job per "
+        "run on exactly the group's nodes, --nodelist); default: slurm when the inventory's slurm block "
+        "says default: true, else ssh.",
+    ),
 ) -> int:
     """Run the collective (nccl-tests on GPUs, the CPU allreduce otherwise) on node pairs and name the
-    slow node: one verdict per node, exit 1 when a node or link is named. Needs `clusterctl up`."""
+    slow node: one verdict per node, exit 1 when a node or link is named. Over ssh it needs `clusterctl
+    up`; under Slurm each group is a job of its own."""
     from clusterctl.check.pairs import check_pairs, conductor_measure, default_baseline
 
     if search not in ("auto", "all", "halving"):
@@ -83,7 +91,7 @@ def pairs(
         )
 
     measure = conductor_measure(
-        inventory, repeats=repeats, timeout_s=timeout, runs_dir=runs_dir, on_group=progress
+        inventory, repeats=repeats, timeout_s=timeout, runs_dir=runs_dir, on_group=progress, launcher=launcher
     )
     report = check_pairs(
         inventory,

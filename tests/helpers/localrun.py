@@ -133,6 +133,10 @@ class Described:
         del inventory
         return with_rendezvous_port(plan, rendezvous_ports(run_id)[0])
 
+    def on_exactly(self, inventory: Inventory) -> Inventory:
+        """As the ssh backend: the inventory's nodes are where the ranks run."""
+        return SshBackend().on_exactly(inventory)
+
 
 class LocalMpirun(Described):
     """The ssh backend's stand-in: the job's ranks under this host's own Open MPI."""

@@ -179,6 +179,26 @@ def test_ddp_2x2_through_slurm_is_valid_and_reported_next_to_ssh(
     ]
 
 
+def test_check_pairs_under_slurm_runs_each_group_as_a_job_on_exactly_its_nodes(
+    cluster: Inventory, sandbox2, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # No `up`: under Slurm each run is a job whose tasks start their own containers.
+    argv = ["check", "pairs", "-i", str(sandbox2.inventory_path), "--launcher", "slurm", "--repeats", "1",
+            "--runs-dir", str(tmp_path / "runs"), "--json"]  # fmt: skip
+    code = main(argv)
+    captured = capsys.readouterr()
+    report = strict_loads(captured.out)
+    assert code == 0, captured.err[-3000:]
+    (group,) = report["groups"]
+    assert sorted(group["nodes"]) == ["node1", "node2"] and group["median_gb_s"] > 0, report
+    assert [n["verdict"] for n in report["nodes"]] == ["ok", "ok"]
+    (run_dir,) = group["run_dirs"]
+    script = (Path(run_dir) / "command.txt").read_text()
+    assert "#SBATCH --nodelist=node[1-2]" in script and "#SBATCH --nodes=2" in script, script
+    assert json.loads((Path(run_dir) / "result.json").read_text())["launcher"] == "slurm"
+    assert _queue(cluster) == ""
+
+
 def test_ctrl_c_cancels_the_job_and_leaves_no_container(cluster: Inventory, sandbox2, tmp_path: Path) -> None:
     command = [sys.executable, "-m", "clusterctl", "run", "resnet50", "-i", str(sandbox2.inventory_path),
                "--launcher", "slurm", "--steps", "10000", "--runs-dir", str(tmp_path / "runs")]  # fmt: skip

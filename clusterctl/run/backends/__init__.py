@@ -104,6 +104,12 @@ class Backend(Protocol):
         where this backend can see which are free; a job without a rendezvous unchanged."""
         ...
 
+    def on_exactly(self, inventory: Inventory) -> Inventory:
+        """``inventory``, a group of a cluster's nodes, as this backend needs it to run a job on exactly
+        those nodes and no other (`check pairs`' groups): unchanged where the inventory's nodes are
+        where jobs run; where a scheduler picks the nodes, told to take these."""
+        ...
+
     def start(self, inventory: Inventory, job: Job) -> Launch:
         """Start ``job`` and return the running launch."""
         ...

@@ -35,6 +35,7 @@ from clusterctl.hosts.command import CommandResult
 from clusterctl.hosts.sftp import write_file
 from clusterctl.hosts.ssh import connect, run
 from clusterctl.inventory import FabricSpec, Inventory, Node, SlurmSpec
+from clusterctl.nodesets import fold
 from clusterctl.paths import payload_files
 from clusterctl.results.record import LauncherName
 from clusterctl.run.backends import Collected, Description
@@ -286,6 +287,13 @@ class SlurmBackend:
         batch script checks it there and moves up while it is in use."""
         del inventory
         return with_rendezvous_port(job, rendezvous_ports(run_id)[0])
+
+    def on_exactly(self, inventory: Inventory) -> Inventory:
+        """``inventory`` with its slurm block's node list (``--nodelist``) set to its nodes, folded
+        (``node[1-2]``): the inventory's node names are the Slurm node names."""
+        slurm = slurm_block(inventory)
+        pinned = slurm.model_copy(update={"nodelist": fold(n.name for n in inventory.nodes)})
+        return inventory.model_copy(update={"slurm": pinned})
 
     def start(self, inventory: Inventory, plan: Job) -> SlurmLaunch:
         """Check the MPI plugin, write the batch script into its run directory and sbatch it.

@@ -143,6 +143,10 @@ class SshBackend:
             return job
         return with_rendezvous_port(job, choose_port(inventory, job, run_id))
 
+    def on_exactly(self, inventory: Inventory) -> Inventory:
+        """``inventory`` as it is: its nodes are where the job's mpirun starts ranks."""
+        return inventory
+
     def start(self, inventory: Inventory, job: Job) -> SshLaunch:
         """The launch of ``job`` with its nodes' snapshot and counters read now; the command starts when
         it is followed."""
