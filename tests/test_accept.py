@@ -70,7 +70,7 @@ def test_a_bad_node_is_left_out_or_stops_the_acceptance() -> None:
     assert nodes_after("topology", nodes, ["(cluster)"], "exclude") == "topology failed on (cluster)"
 
 
-@pytest.mark.parametrize(("nodes", "groups"), [(2, 1), (4, 6), (8, 28), (9, 13), (16, 16)])
+@pytest.mark.parametrize(("nodes", "groups"), [(2, 1), (4, 6), (8, 28), (9, 11), (16, 11), (128, 17)])
 def test_pair_groups_bound_the_auto_search(nodes: int, groups: int) -> None:
     assert pair_groups(nodes) == groups
 

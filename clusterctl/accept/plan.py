@@ -10,12 +10,11 @@ file under its size cap.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Literal
 
 from clusterctl.diagnostics.active import LEVELS, TIERS, Level
-from clusterctl.diagnostics.pairs import all_pairs
+from clusterctl.diagnostics.pairs import all_pairs, halving_groups
 
 OnBadNode = Literal["exclude", "stop"]
 # `check topology`'s and `check health`'s own default per-node collection bound.
@@ -75,10 +74,10 @@ class AcceptPlan:
 
 def pair_groups(nodes: int) -> int:
     """The most groups `check pairs`' auto search measures on ``nodes`` nodes: every pair up to
-    ``ALL_PAIRS_UP_TO``, else the halving search's 2 per halving plus disjoint pairs covering every node."""
+    ``ALL_PAIRS_UP_TO``, else the halving search's (``halving_groups``)."""
     if nodes <= ALL_PAIRS_UP_TO:
         return len(all_pairs([str(i) for i in range(nodes)]))
-    return 2 * math.ceil(math.log2(nodes)) + math.ceil(nodes / 2)
+    return halving_groups(nodes)
 
 
 def plan_accept(nodes: list[str], options: AcceptOptions) -> AcceptPlan:

@@ -4,14 +4,15 @@ The effectful half of pairwise isolation (the pure half is ``clusterctl.diagnost
 group runs the collective `run --preflight` runs (nccl-tests on GPUs, the payload's CPU allreduce
 otherwise) through the conductor, ``repeats`` times, each run bounded by ``timeout_s`` and recorded in
 the runs directory like any run; its figure is the bus bandwidth at the largest size, a failed or
-timed-out run counting 0. A group runs as an inventory of its own nodes, the first one primary (its
-container starts mpirun), over the ssh launcher, without the topology snapshot (`check topology`
-takes it).
+timed-out run counting 0. A group runs as an inventory of its own nodes, the first one primary (over
+ssh its container starts mpirun), on the inventory's default launcher or the one asked for (under
+Slurm a job pinned to exactly the group's nodes), over ssh without the topology snapshot (`check
+topology` takes it).
 
 Two searches: ``all`` measures every pair (n(n-1)/2 groups) and judges every node by the median of its
-pairs; ``halving`` measures halves (ClusterKit's way, log2(n) + 2 groups) against a floor: the
-baseline's, or without one the median of at most ``REFERENCE_PAIRS`` disjoint pairs (3 groups more), so
-the groups measured grow as log n.
+pairs against the baseline or its peers; ``halving`` compares halves with each other (ClusterKit's
+way, two groups a round: at most 2 ceil(log2 n) + 3), so neither a baseline nor a pair's figure is
+needed, and groups of one size are only ever set against each other.
 """
 
 from __future__ import annotations
@@ -24,15 +25,17 @@ from typing import Any, Literal
 
 from clusterctl.diagnostics.junit import Case, check_cases
 from clusterctl.diagnostics.pairs import (
+    HALVING_MIN_NODES,
+    Halving,
     NodeVerdict,
     SlowLink,
     Verdict,
     all_pairs,
     halving_search,
-    judge,
     judge_all_pairs,
     launch_order,
 )
+from clusterctl.errors import InputError
 from clusterctl.inventory import Inventory
 from clusterctl.results.baselines import BUSBW_METRIC, Baseline, baselines_for, find_baseline, hardware_config
 from clusterctl.results.record import RunRecord
@@ -49,10 +52,6 @@ Search = Literal["auto", "all", "halving"]
 SCHEMA = "clusterctl.check-pairs/1"
 # Up to this many nodes `auto` measures all pairs (28 groups); above it, the halving search.
 ALL_PAIRS_UP_TO = 8
-# Without a baseline the halving search's reference is the median of this many disjoint pairs (fewer on
-# fewer nodes): with one bad node at most one of them holds it, so the median is a healthy pair's, and
-# their number does not grow with the cluster (n/2 pairs did: 64 groups before the search on 128 nodes).
-REFERENCE_PAIRS = 3
 # The CPU allreduce measures 4 MiB only (of 1-64 MiB): a pair's run is mostly start-up, a slow node shows
 # at every size, and the verdict reads the largest size's bus bandwidth, so the 1 and 2 MiB rows were
 # 3/7 of the bytes moved for nothing (a slow link's pair took that much longer); nccl-tests keeps its
@@ -160,8 +159,12 @@ def check_pairs(
 ) -> PairsReport:
     """Measure node groups with ``measure`` and judge every node (and, with all pairs, every link).
 
-    ``baseline`` (None: judge against the cluster's own median) sets the reference; ``tolerance`` is
-    the fraction below it still healthy.
+    ``baseline`` (None: judge against the cluster's own median) sets the all-pairs search's reference;
+    the halving search compares halves with each other. ``tolerance`` is the fraction below the
+    reference still healthy.
+
+    Raises:
+        InputError: the halving search on fewer than ``HALVING_MIN_NODES`` nodes (before any run).
     """
     names = [n.name for n in inventory.nodes]
     chosen: Literal["all", "halving"] = (
@@ -178,30 +181,31 @@ def check_pairs(
         medians = {pair: measured(launch_order(names, pair)).median for pair in all_pairs(names)}
         report.nodes, report.links = judge_all_pairs(medians, tolerance, baseline.value if baseline else None)
         return report
-    if baseline is not None:
-        reference, basis = baseline.value, "the baseline"
-    else:
-        starts = range(0, len(names) - 1, 2)[:REFERENCE_PAIRS]
-        disjoint = [measured(names[i : i + 2]) for i in starts]
-        reference, basis = statistics.median(g.median for g in disjoint), "median of disjoint pairs"
-    floor = reference * (1 - tolerance)
-    bad = halving_search(names, lambda group: judge(measured(group).samples, floor))
-    report.nodes = [_halving_verdict(n, bad, report.groups, reference, tolerance, basis) for n in names]
+    if len(names) < HALVING_MIN_NODES:
+        raise InputError(
+            f"--search halving compares halves of 2 nodes or more, so it needs {HALVING_MIN_NODES} nodes; "
+            f"inventory {inventory.cluster.name!r} has {len(names)}. Fix: use --search all (or auto)."
+        )
+    halving = halving_search(names, lambda group: measured(group).median, tolerance)
+    report.nodes = _halving_verdicts(names, halving)
     return report
 
 
-def _halving_verdict(
-    node: str, bad: str | None, groups: list[Group], reference: float, tolerance: float, basis: str
-) -> NodeVerdict:
-    """A node's verdict after the halving search (groups below ``reference x (1 - tolerance)`` are
-    slow). Its figure is that of the smallest group it was in of
-    those that agree with the verdict (slow groups for the named node, healthy ones for the others);
-    None when it was in none."""
-    slow, floor = node == bad, reference * (1 - tolerance)
-    agreeing = [g for g in groups if node in g.nodes and (g.median < floor) == slow]
-    figure = min(agreeing, key=lambda g: len(g.nodes)).median if agreeing else None
-    verdict: Verdict = ("fail" if figure == 0 else "slow") if slow else "ok"
-    return NodeVerdict(node, verdict, figure, reference, basis)
+def _halving_verdicts(names: Sequence[str], halving: Halving) -> list[NodeVerdict]:
+    """Each node's verdict from the comparisons: its figure is that of the last group it was in
+    (the named node's: its pair with a cleared node), against the group it was compared with."""
+    last: dict[str, tuple[float, float, str]] = {}
+    for c in halving.comparisons:
+        for node in c.slower:
+            last[node] = (c.slower_busbw, c.faster_busbw, c.basis)
+        for node in c.faster:
+            last[node] = (c.faster_busbw, c.slower_busbw, c.basis)
+    verdicts = []
+    for node in names:
+        figure, reference, basis = last[node]
+        verdict: Verdict = ("fail" if figure == 0 else "slow") if node == halving.bad else "ok"
+        verdicts.append(NodeVerdict(node, verdict, figure, reference, basis))
+    return verdicts
 
 
 def sub_inventory(inventory: Inventory, group: Sequence[str]) -> Inventory:

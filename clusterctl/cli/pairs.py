@@ -34,8 +34,8 @@ def pairs(
     search: str = typer.Option(
         "auto",
         "--search",
-        help="all: every pair (n(n-1)/2 groups); halving: halves until one node is left (about "
-        "log2(n) + 2 groups, plus 3 disjoint pairs without a baseline); auto: all up to 8 nodes.",
+        help="all: every pair (n(n-1)/2 groups); halving: compares halves until one node is left "
+        "(4 nodes or more; 2 groups a round, at most 2 log2(n) + 3); auto: all up to 8 nodes.",
     ),
     repeats: int = typer.Option(3, "--repeats", min=1, max=10, help="Runs per group; the median is judged."),
     tolerance: float = typer.Option(

@@ -2,11 +2,9 @@
 the measurements condemn. The effectful half (running the collective on each group) is
 ``clusterctl.check.pairs``.
 
-- ``judge`` turns repeated samples of one group into a verdict: the median of the repeats against a
-  floor, so one noisy sample does not condemn a group.
 - ``halving_search`` finds one bad node in a large cluster the way ClusterKit does: measure halves,
-  keep the half that is slow, until one node is left (a pair is the smallest group a collective has,
-  so the last step pairs each of the two suspects with a node already cleared).
+  keep the half that is slower than the other, until two or three suspects are left (a pair is the
+  smallest group a collective has, so the last step pairs each suspect with a node already cleared).
 - ``judge_all_pairs`` gives every node its verdict from all pairs measured: a node's figure is the
   median of its pairs, compared with the baseline or, without one, with the median of its peers'
   figures; a slow pair of two nodes that are not slow is a slow link.
@@ -14,6 +12,7 @@ the measurements condemn. The effectful half (running the collective on each gro
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -21,11 +20,6 @@ from typing import Literal
 
 Verdict = Literal["ok", "slow", "fail"]
 Pair = tuple[str, str]
-
-
-def judge(samples: Sequence[float], floor: float) -> bool:
-    """Whether a group is healthy: the median of its repeated samples reaches ``floor``."""
-    return bool(samples) and statistics.median(samples) >= floor
 
 
 def all_pairs(nodes: Sequence[str]) -> list[tuple[str, str]]:
@@ -62,32 +56,84 @@ def launch_order(nodes: Sequence[str], pair: Pair) -> Pair:
     return (nodes[i], nodes[j]) if starts else (nodes[j], nodes[i])
 
 
-def halving_search(nodes: Sequence[str], healthy: Callable[[Sequence[str]], bool]) -> str | None:
-    """The one bad node of ``nodes`` found by measuring halves, or None when the whole group is healthy.
+# The fewest nodes the halving search takes: it compares two halves of at least two nodes each.
+HALVING_MIN_NODES = 4
 
-    It assumes one bad node (a slow group holds it, a healthy one does not).
 
-    ``healthy(group)`` runs the collective on ``group`` (at least two nodes) and judges it: the whole
-    group once, one half per halving (ceil(log2 n) at most), and one pair to tell the last two apart,
-    so at most ceil(log2 n) + 2 runs instead of n(n-1)/2.
+def halving_groups(nodes: int) -> int:
+    """The most groups the halving search measures on ``nodes`` nodes: two halves a round while four
+    suspects or more are left, then at most three pairs."""
+    return 2 * math.ceil(math.log2(nodes)) + 3
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Groups of (nearly) the same size measured one after the other: the slowest and the fastest with
+    their figures (GB/s), whether the slowest is below ``(1 - tolerance)`` of the fastest, and what was
+    compared: two halves, or the last suspects each paired with one cleared node."""
+
+    slower: tuple[str, ...]
+    slower_busbw: float
+    faster: tuple[str, ...]
+    faster_busbw: float
+    split: bool
+    suspects: bool = False
+
+    @property
+    def basis(self) -> str:
+        """What a node's figure from this comparison is judged against, in a verdict line's words."""
+        return "the other suspects' pairs" if self.suspects else "the other half"
+
+
+@dataclass(frozen=True)
+class Halving:
+    """What the halving search found: the one slow node (None: the halves kept level, nothing named)
+    and every comparison it made, in order."""
+
+    bad: str | None
+    comparisons: tuple[Comparison, ...]
+
+
+def halving_search(
+    nodes: Sequence[str], figure: Callable[[Sequence[str]], float], tolerance: float
+) -> Halving:
+    """The one slow node of ``nodes`` (at least ``HALVING_MIN_NODES``), found by comparing halves.
+
+    ``figure(group)`` runs the collective on ``group`` and gives its bus bandwidth. Each round measures
+    both halves of the suspects and keeps the slower one, if it is below ``(1 - tolerance)`` of the
+    other; if neither is, no single node is slow and the search ends naming none. Once two or three
+    suspects are left, each runs with one node the search cleared, and the slowest of those pairs names
+    its suspect if it is below ``(1 - tolerance)`` of the fastest. Halves of one size are compared with
+    each other, never with a pair's figure: where the bus bandwidth falls as groups grow (a blocking
+    fabric, or the sandbox's nodes sharing the machine's cores: 16 of them ran at a sixth of a pair),
+    a larger healthy group would otherwise look slow. Two groups per round: at most
+    ``halving_groups(n)`` runs instead of n(n-1)/2. It assumes one slow node.
+
+    Raises:
+        ValueError: fewer than ``HALVING_MIN_NODES`` nodes.
     """
-    if healthy(nodes):
-        return None
+    if len(nodes) < HALVING_MIN_NODES:
+        raise ValueError(f"the halving search compares halves of 2 nodes or more: {len(nodes)} is too few")
+    comparisons: list[Comparison] = []
+
+    def compare(groups: Sequence[Sequence[str]], *, suspects: bool = False) -> Comparison:
+        figures = sorted(((figure(g), tuple(g)) for g in groups), key=lambda fg: fg[0])
+        (slow_figure, slow), (fast_figure, fast) = figures[0], figures[-1]
+        split = slow_figure < fast_figure * (1 - tolerance)
+        comparisons.append(Comparison(slow, slow_figure, fast, fast_figure, split, suspects))
+        return comparisons[-1]
+
     suspects: list[str] = list(nodes)
     cleared: list[str] = []
-    while len(suspects) > 2:
-        half, rest = suspects[: len(suspects) // 2], suspects[len(suspects) // 2 :]
-        probe, other = (half, rest) if len(half) >= 2 else (rest, half)  # a collective needs two nodes
-        if healthy(probe):
-            cleared, suspects = cleared + probe, other
-        else:
-            cleared, suspects = cleared + other, probe
-    if len(suspects) == 1:
-        return suspects[0]
-    if not cleared:  # a two-node cluster: one pair cannot tell which of the two is slow
-        return None
-    first, second = suspects
-    return second if healthy([first, cleared[0]]) else first
+    while len(suspects) >= HALVING_MIN_NODES:
+        half = len(suspects) // 2
+        found = compare([suspects[:half], suspects[half:]])
+        if not found.split:
+            return Halving(None, tuple(comparisons))
+        cleared += found.faster
+        suspects = list(found.slower)
+    last = compare([[suspect, cleared[0]] for suspect in suspects], suspects=True)
+    return Halving(last.slower[0] if last.split else None, tuple(comparisons))
 
 
 @dataclass(frozen=True)
