@@ -21,12 +21,18 @@ from clusterctl.cli.common import (
 )
 from clusterctl.cli.junit import JunitOption, checked_junit, write_junit
 from clusterctl.errors import InputError
+from clusterctl.nodesets import fold, grouped
 
 if TYPE_CHECKING:
     from clusterctl.check.pairs import Group, PairsReport
 
 DEFAULT_RUN_TIMEOUT_S = 120.0
 _STYLE = {"ok": "green", "slow": "bold red", "fail": "bold red"}
+
+
+def _named_first(said: tuple[str, str]) -> int:
+    """A verdict line's place: the named nodes' lines first."""
+    return 1 if said[0] == "ok" else 0
 
 
 def pairs(
@@ -110,12 +116,14 @@ def pairs(
 
 
 def _show(report: PairsReport) -> None:
-    """Verdict lines (one per node, 80 columns), then the slow links, then the failures."""
-    width = max(len(v.node) for v in report.nodes)
-    for v in report.nodes:
+    """Verdict lines, the named nodes first, nodes that say the same folded into one (``node[2-16]``,
+    as a halving search's cleared halves do), 80 columns; then the slow links, then the failures."""
+    said = {v.node: (v.verdict, v.summary()) for v in report.nodes}
+    lines = [(fold(names), verdict, summary) for (verdict, summary), names in grouped(said, _named_first)]
+    width = max(len(label) for label, _, _ in lines)
+    for label, verdict, summary in lines:
         console.print(
-            f"{markup_safe(v.node.ljust(width))}  [{_STYLE[v.verdict]}]{v.verdict.upper():<4}[/]  "
-            f"{markup_safe(v.summary())}",
+            f"{markup_safe(label.ljust(width))}  [{_STYLE[verdict]}]{verdict.upper():<4}[/]  {markup_safe(summary)}",
             highlight=False,
         )
     for link in report.links:
