@@ -15,7 +15,7 @@ image built first (untimed):
 Nothing is asserted: targets are reported, not enforced.
 
 Usage: .venv/bin/python bench/delivery.py [--nodes 1,2,4] [--transports registry,stream[,stream-plain]]
-       [--no-payload-only] [--json FILE]
+       [--baselines load,cat] [--no-payload-only] [--json FILE]
        [--sandbox-state DIR]  (one count: that running sandbox, left up, instead of a fresh one; its
                                nodes are emptied of the image all the same)
 """
@@ -124,7 +124,7 @@ def _ways(nodes: dict[str, dict[str, object]]) -> str:
 def measure(
     nodes: int,
     transports: list[str],
-    baselines: bool,
+    baselines: list[str],
     payload_only: bool = True,
     existing: Path | None = None,
 ) -> dict[str, object]:
@@ -138,8 +138,9 @@ def measure(
         record = read_image_record(load_inventory(bench.inventory_path))
         size = docker.from_env().images.get(record.image_id).attrs["Size"]
         figures: dict[str, object] = {"image_bytes": size}
-        if baselines:
+        if "cat" in baselines:
             figures["openssh_cat_s"] = _openssh(bench, record.reference, "cat >/dev/null")
+        if "load" in baselines:
             _empty_nodes(bench, record.reference)
             figures["openssh_load_s"] = _openssh(bench, record.reference, "docker load")
         for transport in transports:
@@ -167,6 +168,12 @@ def main() -> None:
         "--transports", default="registry,stream", help="Transports (default registry,stream)."
     )
     parser.add_argument(
+        "--baselines",
+        default="load,cat",
+        help="OpenSSH baselines, first count only: load (docker save | ssh docker load), cat (the same "
+        "into cat >/dev/null: the wire's ceiling); default load,cat.",
+    )
+    parser.add_argument(
         "--no-payload-only",
         action="store_true",
         help="Skip the payload-only re-delivery (long on many nodes).",
@@ -179,26 +186,23 @@ def main() -> None:
         figures[n] = measure(
             n,
             transports,
-            baselines=(i == 0),
+            baselines=args.baselines.split(",") if i == 0 else [],
             payload_only=not args.no_payload_only,
             existing=args.sandbox_state,
         )
         write_json(args.json, {"figures": {str(k): f for k, f in figures.items()}})
     first = figures[counts[0]]
     mb = first["image_bytes"] / 1e6
-    if "openssh_load_s" in first:
-        print_table(
-            f"OpenSSH to node1, image {mb:,.0f} MB",
-            ["what", "seconds", "MB/s"],
-            [
-                [
-                    "docker save | ssh node 'cat >/dev/null'",
-                    first["openssh_cat_s"],
-                    mb / first["openssh_cat_s"],
-                ],
-                ["docker save | ssh node docker load", first["openssh_load_s"], mb / first["openssh_load_s"]],
-            ],
+    ssh_rows = [
+        [what, first[key], mb / first[key]]
+        for what, key in (
+            ("docker save | ssh node 'cat >/dev/null'", "openssh_cat_s"),
+            ("docker save | ssh node docker load", "openssh_load_s"),
         )
+        if key in first
+    ]
+    if ssh_rows:
+        print_table(f"OpenSSH to node1, image {mb:,.0f} MB", ["what", "seconds", "MB/s"], ssh_rows)
     rows = []
     for n in counts:
         for t in transports:
