@@ -138,19 +138,18 @@ def halving_search(
 
 @dataclass(frozen=True)
 class NodeVerdict:
-    """One node's verdict: its figure (GB/s; 0 when its runs failed; None when it was only cleared as
-    part of a healthy group) against the reference it was judged by, and what that reference is."""
+    """One node's verdict: its figure (GB/s; 0 when its runs failed) against the reference it was judged
+    by, and what that reference is."""
 
     node: str
     verdict: Verdict
-    busbw: float | None
+    busbw: float
     reference: float
     basis: str
 
     def summary(self) -> str:
         """``busbw 0.8 GB/s vs 2.1 GB/s median of its peers``: the verdict line after the verdict."""
-        figure = "not measured alone" if self.busbw is None else f"busbw {self.busbw:.3g} GB/s"
-        return f"{figure} vs {self.reference:.3g} GB/s {self.basis}"
+        return f"busbw {self.busbw:.3g} GB/s vs {self.reference:.3g} GB/s {self.basis}"
 
 
 @dataclass(frozen=True)
